@@ -1,0 +1,13 @@
+// Each ecoserve subcommand lives in its own cmd_*.cc and registers itself here.
+// A command's callback stores its exit code in `exit_code` (0 on success).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace ecoserve::apps {
+
+void add_model_command(CLI::App& app, int& exit_code);     // cmd_model.cc
+void add_generate_command(CLI::App& app, int& exit_code);  // cmd_generate.cc
+void add_profile_command(CLI::App& app, int& exit_code);   // cmd_profile.cc
+
+}  // namespace ecoserve::apps

@@ -1,0 +1,21 @@
+// ecoserve: one CLI for serving, benchmarking, simulating and inspecting models.
+#include <cstdio>
+
+#include "apps/ecoserve/commands.h"
+#include "base/log.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "ecoserve: an LLM serving system with four ways to share hardware between\n"
+      "prefill and decode (nodg, fudg, padg, llumnix). Run 'ecoserve COMMAND --help'."};
+  app.require_subcommand(1);
+  std::string log_level = "warn";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")->capture_default_str();
+  int exit_code = 0;
+  ecoserve::apps::add_model_command(app, exit_code);
+  ecoserve::apps::add_generate_command(app, exit_code);
+  ecoserve::apps::add_profile_command(app, exit_code);
+  app.parse_complete_callback([&] { ecoserve::init_logging(log_level); });
+  CLI11_PARSE(app, argc, argv);
+  return exit_code;
+}

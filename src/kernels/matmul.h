@@ -1,0 +1,38 @@
+// Matrix multiplication against stored weights: the engine's hot path.
+//
+// y[t, r] = sum_c W[r, c] * x[t, c]   for t < n_tokens, r < w.rows
+//
+// W is a weight matrix as stored in GGUF: w.rows output features, each row of
+// w.cols input values encoded in w.type (ggml's ne0 = cols). x is row-major
+// [n_tokens, cols] float, y is row-major [n_tokens, rows] float.
+// The work is split over ctx.pool's threads. ctx.scratch is reused between
+// calls (quantized activations); a KernelContext belongs to one engine and is
+// used by one thread at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/ggml_type.h"
+
+namespace ecoserve::kernels {
+
+struct WeightView {
+  GgmlType type = GgmlType::kF32;
+  const void* data = nullptr;
+  std::int64_t rows = 0;       // output features
+  std::int64_t cols = 0;       // input features
+  std::size_t row_bytes = 0;   // bytes of one stored row
+};
+
+struct KernelContext {
+  explicit KernelContext(ThreadPool* p) : pool(p) {}
+  ThreadPool* pool;
+  std::vector<std::uint8_t> scratch;
+};
+
+void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y, KernelContext& ctx);
+
+}  // namespace ecoserve::kernels
