@@ -9,5 +9,7 @@ namespace ecoserve::apps {
 void add_model_command(CLI::App& app, int& exit_code);     // cmd_model.cc
 void add_generate_command(CLI::App& app, int& exit_code);  // cmd_generate.cc
 void add_profile_command(CLI::App& app, int& exit_code);   // cmd_profile.cc
+// `model tokenize` lives in cmd_model_tokenize.cc; cmd_model.cc calls this to add it.
+void add_model_tokenize_subcommand(CLI::App* model_cmd, int& exit_code);
 
 }  // namespace ecoserve::apps
