@@ -1,10 +1,337 @@
+// ecoserve model: inspect (info), create (synth) and convert (convert-llama2c) GGUF models.
+// `model tokenize` is added by cmd_model_tokenize.cc.
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
 #include "apps/ecoserve/commands.h"
+#include "kernels/ggml_type.h"
+#include "model/gguf.h"
+#include "model/llama2c.h"
+#include "model/synth.h"
 
 namespace ecoserve::apps {
+namespace {
+
+void print_error(const Status& s) { std::fprintf(stderr, "error: %s\n", s.message().c_str()); }
+
+// ---------------- info ----------------
+
+struct InfoArgs {
+  std::string file;
+  bool json = false;
+  bool all_metadata = false;
+};
+
+struct TypeStats {
+  std::int64_t tensors = 0;
+  std::uint64_t bytes = 0;
+  std::int64_t params = 0;
+};
+
+std::optional<std::int64_t> opt_int(const model::GgufFile& f, const std::string& key) {
+  auto v = f.get_int(key);
+  return v.ok() ? std::optional<std::int64_t>(*v) : std::nullopt;
+}
+std::optional<double> opt_float(const model::GgufFile& f, const std::string& key) {
+  auto v = f.get_float(key);
+  return v.ok() ? std::optional<double>(*v) : std::nullopt;
+}
+std::optional<std::string> opt_string(const model::GgufFile& f, const std::string& key) {
+  auto v = f.get_string(key);
+  return v.ok() ? std::optional<std::string>(*v) : std::nullopt;
+}
+
+nlohmann::json value_to_json(const model::GgufValue& v) {
+  using model::GgufValueType;
+  if (v.is_string()) return v.string_value();
+  if (v.type() == GgufValueType::kBool) return v.int_value() != 0;
+  if (v.is_float()) return v.float_value();
+  if (v.is_integer()) return v.int_value();
+  const auto& a = v.array();
+  if (a.elem_type == GgufValueType::kString) return a.strings;
+  if (a.elem_type == GgufValueType::kFloat32 || a.elem_type == GgufValueType::kFloat64) return a.floats;
+  return a.ints;
+}
+
+std::string human_bytes(std::uint64_t b) {
+  if (b >= (1ULL << 30)) return fmt::format("{:.2f} GiB", b / double(1ULL << 30));
+  if (b >= (1ULL << 20)) return fmt::format("{:.2f} MiB", b / double(1ULL << 20));
+  if (b >= (1ULL << 10)) return fmt::format("{:.2f} KiB", b / double(1ULL << 10));
+  return fmt::format("{} B", b);
+}
+
+std::string human_count(std::int64_t n) {
+  if (n >= 1000000000) return fmt::format("{:.2f}B", n / 1e9);
+  if (n >= 1000000) return fmt::format("{:.2f}M", n / 1e6);
+  if (n >= 1000) return fmt::format("{:.2f}K", n / 1e3);
+  return fmt::format("{}", n);
+}
+
+int run_info(const InfoArgs& a) {
+  auto opened = model::GgufFile::open(a.file);
+  if (!opened.ok()) {
+    print_error(opened.status());
+    return 1;
+  }
+  const model::GgufFile& f = **opened;
+  const std::string arch = opt_string(f, "general.architecture").value_or("");
+  const std::string p = arch + ".";
+
+  std::map<std::string, TypeStats> by_type;
+  std::int64_t params = 0;
+  std::uint64_t tensor_bytes = 0;
+  int unsupported = 0;
+  for (const auto& t : f.tensors()) {
+    auto& s = by_type[std::string(kernels::type_name(t.type))];
+    ++s.tensors;
+    s.bytes += t.nbytes;
+    s.params += t.num_elements();
+    params += t.num_elements();
+    tensor_bytes += t.nbytes;
+    if (!kernels::type_traits(t.type)->supported) ++unsupported;
+  }
+  std::optional<std::int64_t> n_vocab;
+  if (const auto* tokens = f.find("tokenizer.ggml.tokens"); tokens && tokens->is_array()) {
+    n_vocab = static_cast<std::int64_t>(tokens->array().size());
+  }
+  const bool has_template = f.find("tokenizer.chat_template") != nullptr;
+
+  struct Field {
+    const char* label;
+    const char* json_key;
+    std::optional<std::int64_t> i;
+    std::optional<double> d;
+  };
+  const Field fields[] = {
+      {"context length", "context_length", opt_int(f, p + "context_length"), {}},
+      {"embedding length", "embedding_length", opt_int(f, p + "embedding_length"), {}},
+      {"layers", "block_count", opt_int(f, p + "block_count"), {}},
+      {"feed-forward length", "feed_forward_length", opt_int(f, p + "feed_forward_length"), {}},
+      {"attention heads", "head_count", opt_int(f, p + "attention.head_count"), {}},
+      {"kv heads", "head_count_kv", opt_int(f, p + "attention.head_count_kv"), {}},
+      {"rope dimensions", "rope_dimension_count", opt_int(f, p + "rope.dimension_count"), {}},
+      {"rope base", "rope_freq_base", {}, opt_float(f, p + "rope.freq_base")},
+      {"rms epsilon", "rms_epsilon", {}, opt_float(f, p + "attention.layer_norm_rms_epsilon")},
+  };
+
+  if (a.json) {
+    nlohmann::json j;
+    j["file"] = a.file;
+    j["file_bytes"] = f.file_size();
+    j["gguf_version"] = f.version();
+    j["alignment"] = f.alignment();
+    j["architecture"] = arch;
+    j["name"] = opt_string(f, "general.name").value_or("");
+    j["parameters"] = params;
+    j["tensor_count"] = f.tensors().size();
+    j["tensor_bytes"] = tensor_bytes;
+    j["unsupported_tensors"] = unsupported;
+    j["tied_embeddings"] = f.find_tensor("token_embd.weight") && !f.find_tensor("output.weight");
+    for (const auto& fld : fields) {
+      if (fld.i) {
+        j[fld.json_key] = *fld.i;
+      } else if (fld.d) {
+        j[fld.json_key] = *fld.d;
+      } else {
+        j[fld.json_key] = nullptr;
+      }
+    }
+    nlohmann::json types = nlohmann::json::object();
+    for (const auto& [name, s] : by_type) {
+      types[name] = {{"tensors", s.tensors}, {"bytes", s.bytes}, {"parameters", s.params}};
+    }
+    j["tensor_types"] = types;
+    nlohmann::json tok;
+    tok["model"] = opt_string(f, "tokenizer.ggml.model") ? nlohmann::json(*opt_string(f, "tokenizer.ggml.model"))
+                                                         : nlohmann::json(nullptr);
+    tok["pre"] = opt_string(f, "tokenizer.ggml.pre") ? nlohmann::json(*opt_string(f, "tokenizer.ggml.pre"))
+                                                     : nlohmann::json(nullptr);
+    tok["vocab_size"] = n_vocab ? nlohmann::json(*n_vocab) : nlohmann::json(nullptr);
+    auto bos = opt_int(f, "tokenizer.ggml.bos_token_id");
+    auto eos = opt_int(f, "tokenizer.ggml.eos_token_id");
+    tok["bos_token_id"] = bos ? nlohmann::json(*bos) : nlohmann::json(nullptr);
+    tok["eos_token_id"] = eos ? nlohmann::json(*eos) : nlohmann::json(nullptr);
+    tok["chat_template"] = has_template;
+    j["tokenizer"] = tok;
+    if (a.all_metadata) {
+      nlohmann::json md = nlohmann::json::object();
+      for (const auto& [k, v] : f.metadata()) md[k] = value_to_json(v);
+      j["metadata"] = md;
+    }
+    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return 0;
+  }
+
+  std::string out;
+  auto line = [&out](std::string_view label, const std::string& value) {
+    out += fmt::format("{:<22}{}\n", std::string(label) + ":", value);
+  };
+  line("file", fmt::format("{} ({}, GGUF v{}, alignment {})", a.file, human_bytes(f.file_size()), f.version(),
+                           f.alignment()));
+  line("architecture", arch.empty() ? "(not set)" : arch);
+  if (auto name = opt_string(f, "general.name")) line("name", *name);
+  line("parameters", fmt::format("{} ({})", human_count(params), params));
+  line("tensors", fmt::format("{} ({})", f.tensors().size(), human_bytes(tensor_bytes)));
+  for (const auto& [name, s] : by_type) {
+    line(fmt::format("  {}", name), fmt::format("{} tensors, {}, {} params", s.tensors, human_bytes(s.bytes),
+                                                human_count(s.params)));
+  }
+  if (unsupported > 0) line("unsupported tensors", fmt::format("{} (ecoserve cannot compute them)", unsupported));
+  line("output", f.find_tensor("output.weight") ? "separate output.weight" : "tied to token_embd.weight");
+  for (const auto& fld : fields) {
+    if (fld.i) {
+      line(fld.label, fmt::format("{}", *fld.i));
+    } else if (fld.d) {
+      line(fld.label, fmt::format("{}", static_cast<float>(*fld.d)));
+    } else {
+      line(fld.label, "-");
+    }
+  }
+  line("tokenizer", fmt::format("{} (pre {}), {} tokens", opt_string(f, "tokenizer.ggml.model").value_or("-"),
+                                opt_string(f, "tokenizer.ggml.pre").value_or("-"),
+                                n_vocab ? fmt::format("{}", *n_vocab) : std::string("-")));
+  auto id_str = [&](const char* key) {
+    auto id = opt_int(f, key);
+    return id ? fmt::format("{}", *id) : std::string("-");
+  };
+  line("bos / eos", fmt::format("{} / {}", id_str("tokenizer.ggml.bos_token_id"), id_str("tokenizer.ggml.eos_token_id")));
+  line("chat template", has_template ? "present" : "none");
+  if (a.all_metadata) {
+    out += fmt::format("\nmetadata ({} keys):\n", f.metadata().size());
+    for (const auto& [k, v] : f.metadata()) {
+      out += fmt::format("  {} ({}) = {}\n", k,
+                         v.is_array() ? fmt::format("array of {}", model::gguf_value_type_name(v.array().elem_type))
+                                      : std::string(model::gguf_value_type_name(v.type())),
+                         v.to_display_string(16));
+    }
+    out += fmt::format("\ntensors ({}):\n", f.tensors().size());
+    for (const auto& t : f.tensors()) {
+      out += fmt::format("  {:<32} {:<6} [{}] {}\n", t.name, kernels::type_name(t.type), fmt::join(t.dims, ", "),
+                         human_bytes(t.nbytes));
+    }
+  }
+  std::fputs(out.c_str(), stdout);
+  return 0;
+}
+
+// ---------------- synth ----------------
+
+struct SynthArgs {
+  std::string preset;
+  std::string type = "f32";
+  std::string out;
+  std::uint64_t seed = 1;
+  std::string vocab;
+  bool tied = false;
+};
+
+int run_synth(const SynthArgs& a) {
+  model::SynthOptions o;
+  o.preset = a.preset;
+  if (a.type == "f32") {
+    o.type = kernels::GgmlType::kF32;
+  } else if (a.type == "q8_0") {
+    o.type = kernels::GgmlType::kQ8_0;
+  } else {
+    std::fprintf(stderr, "error: --type must be f32 or q8_0, got '%s'\n", a.type.c_str());
+    return 2;
+  }
+  o.seed = a.seed;
+  o.vocab_path = a.vocab;
+  o.tied = a.tied;
+  Status s = model::write_synth_model(o, a.out);
+  if (!s.ok()) {
+    print_error(s);
+    return 1;
+  }
+  auto f = model::GgufFile::open(a.out);
+  if (!f.ok()) {
+    print_error(f.status().with_prefix("wrote a file that does not read back"));
+    return 1;
+  }
+  std::int64_t params = 0;
+  for (const auto& t : (*f)->tensors()) params += t.num_elements();
+  std::printf("wrote %s: preset %s, %s weights, %s parameters, %s, vocab from %s\n", a.out.c_str(), a.preset.c_str(),
+              a.type.c_str(), human_count(params).c_str(), human_bytes((*f)->file_size()).c_str(),
+              a.vocab.empty() ? model::default_vocab_path().c_str() : a.vocab.c_str());
+  return 0;
+}
+
+// ---------------- convert-llama2c ----------------
+
+struct ConvertArgs {
+  std::string checkpoint;
+  std::string tokenizer;
+  std::string out;
+};
+
+int run_convert(const ConvertArgs& a) {
+  Status s = model::convert_llama2c(a.checkpoint, a.tokenizer, a.out);
+  if (!s.ok()) {
+    print_error(s);
+    return 1;
+  }
+  auto c = model::read_llama2c_config(a.checkpoint);
+  if (c.ok()) {
+    std::printf("wrote %s: dim %d, hidden %d, %d layers, %d heads, %d kv heads, vocab %d, context %d, %s output\n",
+                a.out.c_str(), c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->vocab_size,
+                c->seq_len, c->shared_classifier ? "tied" : "separate");
+  }
+  return 0;
+}
+
+}  // namespace
 
 void add_model_command(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("model", "(not built yet)");
-  cmd->callback([&exit_code] { exit_code = 2; });
+  CLI::App* model_cmd = app.add_subcommand("model", "Inspect, create and convert GGUF model files");
+  model_cmd->require_subcommand(1);
+
+  {
+    auto args = std::make_shared<InfoArgs>();
+    CLI::App* c = model_cmd->add_subcommand(
+        "info", "Print a GGUF model's architecture, parameter count, tensor types, shape and tokenizer");
+    c->add_option("file", args->file, "GGUF model file")->required();
+    c->add_flag("--json", args->json, "Print machine-readable JSON instead of text");
+    c->add_flag("--all-metadata", args->all_metadata, "Also list every metadata key and every tensor");
+    c->callback([args, &exit_code] { exit_code = run_info(*args); });
+  }
+  {
+    auto args = std::make_shared<SynthArgs>();
+    CLI::App* c = model_cmd->add_subcommand(
+        "synth", "Write a random-weight Llama GGUF model of a preset shape with a real vocabulary");
+    c->add_option("--preset", args->preset,
+                  "Shape: tiny (dim 64, 2 layers, GQA), 15m (stories15M), 110m (stories110M), 1b (TinyLlama-1.1B)")
+        ->required()
+        ->check(CLI::IsMember(model::synth_preset_names()));
+    c->add_option("--type", args->type, "Type of the 2-D weight matrices: f32 or q8_0 (norms are always f32)")
+        ->check(CLI::IsMember({"f32", "q8_0"}))
+        ->capture_default_str();
+    c->add_option("-o,--output", args->out, "Output GGUF file")->required();
+    c->add_option("--seed", args->seed, "Seed of the random weights (same seed, same file)")->capture_default_str();
+    c->add_option("--vocab", args->vocab,
+                  "Vocab GGUF whose tokenizer.* keys are copied (default: "
+                  "../shared/data/vocab/ggml-vocab-llama-spm.gguf)");
+    c->add_flag("--tied", args->tied, "Tie the output projection to the token embedding (no output.weight)");
+    c->callback([args, &exit_code] { exit_code = run_synth(*args); });
+  }
+  {
+    auto args = std::make_shared<ConvertArgs>();
+    CLI::App* c = model_cmd->add_subcommand(
+        "convert-llama2c", "Convert a llama2.c legacy checkpoint and its tokenizer.bin to a GGUF llama model (F32)");
+    c->add_option("checkpoint", args->checkpoint, "llama2.c checkpoint (.bin, legacy format)")->required();
+    c->add_option("tokenizer", args->tokenizer, "llama2.c tokenizer file (e.g. tokenizer.bin, tok512.bin)")
+        ->required();
+    c->add_option("-o,--output", args->out, "Output GGUF file")->required();
+    c->callback([args, &exit_code] { exit_code = run_convert(*args); });
+  }
+  add_model_tokenize_subcommand(model_cmd, exit_code);
 }
 
 }  // namespace ecoserve::apps

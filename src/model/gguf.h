@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -164,7 +165,15 @@ class GgufWriter {
   Status add_tensor(std::string name, std::vector<std::int64_t> dims, kernels::GgmlType type,
                     std::vector<std::uint8_t> data);
 
+  // Fills dst[0..nbytes) with a tensor's encoded data when the file is written.
+  using TensorFiller = std::function<Status(std::uint8_t* dst, std::size_t nbytes)>;
+  // Like add_tensor, but the data is produced by `fill` at write time (called once per
+  // to_bytes()/write()), so huge models are written without holding every tensor in memory.
+  Status add_tensor_lazy(std::string name, std::vector<std::int64_t> dims, kernels::GgmlType type,
+                         TensorFiller fill);
+
   StatusOr<std::vector<std::uint8_t>> to_bytes() const;
+  // Streams the file (header, then one tensor at a time) to `path`.
   Status write(const std::string& path) const;
 
  private:
@@ -173,7 +182,12 @@ class GgufWriter {
     std::vector<std::int64_t> dims;
     kernels::GgmlType type;
     std::vector<std::uint8_t> data;
+    std::size_t nbytes = 0;
+    TensorFiller fill;  // set for lazy tensors (data empty)
   };
+  Status check_new_tensor(const std::string& name, const std::vector<std::int64_t>& dims,
+                          kernels::GgmlType type, std::size_t* nbytes) const;
+  std::vector<std::uint8_t> header_bytes() const;  // through the padding before the data section
   std::uint32_t alignment_ = 32;
   std::vector<std::pair<std::string, GgufValue>> kv_;
   std::vector<PendingTensor> tensors_;

@@ -55,6 +55,9 @@ class Tokenizer {
   virtual std::int32_t eos_id() const = 0;  // -1 if none
   virtual bool add_bos() const = 0;
   virtual bool add_eos() const = 0;
+  // SentencePiece-style: a space is prepended to the text before tokenizing, and
+  // decode()/IncrementalDetokenizer strip it from the first non-BOS token.
+  virtual bool add_space_prefix() const { return false; }
   // End-of-generation tokens: eos, eot (tokenizer.ggml.eot_token_id), <|im_end|>, <|eot_id|>, ...
   virtual bool is_eog(std::int32_t id) const = 0;
   // "llama" or "gpt2"; and the pre-tokenizer name ("default" when absent).
@@ -67,11 +70,14 @@ class Tokenizer {
 // Turns a stream of token ids into text chunks, never splitting a UTF-8 character
 // between chunks: bytes of an incomplete character are held back until the next
 // token completes it (or flush() at the end, which emits any leftover bytes as U+FFFD).
-// Also strips the SentencePiece leading space of the first token like decode().
+// Also strips the SentencePiece leading space of the first token like decode()
+// (pass strip_leading_space = false when the ids continue a prompt, e.g. for a
+// completion, so " there" after "Once upon a time" keeps its space).
 // One per sequence; not thread-safe.
 class IncrementalDetokenizer {
  public:
-  explicit IncrementalDetokenizer(const Tokenizer& tokenizer, bool render_special = false);
+  explicit IncrementalDetokenizer(const Tokenizer& tokenizer, bool render_special = false,
+                                  bool strip_leading_space = true);
   // Text that became complete with this token (possibly empty).
   std::string push(std::int32_t id);
   std::string flush();
@@ -79,7 +85,7 @@ class IncrementalDetokenizer {
  private:
   const Tokenizer& tokenizer_;
   bool render_special_;
-  bool first_ = true;
+  bool first_ = true;  // no non-BOS token seen yet (and stripping enabled)
   std::string pending_;
 };
 

@@ -54,13 +54,20 @@ struct StepPlan {
   std::vector<BlockCopy> copies;
   // Requests preempted by this plan (their blocks are already released by the scheduler).
   std::vector<RequestId> preempted;
+  // Swap preemption (policy::Scheduler, PreemptionMode::kSwap). Host blocks are ids in
+  // a separate host pool [0, num_host_blocks). Order for the engine: first every
+  // swap_out copy (src = device block, dst = host block; the device blocks may be
+  // reused by this very plan), then every swap_in copy (src = host block, dst =
+  // device block), then `copies`, then the forward pass.
+  std::vector<BlockCopy> swap_out;
+  std::vector<BlockCopy> swap_in;
 
   int64_t num_tokens() const {
     int64_t n = 0;
     for (const auto& s : seqs) n += static_cast<int64_t>(s.tokens.size());
     return n;
   }
-  bool empty() const { return seqs.empty() && copies.empty(); }
+  bool empty() const { return seqs.empty() && copies.empty() && swap_out.empty() && swap_in.empty(); }
 };
 
 }  // namespace ecoserve::policy

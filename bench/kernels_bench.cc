@@ -1,0 +1,203 @@
+// Benchmarks of kernels::matmul on the stories110M shapes (dim 768, ffn 2048,
+// vocab 32000, 12 layers) for F32 and Q8_0 weights at 1 and 2 threads.
+//
+//   BM_Matmul/<type>/<rows>/<cols>/<n_tokens>/<threads>: one matmul; items/s =
+//     tokens/s through that one matrix, bytes/s = weight bytes streamed.
+//   BM_ModelMatmuls/<type>/<n_tokens>/<threads>: every linear layer of the
+//     model (12 x {q,k,v,o,gate,up,down} with distinct weights, plus the
+//     32000x768 output) once per iteration; items/s is an upper bound on the
+//     model's tokens/s (attention, norms and sampling excluded). With
+//     n_tokens=1 and 32 this estimates batch-1 and batch-32 decode; for a
+//     prefill estimate see BM_ModelMatmuls/.../512 with the output layer
+//     counted only for the last token (BM_PrefillMatmuls).
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "base/fp16.h"
+#include "base/thread_pool.h"
+#include "kernels/matmul.h"
+
+#include <cblas.h>
+
+namespace ecoserve::kernels {
+namespace {
+
+constexpr std::int64_t kDim = 768, kFfn = 2048, kVocab = 32000, kLayers = 12;
+
+// Random weights in the given type (values need not come from quantize_row:
+// speed does not depend on them).
+struct Weights {
+  WeightView view;
+  std::vector<std::uint8_t> bytes;
+};
+
+std::unique_ptr<Weights> make_weights(GgmlType type, std::int64_t rows, std::int64_t cols, std::uint64_t seed) {
+  auto w = std::make_unique<Weights>();
+  const TypeTraits& t = *type_traits(type);
+  const std::size_t rb = row_bytes(t, cols);
+  w->bytes.resize(rb * rows);
+  std::uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  auto next = [&s] {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return s;
+  };
+  if (type == GgmlType::kF32) {
+    auto* f = reinterpret_cast<float*>(w->bytes.data());
+    for (std::int64_t i = 0; i < rows * cols; ++i) f[i] = static_cast<float>(static_cast<std::int32_t>(next())) * 1e-10f;
+  } else if (type == GgmlType::kQ8_0) {
+    auto* b = reinterpret_cast<BlockQ8_0*>(w->bytes.data());
+    for (std::int64_t i = 0; i < rows * cols / 32; ++i) {
+      b[i].d = fp32_to_fp16(0.01f);
+      for (int j = 0; j < 32; ++j) b[i].qs[j] = static_cast<std::int8_t>(static_cast<int>(next() % 255) - 127);
+    }
+  }
+  w->view = WeightView{type, w->bytes.data(), rows, cols, rb};
+  return w;
+}
+
+const Weights& cached_weights(GgmlType type, std::int64_t rows, std::int64_t cols, int index) {
+  static std::map<std::tuple<GgmlType, std::int64_t, std::int64_t, int>, std::unique_ptr<Weights>> cache;
+  auto& slot = cache[{type, rows, cols, index}];
+  if (!slot) slot = make_weights(type, rows, cols, rows * 31 + cols * 7 + index);
+  return *slot;
+}
+
+std::vector<float> make_acts(std::int64_t n) {
+  std::vector<float> x(n);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> d(0.f, 1.f);
+  for (auto& v : x) v = d(rng);
+  return x;
+}
+
+GgmlType type_arg(std::int64_t a) { return static_cast<GgmlType>(a); }
+
+void BM_Matmul(benchmark::State& state) {
+  const GgmlType type = type_arg(state.range(0));
+  const std::int64_t rows = state.range(1), cols = state.range(2), n = state.range(3);
+  ThreadPool pool(static_cast<int>(state.range(4)));
+  KernelContext ctx(&pool);
+  const Weights& w = cached_weights(type, rows, cols, 0);
+  const std::vector<float> x = make_acts(n * cols);
+  std::vector<float> y(n * rows);
+  for (auto _ : state) {
+    matmul(w.view, x.data(), n, y.data(), ctx);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(w.bytes.size()));
+  state.SetLabel(std::string(type_name(type)));
+}
+
+// Reference point: OpenBLAS sgemm (single-threaded) on the same F32 shapes.
+void BM_OpenBlasSgemm(benchmark::State& state) {
+  const std::int64_t rows = state.range(0), cols = state.range(1), n = state.range(2);
+  openblas_set_num_threads(1);
+  const Weights& w = cached_weights(GgmlType::kF32, rows, cols, 0);
+  const std::vector<float> x = make_acts(n * cols);
+  std::vector<float> y(n * rows);
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(rows),
+                static_cast<int>(cols), 1.0f, x.data(), static_cast<int>(cols),
+                reinterpret_cast<const float*>(w.bytes.data()), static_cast<int>(cols), 0.0f, y.data(),
+                static_cast<int>(rows));
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(w.bytes.size()));
+}
+BENCHMARK(BM_OpenBlasSgemm)
+    ->ArgNames({"rows", "cols", "n"})
+    ->Args({kFfn, kDim, 1})
+    ->Args({kFfn, kDim, 32})
+    ->Args({kFfn, kDim, 512})
+    ->Args({kDim, kFfn, 512})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
+// All linear layers of the model for n tokens; output layer for out_tokens of them.
+void run_model(benchmark::State& state, std::int64_t n, std::int64_t out_tokens) {
+  const GgmlType type = type_arg(state.range(0));
+  ThreadPool pool(static_cast<int>(state.range(2)));
+  KernelContext ctx(&pool);
+  struct Layer {
+    const Weights *q, *k, *v, *o, *gate, *up, *down;
+  };
+  std::vector<Layer> layers;
+  for (int l = 0; l < kLayers; ++l) {
+    layers.push_back({&cached_weights(type, kDim, kDim, 4 * l), &cached_weights(type, kDim, kDim, 4 * l + 1),
+                      &cached_weights(type, kDim, kDim, 4 * l + 2), &cached_weights(type, kDim, kDim, 4 * l + 3),
+                      &cached_weights(type, kFfn, kDim, l), &cached_weights(type, kFfn, kDim, 100 + l),
+                      &cached_weights(type, kDim, kFfn, l)});
+  }
+  const Weights& out = cached_weights(type, kVocab, kDim, 0);
+  const std::vector<float> x = make_acts(n * kFfn);
+  std::vector<float> y(n * kFfn), y2(n * kFfn), logits(out_tokens * kVocab);
+  std::int64_t bytes = out.bytes.size();
+  for (const Layer& L : layers) {
+    for (const Weights* w : {L.q, L.k, L.v, L.o, L.gate, L.up, L.down}) bytes += w->bytes.size();
+  }
+  for (auto _ : state) {
+    for (const Layer& L : layers) {
+      matmul(L.q->view, x.data(), n, y.data(), ctx);
+      matmul(L.k->view, x.data(), n, y.data(), ctx);
+      matmul(L.v->view, x.data(), n, y.data(), ctx);
+      matmul(L.o->view, x.data(), n, y.data(), ctx);
+      matmul(L.gate->view, x.data(), n, y.data(), ctx);
+      matmul(L.up->view, x.data(), n, y2.data(), ctx);
+      matmul(L.down->view, y2.data(), n, y.data(), ctx);
+    }
+    matmul(out.view, x.data() + (n - out_tokens) * kDim, out_tokens, logits.data(), ctx);
+    benchmark::DoNotOptimize(logits.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+  state.SetBytesProcessed(state.iterations() * bytes);
+  state.SetLabel(std::string(type_name(type)));
+}
+
+void BM_ModelMatmuls(benchmark::State& state) { run_model(state, state.range(1), state.range(1)); }
+void BM_PrefillMatmuls(benchmark::State& state) { run_model(state, state.range(1), 1); }
+
+constexpr std::int64_t kF32 = static_cast<std::int64_t>(GgmlType::kF32);
+constexpr std::int64_t kQ8 = static_cast<std::int64_t>(GgmlType::kQ8_0);
+
+void matmul_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"type", "rows", "cols", "n", "threads"});
+  for (std::int64_t type : {kQ8, kF32})
+    for (auto [rows, cols] : {std::pair{kDim, kDim}, {kFfn, kDim}, {kDim, kFfn}, {kVocab, kDim}})
+      for (std::int64_t n : {1, 8, 32, 64, 512})
+        for (std::int64_t threads : {1, 2}) b->Args({type, rows, cols, n, threads});
+}
+
+void model_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"type", "n", "threads"});
+  for (std::int64_t type : {kQ8, kF32})
+    for (std::int64_t n : {1, 8, 32, 64})
+      for (std::int64_t threads : {1, 2}) b->Args({type, n, threads});
+}
+
+void prefill_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"type", "n", "threads"});
+  for (std::int64_t type : {kQ8, kF32})
+    for (std::int64_t threads : {1, 2}) b->Args({type, 512, threads});
+}
+
+BENCHMARK(BM_Matmul)->Apply(matmul_args)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ModelMatmuls)->Apply(model_args)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PrefillMatmuls)->Apply(prefill_args)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace ecoserve::kernels
+
+BENCHMARK_MAIN();

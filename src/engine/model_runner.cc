@@ -1,0 +1,398 @@
+#include "engine/model_runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/ops.h"
+
+namespace ecoserve::engine {
+
+namespace {
+
+using kernels::WeightView;
+
+const policy::SamplingParams& greedy_params() {
+  static const policy::SamplingParams kGreedy = [] {
+    policy::SamplingParams p;
+    p.temperature = 0.0f;
+    return p;
+  }();
+  return kGreedy;
+}
+
+}  // namespace
+
+struct ModelRunner::Impl {
+  explicit Impl(ThreadPool* pool) : kctx(pool) {}
+
+  kernels::KernelContext kctx;
+  // Per layer: [block][slot][kv_head][head_dim] floats.
+  std::vector<std::vector<float>> k_cache, v_cache;
+  // Host swap pool, same layout: [host block][slot][kv_head][head_dim] per layer.
+  std::vector<std::vector<float>> k_host, v_host;
+
+  // Per-step scratch, grown as needed and reused.
+  std::vector<int32_t> tok, pos, seq_of;
+  std::vector<float> x, xn, q, k, v, attn, tmp, gate, up, cos_sin, logits;
+};
+
+ModelRunner::~ModelRunner() = default;
+
+int64_t ModelRunner::kv_bytes_per_block() const {
+  const auto& c = model_->config();
+  return 2ll * c.n_layer * options_.block_size * c.kv_dim() * static_cast<int64_t>(sizeof(float));
+}
+
+StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(std::shared_ptr<const model::LlamaModel> model,
+                                                           const EngineOptions& options) {
+  if (!model) return invalid_argument_error("engine: no model");
+  if (options.block_size <= 0 || options.block_size > 4096) {
+    return invalid_argument_error("engine: block_size {} must be in [1, 4096]", options.block_size);
+  }
+  std::unique_ptr<ModelRunner> r(new ModelRunner());
+  r->model_ = std::move(model);
+  r->options_ = options;
+  const auto& c = r->model_->config();
+  r->max_context_ = options.max_context > 0 ? options.max_context : c.n_ctx_train;
+  if (options.num_kv_blocks > 0) {
+    r->num_blocks_ = options.num_kv_blocks;
+  } else {
+    r->num_blocks_ = static_cast<int32_t>(std::min<int64_t>(
+        std::numeric_limits<int32_t>::max(), options.kv_cache_bytes / r->kv_bytes_per_block()));
+  }
+  if (r->num_blocks_ <= 0) {
+    return invalid_argument_error("engine: KV budget of {} bytes holds no block of {} bytes", options.kv_cache_bytes,
+                                  r->kv_bytes_per_block());
+  }
+  r->pool_ = std::make_unique<ThreadPool>(options.num_threads);
+  r->impl_ = std::make_unique<Impl>(r->pool_.get());
+  const size_t per_layer = static_cast<size_t>(r->num_blocks_) * options.block_size * c.kv_dim();
+  r->impl_->k_cache.assign(c.n_layer, std::vector<float>(per_layer, 0.0f));
+  r->impl_->v_cache.assign(c.n_layer, std::vector<float>(per_layer, 0.0f));
+  if (options.num_host_blocks < 0) return invalid_argument_error("engine: negative num_host_blocks");
+  const size_t host_per_layer = static_cast<size_t>(options.num_host_blocks) * options.block_size * c.kv_dim();
+  r->impl_->k_host.assign(c.n_layer, std::vector<float>(host_per_layer, 0.0f));
+  r->impl_->v_host.assign(c.n_layer, std::vector<float>(host_per_layer, 0.0f));
+  return r;
+}
+
+void ModelRunner::copy_block(BlockId src, BlockId dst) {
+  const auto& c = model_->config();
+  const size_t n = static_cast<size_t>(options_.block_size) * c.kv_dim();
+  for (int32_t l = 0; l < c.n_layer; ++l) {
+    std::memcpy(impl_->k_cache[l].data() + dst.value * n, impl_->k_cache[l].data() + src.value * n, n * sizeof(float));
+    std::memcpy(impl_->v_cache[l].data() + dst.value * n, impl_->v_cache[l].data() + src.value * n, n * sizeof(float));
+  }
+}
+
+StatusOr<StepOutput> ModelRunner::execute(const policy::StepPlan& plan) {
+  const auto& c = model_->config();
+  const int32_t B = options_.block_size;
+  Impl& m = *impl_;
+
+  // Validate the whole plan before touching the cache.
+  const int32_t host_blocks = options_.num_host_blocks;
+  for (const auto& copy : plan.swap_out) {
+    if (copy.src.value < 0 || copy.src.value >= num_blocks_ || copy.dst.value < 0 || copy.dst.value >= host_blocks) {
+      return invalid_argument_error("engine: swap-out {} -> host {} outside the pools ({} device, {} host blocks)",
+                                    copy.src.value, copy.dst.value, num_blocks_, host_blocks);
+    }
+  }
+  for (const auto& copy : plan.swap_in) {
+    if (copy.src.value < 0 || copy.src.value >= host_blocks || copy.dst.value < 0 || copy.dst.value >= num_blocks_) {
+      return invalid_argument_error("engine: swap-in host {} -> {} outside the pools ({} device, {} host blocks)",
+                                    copy.src.value, copy.dst.value, num_blocks_, host_blocks);
+    }
+  }
+  for (const auto& copy : plan.copies) {
+    if (copy.src.value < 0 || copy.src.value >= num_blocks_ || copy.dst.value < 0 || copy.dst.value >= num_blocks_) {
+      return invalid_argument_error("engine: block copy {} -> {} outside [0, {})", copy.src.value, copy.dst.value,
+                                    num_blocks_);
+    }
+  }
+  int64_t T = 0;
+  for (const auto& s : plan.seqs) {
+    if (s.tokens.empty()) return invalid_argument_error("engine: request {} has no tokens in the step", s.id.value);
+    if (s.num_computed < 0) return invalid_argument_error("engine: request {} has negative num_computed", s.id.value);
+    const int64_t end = static_cast<int64_t>(s.num_computed) + static_cast<int64_t>(s.tokens.size());
+    if (end > max_context_) {
+      return invalid_argument_error("engine: request {} reaches position {} beyond the context of {} tokens",
+                                    s.id.value, end, max_context_);
+    }
+    if (static_cast<int64_t>(s.block_table.size()) * B < end) {
+      return invalid_argument_error("engine: request {} has {} blocks of {} tokens for {} tokens", s.id.value,
+                                    s.block_table.size(), B, end);
+    }
+    for (BlockId b : s.block_table) {
+      if (b.value < 0 || b.value >= num_blocks_) {
+        return invalid_argument_error("engine: request {} uses block {} outside [0, {})", s.id.value, b.value,
+                                      num_blocks_);
+      }
+    }
+    for (int32_t t : s.tokens) {
+      if (t < 0 || t >= c.n_vocab) {
+        return invalid_argument_error("engine: request {} has token id {} outside the vocabulary of {}", s.id.value,
+                                      t, c.n_vocab);
+      }
+    }
+    T += static_cast<int64_t>(s.tokens.size());
+  }
+  {
+    const size_t n = static_cast<size_t>(B) * c.kv_dim();
+    auto move_block = [&](std::vector<std::vector<float>>& from, std::vector<std::vector<float>>& to, BlockId src,
+                          BlockId dst) {
+      for (int32_t l = 0; l < c.n_layer; ++l) {
+        std::memcpy(to[l].data() + dst.value * n, from[l].data() + src.value * n, n * sizeof(float));
+      }
+    };
+    for (const auto& s : plan.swap_out) {
+      move_block(m.k_cache, m.k_host, s.src, s.dst);
+      move_block(m.v_cache, m.v_host, s.src, s.dst);
+    }
+    for (const auto& s : plan.swap_in) {
+      move_block(m.k_host, m.k_cache, s.src, s.dst);
+      move_block(m.v_host, m.v_cache, s.src, s.dst);
+    }
+  }
+  for (const auto& copy : plan.copies) copy_block(copy.src, copy.dst);
+  StepOutput out;
+  if (T == 0) return out;
+
+  const int64_t d = c.n_embd, hd = c.head_dim, kv_dim = c.kv_dim(), q_dim = static_cast<int64_t>(c.n_head) * hd;
+  const int32_t group = c.n_head / c.n_head_kv;
+  m.tok.resize(T);
+  m.pos.resize(T);
+  m.seq_of.resize(T);
+  {
+    int64_t t = 0;
+    for (size_t s = 0; s < plan.seqs.size(); ++s) {
+      const auto& seq = plan.seqs[s];
+      for (size_t i = 0; i < seq.tokens.size(); ++i, ++t) {
+        m.tok[t] = seq.tokens[i];
+        m.pos[t] = seq.num_computed + static_cast<int32_t>(i);
+        m.seq_of[t] = static_cast<int32_t>(s);
+      }
+    }
+  }
+  m.x.resize(T * d);
+  m.xn.resize(T * d);
+  m.q.resize(T * q_dim);
+  m.k.resize(T * kv_dim);
+  m.v.resize(T * kv_dim);
+  m.attn.resize(T * q_dim);
+  m.tmp.resize(T * d);
+  m.gate.resize(T * c.n_ff);
+  m.up.resize(T * c.n_ff);
+  m.cos_sin.resize(T * c.rope_dim);
+  ThreadPool& pool = *pool_;
+  const int64_t row_grain = 32;
+
+  pool.parallel_for(T, row_grain, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      model_->embed(m.tok[t], m.x.data() + t * d);
+      kernels::rope_cos_sin(m.pos[t], c.rope_dim, c.rope_freq_base, c.rope_freq_scale,
+                            m.cos_sin.data() + t * c.rope_dim);
+    }
+  });
+
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  for (int32_t l = 0; l < c.n_layer; ++l) {
+    const model::LayerWeights& w = model_->layers()[l];
+    pool.parallel_for(T, row_grain, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) kernels::rms_norm(m.x.data() + t * d, w.attn_norm.data(), d, c.rms_eps, m.xn.data() + t * d);
+    });
+    kernels::matmul(w.wq, m.xn.data(), T, m.q.data(), m.kctx);
+    kernels::matmul(w.wk, m.xn.data(), T, m.k.data(), m.kctx);
+    kernels::matmul(w.wv, m.xn.data(), T, m.v.data(), m.kctx);
+
+    float* kc = m.k_cache[l].data();
+    float* vc = m.v_cache[l].data();
+    pool.parallel_for(T, row_grain, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        float* qt = m.q.data() + t * q_dim;
+        float* kt = m.k.data() + t * kv_dim;
+        float* vt = m.v.data() + t * kv_dim;
+        if (c.qkv_bias) {
+          kernels::add_inplace(qt, w.bq.data(), q_dim);
+          kernels::add_inplace(kt, w.bk.data(), kv_dim);
+          kernels::add_inplace(vt, w.bv.data(), kv_dim);
+        }
+        const float* cs = m.cos_sin.data() + t * c.rope_dim;
+        kernels::rope_apply(qt, c.n_head, hd, c.rope_dim, c.rope_neox, cs);
+        kernels::rope_apply(kt, c.n_head_kv, hd, c.rope_dim, c.rope_neox, cs);
+        const auto& table = plan.seqs[m.seq_of[t]].block_table;
+        const int32_t p = m.pos[t];
+        const size_t slot = (static_cast<size_t>(table[p / B].value) * B + p % B) * kv_dim;
+        std::memcpy(kc + slot, kt, kv_dim * sizeof(float));
+        std::memcpy(vc + slot, vt, kv_dim * sizeof(float));
+      }
+    });
+
+    // Paged attention: one unit per (token, head), causal over the sequence's cache.
+    pool.parallel_for(T * c.n_head, 8, [&](int64_t b, int64_t e) {
+      std::vector<float> scores;
+      for (int64_t u = b; u < e; ++u) {
+        const int64_t t = u / c.n_head;
+        const int32_t h = static_cast<int32_t>(u % c.n_head);
+        const int32_t kvh = h / group;
+        const auto& table = plan.seqs[m.seq_of[t]].block_table;
+        const int32_t n_ctx = m.pos[t] + 1;
+        const float* qh = m.q.data() + t * q_dim + h * hd;
+        scores.resize(n_ctx);
+        float mx = -std::numeric_limits<float>::infinity();
+        for (int32_t j = 0; j < n_ctx; ++j) {
+          const float* kr = kc + (static_cast<size_t>(table[j / B].value) * B + j % B) * kv_dim + kvh * hd;
+          scores[j] = kernels::dot(qh, kr, hd) * scale;
+          mx = std::max(mx, scores[j]);
+        }
+        double sum = 0.0;
+        for (int32_t j = 0; j < n_ctx; ++j) {
+          scores[j] = std::exp(scores[j] - mx);
+          sum += scores[j];
+        }
+        float* oh = m.attn.data() + t * q_dim + h * hd;
+        std::fill(oh, oh + hd, 0.0f);
+        for (int32_t j = 0; j < n_ctx; ++j) {
+          const float* vr = vc + (static_cast<size_t>(table[j / B].value) * B + j % B) * kv_dim + kvh * hd;
+          kernels::axpy(scores[j], vr, oh, hd);
+        }
+        kernels::scale_inplace(oh, static_cast<float>(1.0 / sum), hd);
+      }
+    });
+
+    kernels::matmul(w.wo, m.attn.data(), T, m.tmp.data(), m.kctx);
+    kernels::add_inplace(m.x.data(), m.tmp.data(), T * d);
+    pool.parallel_for(T, row_grain, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) kernels::rms_norm(m.x.data() + t * d, w.ffn_norm.data(), d, c.rms_eps, m.xn.data() + t * d);
+    });
+    kernels::matmul(w.w_gate, m.xn.data(), T, m.gate.data(), m.kctx);
+    kernels::matmul(w.w_up, m.xn.data(), T, m.up.data(), m.kctx);
+    pool.parallel_for(T, row_grain, [&](int64_t b, int64_t e) {
+      kernels::silu_mul(m.gate.data() + b * c.n_ff, m.up.data() + b * c.n_ff, (e - b) * c.n_ff,
+                        m.gate.data() + b * c.n_ff);
+    });
+    kernels::matmul(w.w_down, m.gate.data(), T, m.tmp.data(), m.kctx);
+    kernels::add_inplace(m.x.data(), m.tmp.data(), T * d);
+  }
+
+  // Logits only for the sequences that sample: the last token of their run.
+  std::vector<size_t> sampled;
+  std::vector<int64_t> last_row;
+  {
+    int64_t t = 0;
+    for (size_t s = 0; s < plan.seqs.size(); ++s) {
+      t += static_cast<int64_t>(plan.seqs[s].tokens.size());
+      if (plan.seqs[s].sample || plan.seqs[s].return_logits) {
+        sampled.push_back(s);
+        last_row.push_back(t - 1);
+      }
+    }
+  }
+  const int64_t S = static_cast<int64_t>(sampled.size());
+  if (S == 0) return out;
+  for (int64_t i = 0; i < S; ++i) {
+    kernels::rms_norm(m.x.data() + last_row[i] * d, model_->output_norm().data(), d, c.rms_eps, m.xn.data() + i * d);
+  }
+  m.logits.resize(S * c.n_vocab);
+  kernels::matmul(model_->output(), m.xn.data(), S, m.logits.data(), m.kctx);
+
+  out.seqs.resize(S);
+  pool.parallel_for(S, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const auto& seq = plan.seqs[sampled[i]];
+      SeqOutput& o = out.seqs[i];
+      o.id = seq.id;
+      std::span<float> row(m.logits.data() + i * c.n_vocab, c.n_vocab);
+      if (seq.return_logits) o.logits.assign(row.begin(), row.end());
+      if (!seq.sample) continue;
+      const policy::SamplingParams& sp = seq.sampling ? *seq.sampling : greedy_params();
+      SampleResult r = sample_token(row, sp, seq.prompt_tokens, seq.output_tokens, seq.seed);
+      o.token = r.token;
+      o.logprob = r.logprob;
+      o.top_logprobs = std::move(r.top_logprobs);
+    }
+  });
+  return out;
+}
+
+StatusOr<std::vector<uint8_t>> ModelRunner::export_kv(std::span<const BlockId> blocks, int32_t num_tokens) const {
+  const auto& c = model_->config();
+  const int32_t B = options_.block_size;
+  if (num_tokens < 0 || static_cast<int64_t>(blocks.size()) * B < num_tokens) {
+    return invalid_argument_error("engine: export of {} tokens from {} blocks of {}", num_tokens, blocks.size(), B);
+  }
+  for (BlockId b : blocks) {
+    if (b.value < 0 || b.value >= num_blocks_) return invalid_argument_error("engine: export of unknown block {}", b.value);
+  }
+  KvExportHeader h;
+  h.model_fingerprint = model_->fingerprint();
+  h.n_layer = c.n_layer;
+  h.n_head_kv = c.n_head_kv;
+  h.head_dim = c.head_dim;
+  h.block_size = B;
+  h.dtype = static_cast<uint32_t>(kernels::GgmlType::kF32);
+  h.num_tokens = num_tokens;
+  const size_t row = static_cast<size_t>(c.kv_dim()) * sizeof(float);
+  std::vector<uint8_t> bytes(sizeof(h) + 2ull * c.n_layer * num_tokens * row);
+  std::memcpy(bytes.data(), &h, sizeof(h));
+  uint8_t* p = bytes.data() + sizeof(h);
+  for (int32_t l = 0; l < c.n_layer; ++l) {
+    for (const auto* cache : {&impl_->k_cache[l], &impl_->v_cache[l]}) {
+      for (int32_t t = 0; t < num_tokens; ++t, p += row) {
+        const size_t slot = (static_cast<size_t>(blocks[t / B].value) * B + t % B) * c.kv_dim();
+        std::memcpy(p, cache->data() + slot, row);
+      }
+    }
+  }
+  return bytes;
+}
+
+StatusOr<int32_t> ModelRunner::import_kv(std::span<const uint8_t> bytes, std::span<const BlockId> blocks) {
+  const auto& c = model_->config();
+  const int32_t B = options_.block_size;
+  KvExportHeader h;
+  if (bytes.size() < sizeof(h)) return invalid_argument_error("engine: KV blob of {} bytes has no header", bytes.size());
+  std::memcpy(&h, bytes.data(), sizeof(h));
+  if (h.magic != KvExportHeader{}.magic || h.version != 1) {
+    return invalid_argument_error("engine: not an ecoserve KV export (bad magic or version)");
+  }
+  if (h.model_fingerprint != model_->fingerprint()) {
+    return failed_precondition_error("engine: KV was exported by another model (fingerprint {:016x}, this {:016x})",
+                                     h.model_fingerprint, model_->fingerprint());
+  }
+  if (h.n_layer != static_cast<uint32_t>(c.n_layer) || h.n_head_kv != static_cast<uint32_t>(c.n_head_kv) ||
+      h.head_dim != static_cast<uint32_t>(c.head_dim) || h.dtype != static_cast<uint32_t>(kernels::GgmlType::kF32)) {
+    return failed_precondition_error("engine: KV shape {}x{}x{} does not match this engine's {}x{}x{}", h.n_layer,
+                                     h.n_head_kv, h.head_dim, c.n_layer, c.n_head_kv, c.head_dim);
+  }
+  if (h.block_size != static_cast<uint32_t>(B)) {
+    return failed_precondition_error("engine: KV block size {} differs from this engine's {}", h.block_size, B);
+  }
+  const size_t row = static_cast<size_t>(c.kv_dim()) * sizeof(float);
+  const uint64_t expected = sizeof(h) + 2ull * c.n_layer * h.num_tokens * row;
+  if (bytes.size() != expected) {
+    return invalid_argument_error("engine: KV blob has {} bytes, its header says {}", bytes.size(), expected);
+  }
+  if (static_cast<int64_t>(h.num_tokens) > max_context_ ||
+      static_cast<int64_t>(blocks.size()) * B < static_cast<int64_t>(h.num_tokens)) {
+    return invalid_argument_error("engine: {} imported tokens do not fit {} blocks of {}", h.num_tokens,
+                                  blocks.size(), B);
+  }
+  for (BlockId b : blocks) {
+    if (b.value < 0 || b.value >= num_blocks_) return invalid_argument_error("engine: import into unknown block {}", b.value);
+  }
+  const uint8_t* p = bytes.data() + sizeof(h);
+  for (int32_t l = 0; l < c.n_layer; ++l) {
+    for (auto* cache : {&impl_->k_cache[l], &impl_->v_cache[l]}) {
+      for (uint32_t t = 0; t < h.num_tokens; ++t, p += row) {
+        const size_t slot = (static_cast<size_t>(blocks[t / B].value) * B + t % B) * c.kv_dim();
+        std::memcpy(cache->data() + slot, p, row);
+      }
+    }
+  }
+  return static_cast<int32_t>(h.num_tokens);
+}
+
+}  // namespace ecoserve::engine

@@ -1,0 +1,105 @@
+// ModelRunner: executes one StepPlan as one batched forward pass.
+//
+// Owns the KV cache tensors (per layer, K and V in blocks of block_size tokens,
+// float32, [block][token][kv_head][head_dim]), a thread pool and scratch
+// buffers; shares the read-only LlamaModel. A plan mixes prefill chunks of any
+// length (continuing after tokens already cached) and single decode tokens for
+// many sequences: all tokens go through the linear layers together (weights are
+// read once per step), attention reads each sequence's K/V through its block
+// table (paged attention), causal within a chunk. Sequences marked `sample` get
+// a sampled token (and logits when asked).
+// The plan is the only input: the runner keeps no per-sequence state.
+// Not thread-safe: one instance loop thread calls it. Several runners (with
+// their own pools) can live in one process.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "base/ids.h"
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "engine/sampler.h"
+#include "kernels/matmul.h"
+#include "model/llama_model.h"
+#include "policy/step_plan.h"
+
+namespace ecoserve::engine {
+
+struct EngineOptions {
+  int32_t num_threads = 0;            // 0 = all hardware threads
+  int32_t block_size = 16;            // tokens per KV block
+  int64_t kv_cache_bytes = 256ll << 20;  // KV memory budget; sets the number of blocks
+  int32_t num_kv_blocks = 0;          // > 0 overrides kv_cache_bytes
+  int32_t max_context = 0;            // 0 = the model's training context
+  int32_t num_host_blocks = 0;        // host-memory swap pool (StepPlan::swap_out / swap_in)
+};
+
+struct SeqOutput {
+  RequestId id;
+  int32_t token = -1;
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top_logprobs;
+  std::vector<float> logits;  // when SeqStep::return_logits (before penalties)
+};
+
+struct StepOutput {
+  std::vector<SeqOutput> seqs;  // in plan order, for the sequences with sample = true
+};
+
+// Header of an exported sequence's KV (little-endian, fixed layout).
+struct KvExportHeader {
+  uint32_t magic = 0x564B4345;  // "ECKV"
+  uint32_t version = 1;
+  uint64_t model_fingerprint = 0;
+  uint32_t n_layer = 0;
+  uint32_t n_head_kv = 0;
+  uint32_t head_dim = 0;
+  uint32_t block_size = 0;
+  uint32_t dtype = 0;  // kernels::GgmlType of the stored values (F32)
+  uint32_t num_tokens = 0;
+};
+
+class ModelRunner {
+ public:
+  static StatusOr<std::unique_ptr<ModelRunner>> create(std::shared_ptr<const model::LlamaModel> model,
+                                                       const EngineOptions& options);
+  ~ModelRunner();
+
+  // INVALID_ARGUMENT (naming the request) for a plan that does not fit: token id
+  // out of range, block table too short or with unknown blocks, context overflow.
+  StatusOr<StepOutput> execute(const policy::StepPlan& plan);
+
+  const model::LlamaModel& model() const { return *model_; }
+  std::shared_ptr<const model::LlamaModel> model_ptr() const { return model_; }
+  int32_t block_size() const { return options_.block_size; }
+  int32_t num_kv_blocks() const { return num_blocks_; }
+  int32_t num_host_blocks() const { return options_.num_host_blocks; }
+  int32_t max_context() const { return max_context_; }
+  int32_t num_threads() const { return pool_->num_threads(); }
+  int64_t kv_bytes_per_block() const;
+
+  void copy_block(BlockId src, BlockId dst);
+
+  // One sequence's KV (its first num_tokens tokens in `blocks`) as bytes with a header.
+  StatusOr<std::vector<uint8_t>> export_kv(std::span<const BlockId> blocks, int32_t num_tokens) const;
+  // Writes exported KV into `blocks` (at least ceil(num_tokens / block_size) of this
+  // runner's blocks). FAILED_PRECONDITION when the model, shapes or block size differ.
+  // Returns the number of tokens imported.
+  StatusOr<int32_t> import_kv(std::span<const uint8_t> bytes, std::span<const BlockId> blocks);
+
+ private:
+  struct Impl;
+  ModelRunner() = default;
+
+  std::shared_ptr<const model::LlamaModel> model_;
+  EngineOptions options_;
+  int32_t num_blocks_ = 0;
+  int32_t max_context_ = 0;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ecoserve::engine

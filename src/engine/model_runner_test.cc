@@ -1,0 +1,441 @@
+// ModelRunner consistency checks: a mixed batch equals the same sequences run
+// alone, chunked prefill equals whole prefill, block sizes do not matter, invalid
+// plans are rejected, KV export/import round-trips, and a real model's greedy
+// continuation matches a golden file.
+#include "engine/model_runner.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "base/test_data.h"
+#include "engine/testdata/tiny_llama.h"
+
+namespace ecoserve::engine {
+namespace {
+
+using testing::build_tiny_llama;
+using testing::TinyLlamaSpec;
+
+policy::SamplingParams greedy() {
+  policy::SamplingParams p;
+  p.temperature = 0.0f;
+  return p;
+}
+const policy::SamplingParams kGreedy = greedy();
+
+double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size() || a.empty()) return 1e30;
+  double err = 0.0, scale = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    err = std::max(err, std::abs(static_cast<double>(a[i]) - b[i]));
+    scale = std::max(scale, std::abs(static_cast<double>(b[i])));
+  }
+  return err / scale;
+}
+
+policy::SeqStep make_step(uint64_t id, int32_t num_computed, std::vector<int32_t> tokens,
+                          std::vector<BlockId> table) {
+  policy::SeqStep s;
+  s.id = RequestId(id);
+  s.num_computed = num_computed;
+  s.tokens = std::move(tokens);
+  s.block_table = std::move(table);
+  s.sample = true;
+  s.return_logits = true;
+  s.sampling = &kGreedy;
+  return s;
+}
+
+std::vector<BlockId> ids(std::initializer_list<int32_t> v) {
+  std::vector<BlockId> b;
+  for (int32_t x : v) b.emplace_back(x);
+  return b;
+}
+std::vector<BlockId> range_ids(int32_t first, int32_t n, int32_t stride = 1) {
+  std::vector<BlockId> b;
+  for (int32_t i = 0; i < n; ++i) b.emplace_back(first + i * stride);
+  return b;
+}
+
+std::vector<int32_t> random_tokens(size_t n, int32_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> d(3, vocab - 1);
+  std::vector<int32_t> t(n);
+  for (int32_t& x : t) x = d(rng);
+  return t;
+}
+
+class ModelRunnerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto p = testing::tiny_vocab_path();
+    if (!p) GTEST_SKIP() << missing_data_message("models/tinystories-656k-q8_0.gguf");
+    vocab_path_ = *p;
+    auto m = build_tiny_llama(TinyLlamaSpec{}, vocab_path_);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    model_ = *m;
+    vocab_ = model_->config().n_vocab;
+  }
+
+  std::unique_ptr<ModelRunner> runner(int32_t block_size = 16, int32_t num_blocks = 64, int32_t max_context = 0,
+                                      std::shared_ptr<const model::LlamaModel> model = nullptr) {
+    EngineOptions opt;
+    opt.num_threads = 2;
+    opt.block_size = block_size;
+    opt.num_kv_blocks = num_blocks;
+    opt.max_context = max_context;
+    auto r = ModelRunner::create(model ? model : model_, opt);
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    return r.ok() ? std::move(*r) : nullptr;
+  }
+
+  static StepOutput run(ModelRunner& r, const policy::StepPlan& plan) {
+    auto out = r.execute(plan);
+    EXPECT_TRUE(out.ok()) << out.status().to_string();
+    return out.ok() ? std::move(*out) : StepOutput{};
+  }
+  static StepOutput run_one(ModelRunner& r, policy::SeqStep s) {
+    policy::StepPlan plan;
+    plan.seqs.push_back(std::move(s));
+    return run(r, plan);
+  }
+
+  std::string vocab_path_;
+  std::shared_ptr<const model::LlamaModel> model_;
+  int32_t vocab_ = 0;
+};
+
+// Four sequences with different chunk histories; decode steps are 1-token chunks.
+TEST_F(ModelRunnerTest, MixedBatchEqualsSequencesRunAlone) {
+  const std::vector<std::vector<int32_t>> chunks = {
+      {16, 14},      // A: prefill in two chunks
+      {10, 35, 1},   // B: prefill, long chunk, decode
+      {12, 1, 1},    // C: short prompt then decoding (decodes in the mixed step 1)
+      {20, 1, 1},    // D: same
+  };
+  std::vector<std::vector<int32_t>> tokens;
+  for (size_t j = 0; j < chunks.size(); ++j) {
+    int32_t n = 0;
+    for (int32_t c : chunks[j]) n += c;
+    tokens.push_back(random_tokens(static_cast<size_t>(n), vocab_, 100 + static_cast<uint32_t>(j)));
+  }
+  const int32_t bs = 16;
+  // Mixed runner: block i of sequence j is i * 4 + j (interleaved).
+  // Separate runner: sequence j has blocks 8j .. 8j+3 (contiguous), fresh per sequence.
+  auto mixed = runner(bs, 64);
+  auto alone = runner(bs, 64);
+  ASSERT_TRUE(mixed && alone);
+
+  // logits[j][k]: sequence j after chunk k.
+  std::vector<std::vector<std::vector<float>>> mixed_logits(chunks.size()), alone_logits(chunks.size());
+  std::vector<int32_t> pos(chunks.size(), 0);
+  for (size_t k = 0; k < 3; ++k) {
+    policy::StepPlan plan;
+    std::vector<size_t> order;
+    for (size_t j = 0; j < chunks.size(); ++j) {
+      if (k >= chunks[j].size()) continue;
+      const int32_t c = chunks[j][k];
+      std::vector<int32_t> t(tokens[j].begin() + pos[j], tokens[j].begin() + pos[j] + c);
+      plan.seqs.push_back(make_step(j, pos[j], t, range_ids(static_cast<int32_t>(j), 4, 4)));
+      order.push_back(j);
+      alone_logits[j].push_back(
+          run_one(*alone, make_step(j, pos[j], t, range_ids(8 * static_cast<int32_t>(j), 4))).seqs.at(0).logits);
+      pos[j] += c;
+    }
+    const StepOutput out = run(*mixed, plan);
+    ASSERT_EQ(out.seqs.size(), order.size());
+    for (size_t i = 0; i < order.size(); ++i) {
+      EXPECT_EQ(out.seqs[i].id, RequestId(order[i])) << "outputs in plan order";
+      mixed_logits[order[i]].push_back(out.seqs[i].logits);
+    }
+  }
+  for (size_t j = 0; j < chunks.size(); ++j) {
+    ASSERT_EQ(mixed_logits[j].size(), chunks[j].size());
+    for (size_t k = 0; k < chunks[j].size(); ++k) {
+      ASSERT_EQ(mixed_logits[j][k].size(), static_cast<size_t>(vocab_));
+      EXPECT_LT(rel_diff(mixed_logits[j][k], alone_logits[j][k]), 1e-5) << "sequence " << j << " chunk " << k;
+    }
+  }
+}
+
+TEST_F(ModelRunnerTest, OnlySampledSequencesProduceOutput) {
+  auto r = runner();
+  ASSERT_TRUE(r);
+  const auto t = random_tokens(20, vocab_, 7);
+  policy::StepPlan plan;
+  plan.seqs.push_back(make_step(1, 0, {t.begin(), t.begin() + 10}, ids({0})));
+  plan.seqs[0].sample = false;  // mid-prompt chunk
+  plan.seqs.push_back(make_step(2, 0, {t.begin() + 10, t.end()}, ids({1})));
+  plan.seqs[1].return_logits = false;
+  const StepOutput out = run(*r, plan);
+  ASSERT_EQ(out.seqs.size(), 1u);
+  EXPECT_EQ(out.seqs[0].id, RequestId(2));
+  EXPECT_TRUE(out.seqs[0].logits.empty());
+  EXPECT_GE(out.seqs[0].token, 0);
+  EXPECT_LT(out.seqs[0].token, vocab_);
+}
+
+TEST_F(ModelRunnerTest, ChunkedPrefillEqualsWholePrefill) {
+  const auto prompt = random_tokens(100, vocab_, 11);
+  const std::vector<int32_t> decode = random_tokens(3, vocab_, 12);
+  auto whole_runner = runner();
+  ASSERT_TRUE(whole_runner);
+  const auto table = range_ids(0, 7);  // 7 * 16 >= 103
+  std::vector<std::vector<float>> whole;  // after the prompt, then after each decode token
+  whole.push_back(run_one(*whole_runner, make_step(1, 0, prompt, table)).seqs.at(0).logits);
+  for (size_t i = 0; i < decode.size(); ++i)
+    whole.push_back(run_one(*whole_runner, make_step(1, 100 + static_cast<int32_t>(i), {decode[i]}, table))
+                        .seqs.at(0)
+                        .logits);
+
+  std::map<int32_t, std::vector<float>> by_position;  // from 1-token chunks: logits at every position
+  for (int32_t chunk : {1, 7, 64}) {
+    auto r = runner();
+    ASSERT_TRUE(r);
+    const auto tbl = range_ids(20, 7, 3);  // other, scattered blocks
+    std::vector<float> last;
+    for (int32_t p = 0; p < 100; p += chunk) {
+      const int32_t n = std::min(chunk, 100 - p);
+      last = run_one(*r, make_step(2, p, {prompt.begin() + p, prompt.begin() + p + n}, tbl)).seqs.at(0).logits;
+      const int32_t end = p + n - 1;
+      if (chunk == 1) {
+        by_position[end] = last;
+      } else {
+        EXPECT_LT(rel_diff(last, by_position[end]), 1e-5) << "chunk " << chunk << " ending at " << end;
+      }
+    }
+    EXPECT_LT(rel_diff(last, whole[0]), 1e-5) << "chunk size " << chunk;
+    for (size_t i = 0; i < decode.size(); ++i) {
+      const auto l = run_one(*r, make_step(2, 100 + static_cast<int32_t>(i), {decode[i]}, tbl)).seqs.at(0).logits;
+      EXPECT_LT(rel_diff(l, whole[i + 1]), 1e-5) << "chunk size " << chunk << " decode " << i;
+    }
+  }
+}
+
+TEST_F(ModelRunnerTest, BlockSizesGiveSameLogits) {
+  const auto prompt = random_tokens(40, vocab_, 21);
+  const auto decode = random_tokens(5, vocab_, 22);
+  std::vector<std::vector<std::vector<float>>> results;
+  for (int32_t bs : {1, 16, 5}) {
+    const int32_t nb = (45 + bs - 1) / bs;
+    auto r = runner(bs, nb + 3);
+    ASSERT_TRUE(r);
+    std::vector<BlockId> table;  // reversed block order: physical order must not matter
+    for (int32_t i = nb + 2; i >= 3; --i) table.emplace_back(i);
+    std::vector<std::vector<float>> l;
+    l.push_back(run_one(*r, make_step(1, 0, prompt, table)).seqs.at(0).logits);
+    for (size_t i = 0; i < decode.size(); ++i)
+      l.push_back(run_one(*r, make_step(1, 40 + static_cast<int32_t>(i), {decode[i]}, table)).seqs.at(0).logits);
+    results.push_back(std::move(l));
+  }
+  for (size_t k = 1; k < results.size(); ++k)
+    for (size_t i = 0; i < results[0].size(); ++i)
+      EXPECT_LT(rel_diff(results[k][i], results[0][i]), 1e-5) << "block size case " << k << " step " << i;
+}
+
+TEST_F(ModelRunnerTest, InvalidPlansAreRejected) {
+  auto r = runner(16, 8, /*max_context=*/64);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->max_context(), 64);
+  EXPECT_EQ(r->num_kv_blocks(), 8);
+  const auto t = random_tokens(20, vocab_, 31);
+  auto expect_invalid = [&](policy::SeqStep s, const char* what) {
+    policy::StepPlan plan;
+    plan.seqs.push_back(make_step(9, 0, t, ids({6, 7})));  // a valid sequence alongside
+    plan.seqs.push_back(std::move(s));
+    auto out = r->execute(plan);
+    ASSERT_FALSE(out.ok()) << what;
+    EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument) << what << ": " << out.status().to_string();
+  };
+  auto with_token = [&](int32_t tok) {
+    auto bad = t;
+    bad[5] = tok;
+    return make_step(1, 0, bad, ids({0, 1}));
+  };
+  expect_invalid(with_token(vocab_), "token id == vocab");
+  expect_invalid(with_token(-1), "negative token id");
+  expect_invalid(make_step(1, 0, t, ids({0})), "block table too short");
+  expect_invalid(make_step(1, 10, t, ids({0})), "block table too short for cached + new tokens");
+  expect_invalid(make_step(1, 0, t, ids({0, 8})), "block id == num blocks");
+  expect_invalid(make_step(1, 0, t, ids({-1, 1})), "negative block id");
+  expect_invalid(make_step(1, 50, t, ids({0, 1, 2, 3, 4})), "context overflow");
+  expect_invalid(make_step(1, -1, t, ids({0, 1})), "negative num_computed");
+
+  // The runner still works and gives the same logits as a fresh one.
+  const auto good = run_one(*r, make_step(1, 0, t, ids({0, 1}))).seqs.at(0).logits;
+  auto fresh = runner(16, 8, 64);
+  const auto want = run_one(*fresh, make_step(1, 0, t, ids({0, 1}))).seqs.at(0).logits;
+  EXPECT_LT(rel_diff(good, want), 1e-6);
+}
+
+TEST_F(ModelRunnerTest, KvExportImportContinuesIdentically) {
+  const auto prompt = random_tokens(37, vocab_, 41);
+  auto a = runner(16, 16);
+  auto b = runner(16, 16);
+  ASSERT_TRUE(a && b);
+  const auto a_blocks = ids({0, 1, 2, 3});
+  const auto b_blocks = ids({5, 9, 3, 12});
+  const auto first = run_one(*a, make_step(1, 0, prompt, a_blocks)).seqs.at(0);
+
+  auto blob = a->export_kv({a_blocks.begin(), a_blocks.begin() + 3}, 37);
+  ASSERT_TRUE(blob.ok()) << blob.status().to_string();
+  ASSERT_GE(blob->size(), sizeof(KvExportHeader));
+  KvExportHeader h;
+  std::memcpy(&h, blob->data(), sizeof(h));
+  EXPECT_EQ(h.magic, 0x564B4345u);
+  EXPECT_EQ(h.model_fingerprint, model_->fingerprint());
+  EXPECT_EQ(h.n_layer, static_cast<uint32_t>(model_->config().n_layer));
+  EXPECT_EQ(h.n_head_kv, static_cast<uint32_t>(model_->config().n_head_kv));
+  EXPECT_EQ(h.head_dim, static_cast<uint32_t>(model_->config().head_dim));
+  EXPECT_EQ(h.block_size, 16u);
+  EXPECT_EQ(h.num_tokens, 37u);
+  // At least the K and V values of 37 tokens of every layer.
+  EXPECT_GE(blob->size(), sizeof(KvExportHeader) + 2ull * model_->config().n_layer * 37 *
+                                                       model_->config().kv_dim() * sizeof(float));
+
+  auto n = b->import_kv(*blob, {b_blocks.begin(), b_blocks.begin() + 3});
+  ASSERT_TRUE(n.ok()) << n.status().to_string();
+  EXPECT_EQ(*n, 37);
+
+  // Both continue greedily from the token sampled after the prompt.
+  int32_t ta = first.token, tb = first.token;
+  for (int32_t i = 0; i < 6; ++i) {
+    const auto oa = run_one(*a, make_step(1, 37 + i, {ta}, a_blocks)).seqs.at(0);
+    const auto ob = run_one(*b, make_step(1, 37 + i, {tb}, b_blocks)).seqs.at(0);
+    ASSERT_EQ(oa.logits.size(), ob.logits.size());
+    EXPECT_EQ(rel_diff(ob.logits, oa.logits), 0.0) << "decode step " << i;
+    EXPECT_EQ(oa.token, ob.token) << "decode step " << i;
+    ta = oa.token;
+    tb = ob.token;
+  }
+}
+
+TEST_F(ModelRunnerTest, KvImportRejectsIncompatibleAndCorruptBlobs) {
+  const auto prompt = random_tokens(20, vocab_, 51);
+  auto a = runner(16, 8);
+  ASSERT_TRUE(a);
+  run_one(*a, make_step(1, 0, prompt, ids({0, 1})));
+  auto blob = a->export_kv(ids({0, 1}), 20);
+  ASSERT_TRUE(blob.ok()) << blob.status().to_string();
+
+  TinyLlamaSpec other_spec;
+  other_spec.seed = 99;  // same shapes, other weights
+  auto other = build_tiny_llama(other_spec, vocab_path_);
+  ASSERT_TRUE(other.ok());
+  ASSERT_NE((*other)->fingerprint(), model_->fingerprint());
+  auto other_runner = runner(16, 8, 0, *other);
+  auto st = other_runner->import_kv(*blob, ids({0, 1}));
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.status().code(), StatusCode::kFailedPrecondition) << st.status().to_string();
+
+  auto bs8 = runner(8, 8);
+  st = bs8->import_kv(*blob, ids({0, 1, 2}));
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.status().code(), StatusCode::kFailedPrecondition) << st.status().to_string();
+
+  auto b = runner(16, 8);
+  auto expect_error = [&](std::vector<uint8_t> bytes, std::vector<BlockId> blocks, const char* what) {
+    auto s = b->import_kv(bytes, blocks);
+    EXPECT_FALSE(s.ok()) << what;
+  };
+  expect_error({}, ids({0, 1}), "empty blob");
+  auto bad_magic = *blob;
+  bad_magic[0] ^= 0xFF;
+  expect_error(bad_magic, ids({0, 1}), "bad magic");
+  expect_error({blob->begin(), blob->end() - 1}, ids({0, 1}), "truncated by one byte");
+  expect_error({blob->begin(), blob->begin() + static_cast<std::ptrdiff_t>(blob->size() / 2)}, ids({0, 1}),
+               "truncated to half");
+  expect_error({blob->begin(), blob->begin() + 10}, ids({0, 1}), "truncated header");
+  auto huge_tokens = *blob;
+  const uint32_t huge = 0x7FFFFFFF;
+  std::memcpy(huge_tokens.data() + offsetof(KvExportHeader, num_tokens), &huge, sizeof(huge));
+  expect_error(huge_tokens, ids({0, 1}), "absurd token count");
+  expect_error(*blob, ids({0}), "too few blocks");
+  expect_error(*blob, ids({0, 8}), "block id out of range");
+
+  // Export errors: more tokens than the blocks hold, unknown block.
+  EXPECT_FALSE(a->export_kv(ids({0}), 20).ok());
+  EXPECT_FALSE(a->export_kv(ids({0, 8}), 20).ok());
+  EXPECT_FALSE(a->export_kv(ids({0, 1}), -1).ok());
+
+  // The good blob still imports.
+  auto ok = b->import_kv(*blob, ids({3, 4}));
+  ASSERT_TRUE(ok.ok()) << ok.status().to_string();
+  EXPECT_EQ(*ok, 20);
+}
+
+// ---- Real model golden ----
+
+struct Golden {
+  std::vector<int32_t> ids;
+  std::string text;
+};
+
+// Lines starting with '#' are comments; the first other line holds the ids.
+std::optional<Golden> read_golden(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  Golden g;
+  std::string line;
+  bool have_ids = false;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    if (line[0] == '#') continue;
+    if (have_ids) continue;
+    std::istringstream ss(line);
+    int32_t x;
+    while (ss >> x) g.ids.push_back(x);
+    have_ids = true;
+  }
+  return g;
+}
+
+TEST(ModelRunnerRealModel, TinyStoriesGreedyMatchesGolden) {
+  auto path = shared_data_path("models/tinystories-656k-q8_0.gguf");
+  if (!path) GTEST_SKIP() << missing_data_message("models/tinystories-656k-q8_0.gguf");
+  auto model = model::LlamaModel::load(*path);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  EngineOptions opt;
+  opt.num_threads = 2;
+  opt.num_kv_blocks = 8;
+  auto r = ModelRunner::create(*model, opt);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ModelRunner& runner = **r;
+
+  const auto prompt = (*model)->tokenizer().encode("Once upon a time", /*add_special=*/true);
+  ASSERT_FALSE(prompt.empty());
+  EXPECT_EQ(prompt[0], (*model)->tokenizer().bos_id());
+  const auto table = range_ids(0, 8);
+  std::vector<int32_t> out;
+  policy::SeqStep s = make_step(1, 0, {prompt.begin(), prompt.end()}, table);
+  s.return_logits = false;
+  for (int i = 0; i < 40; ++i) {
+    const StepOutput o = ModelRunnerTest_run_helper(runner, s);
+    ASSERT_EQ(o.seqs.size(), 1u);
+    out.push_back(o.seqs[0].token);
+    s.num_computed += static_cast<int32_t>(s.tokens.size());
+    s.tokens = {o.seqs[0].token};
+  }
+  const std::string text = (*model)->tokenizer().decode(out);
+  std::ostringstream ids_line;
+  for (size_t i = 0; i < out.size(); ++i) ids_line << (i ? " " : "") << out[i];
+
+  const std::string golden_path =
+      std::string(ECOSERVE_SOURCE_DIR) + "/src/engine/testdata/tinystories_once_upon_a_time.golden";
+  auto golden = read_golden(golden_path);
+  ASSERT_TRUE(golden.has_value()) << "missing " << golden_path << "; this run produced:\n# " << text << "\n"
+                                  << ids_line.str();
+  EXPECT_EQ(out, golden->ids) << "generated text: " << text << "\nids: " << ids_line.str();
+}
+
+}  // namespace
+}  // namespace ecoserve::engine

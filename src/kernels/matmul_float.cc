@@ -1,0 +1,137 @@
+// Float-weight tile kernels (F32, F16, BF16) for matmul: AVX2 + FMA (+ F16C).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/status.h"
+#include "kernels/matmul_kernels.h"
+
+namespace ecoserve::kernels::detail {
+namespace {
+
+// Register tile: kRows weight rows x kTokens tokens, one 8-lane accumulator each.
+constexpr int kRows = 4;
+constexpr int kTokens = 3;
+// Tokens whose activations are kept hot (L2) while the weight rows stream past.
+constexpr std::int64_t kActChunkBytes = 160 * 1024;
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+template <GgmlType kType>
+inline __m256 load8(const std::uint8_t* row, std::int64_t c) {
+  if constexpr (kType == GgmlType::kF32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + c);
+  } else if constexpr (kType == GgmlType::kF16) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * c)));
+  } else {
+    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * c)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+  }
+}
+
+// The last n < 8 values from column c, zero padded.
+template <GgmlType kType>
+inline __m256 load_tail(const std::uint8_t* row, std::int64_t c, int n) {
+  alignas(32) std::uint8_t buf[32] = {};
+  const std::size_t elem = kType == GgmlType::kF32 ? 4 : 2;
+  std::memcpy(buf, row + elem * c, elem * n);
+  return load8<kType>(buf, 0);
+}
+
+inline __m256 load_x_tail(const float* x, int n) {
+  alignas(32) float buf[8] = {};
+  std::memcpy(buf, x, 4 * n);
+  return _mm256_load_ps(buf);
+}
+
+template <GgmlType kType, int R, int T>
+void tile(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const float* x, float* y,
+          std::int64_t y_stride) {
+  __m256 acc[R][T];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  const std::int64_t full = cols & ~std::int64_t{7};
+  for (std::int64_t c = 0; c < full; c += 8) {
+    __m256 wv[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) wv[r] = load8<kType>(w + r * row_bytes, c);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const __m256 xv = _mm256_loadu_ps(x + t * cols + c);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(wv[r], xv, acc[r][t]);
+    }
+  }
+  if (full < cols) {
+    const int n = static_cast<int>(cols - full);
+    for (int r = 0; r < R; ++r) {
+      const __m256 wv = load_tail<kType>(w + r * row_bytes, full, n);
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_fmadd_ps(wv, load_x_tail(x + t * cols + full, n), acc[r][t]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) y[t * y_stride + r] = hsum(acc[r][t]);
+}
+
+using TileFn = void (*)(const std::uint8_t*, std::size_t, std::int64_t, const float*, float*, std::int64_t);
+
+template <GgmlType kType, int R, int... Ts>
+constexpr void fill_row(TileFn* out, std::integer_sequence<int, Ts...>) {
+  ((out[Ts] = &tile<kType, R, Ts + 1>), ...);
+}
+
+template <GgmlType kType, int... Rs>
+struct TileTable {
+  TileFn fns[kRows][kTokens];
+  constexpr TileTable() : fns{} {
+    (fill_row<kType, Rs + 1>(fns[Rs], std::make_integer_sequence<int, kTokens>{}), ...);
+  }
+};
+
+template <GgmlType kType, int... Rs>
+constexpr TileTable<kType, Rs...> make_table(std::integer_sequence<int, Rs...>) {
+  return TileTable<kType, Rs...>();
+}
+
+template <GgmlType kType>
+void rows_impl(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const float* x, std::int64_t r0,
+               std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride) {
+  static constexpr auto kTable = make_table<kType>(std::make_integer_sequence<int, kRows>{});
+  const std::int64_t chunk =
+      std::max<std::int64_t>(kTokens, kActChunkBytes / (cols * 4) / kTokens * kTokens);
+  for (std::int64_t tc = t0; tc < t1; tc += chunk) {
+    const std::int64_t te = std::min(t1, tc + chunk);
+    for (std::int64_t r = r0; r < r1; r += kRows) {
+      const int nr = static_cast<int>(std::min<std::int64_t>(kRows, r1 - r));
+      for (std::int64_t t = tc; t < te; t += kTokens) {
+        const int nt = static_cast<int>(std::min<std::int64_t>(kTokens, te - t));
+        kTable.fns[nr - 1][nt - 1](w + r * row_bytes, row_bytes, cols, x + t * cols, y + t * y_stride + r, y_stride);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void matmul_float_rows(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols,
+                       const float* x, std::int64_t r0, std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y,
+                       std::int64_t y_stride) {
+  switch (type) {
+    case GgmlType::kF32: return rows_impl<GgmlType::kF32>(w, row_bytes, cols, x, r0, r1, t0, t1, y, y_stride);
+    case GgmlType::kF16: return rows_impl<GgmlType::kF16>(w, row_bytes, cols, x, r0, r1, t0, t1, y, y_stride);
+    case GgmlType::kBF16: return rows_impl<GgmlType::kBF16>(w, row_bytes, cols, x, r0, r1, t0, t1, y, y_stride);
+    default: ECO_CHECK_MSG(false, "matmul_float_rows: not a float type: {}", type_name(type));
+  }
+}
+
+}  // namespace ecoserve::kernels::detail

@@ -1,0 +1,299 @@
+// Quantized-weight tile kernels (Q8_0, Q4_0, Q4_K, Q6_K) for matmul.
+//
+// Activations are quantized to int8 in blocks of 32 with a float scale
+// (QuantizedActs). Each weight block of 32 is unpacked to signed int8 with a
+// float scale (and, for Q6_K, two int16 sub-block scales; for Q4_K, a min
+// term), then multiplied with AVX2: maddubs(|w|, sign(x, w)) -> madd -> cvt ->
+// one FMA per block into an 8-lane float accumulator per output element.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/fp16.h"
+#include "base/status.h"
+#include "kernels/matmul_kernels.h"
+
+namespace ecoserve::kernels::detail {
+namespace {
+
+constexpr std::int64_t kActAlign = 64;
+// Tokens whose quantized activations stay hot (L2) while weight rows stream past.
+constexpr std::int64_t kActChunkBytes = 128 * 1024;
+
+inline std::int64_t round_up(std::int64_t v, std::int64_t a) { return (v + a - 1) / a * a; }
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline int hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// ---- Unpackers: one weight block of 32 values -> int8 vector + scales ----
+
+struct Block {
+  __m256i q;   // weight values as int8 (signed, or unsigned 0..15 when kUnsigned)
+  __m256i aq;  // |q| (== q when kUnsigned)
+  __m256i sv;  // int16 multipliers for madd (ones unless kScaled)
+  float d;     // float scale of the block
+  float m;     // min coefficient (kHasMin): value contribution -m * sum(x)
+};
+
+struct UnpackQ8_0 {
+  static constexpr std::size_t kBlockBytes = sizeof(BlockQ8_0);
+  static constexpr bool kUnsigned = false, kScaled = false, kHasMin = false;
+  static Block unpack(const std::uint8_t* row, std::int64_t b) {
+    const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
+    Block o;
+    o.q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs));
+    o.aq = _mm256_sign_epi8(o.q, o.q);
+    o.d = fp16_to_fp32(blk->d);
+    return o;
+  }
+};
+
+struct UnpackQ4_0 {
+  static constexpr std::size_t kBlockBytes = sizeof(BlockQ4_0);
+  static constexpr bool kUnsigned = false, kScaled = false, kHasMin = false;
+  static Block unpack(const std::uint8_t* row, std::int64_t b) {
+    const auto* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs));
+    const __m128i mask = _mm_set1_epi8(0x0F);
+    const __m128i lo = _mm_and_si128(v, mask);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), mask);
+    Block o;
+    o.q = _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
+    o.aq = _mm256_sign_epi8(o.q, o.q);
+    o.d = fp16_to_fp32(blk->d);
+    return o;
+  }
+};
+
+inline void scale_min_k4(int j, const std::uint8_t* q, int* sc, int* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+struct UnpackQ4_K {
+  static constexpr std::size_t kBlockBytes = sizeof(BlockQ4_K) / 8;
+  static constexpr bool kUnsigned = true, kScaled = false, kHasMin = true;
+  static Block unpack(const std::uint8_t* row, std::int64_t b) {
+    const auto* blk = reinterpret_cast<const BlockQ4_K*>(row) + b / 8;
+    const int j = static_cast<int>(b % 8);
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs + 32 * (j / 2)));
+    const __m256i mask = _mm256_set1_epi8(0x0F);
+    Block o;
+    o.q = (j & 1) ? _mm256_and_si256(_mm256_srli_epi16(v, 4), mask) : _mm256_and_si256(v, mask);
+    o.aq = o.q;
+    int sc, m;
+    scale_min_k4(j, blk->scales, &sc, &m);
+    o.d = fp16_to_fp32(blk->d) * static_cast<float>(sc);
+    o.m = fp16_to_fp32(blk->dmin) * static_cast<float>(m);
+    return o;
+  }
+};
+
+struct UnpackQ6_K {
+  static constexpr std::size_t kBlockBytes = sizeof(BlockQ6_K) / 8;
+  static constexpr bool kUnsigned = false, kScaled = true, kHasMin = false;
+  static Block unpack(const std::uint8_t* row, std::int64_t b) {
+    const auto* blk = reinterpret_cast<const BlockQ6_K*>(row) + b / 8;
+    const int j = static_cast<int>(b % 8);
+    const int h = j / 4, jj = j % 4;
+    const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->ql + 64 * h + 32 * (jj % 2)));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qh + 32 * h));
+    const __m256i lo = _mm256_and_si256(_mm256_srl_epi16(ql, _mm_cvtsi32_si128(4 * (jj / 2))), _mm256_set1_epi8(0x0F));
+    const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * jj)), _mm256_set1_epi8(3));
+    Block o;
+    o.q = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32));
+    o.aq = _mm256_sign_epi8(o.q, o.q);
+    const std::int8_t* sc = blk->scales + 8 * h + 2 * jj;
+    o.sv = _mm256_set_m128i(_mm_set1_epi16(sc[1]), _mm_set1_epi16(sc[0]));
+    o.d = fp16_to_fp32(blk->d);
+    return o;
+  }
+};
+
+// ---- Tiles ----
+
+// Register tile: kRows weight rows x kTokens tokens.
+#ifndef ECO_QR
+#define ECO_QR 4
+#define ECO_QT 2
+#endif
+constexpr int kRows = ECO_QR;
+constexpr int kTokens = ECO_QT;
+#ifndef ECO_PF
+#define ECO_PF 4096
+#endif
+constexpr std::int64_t kPrefetchBytes = ECO_PF;
+
+template <class U, int R, int T>
+void tile(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t t0, float* y,
+          std::int64_t y_stride) {
+  __m256 acc[R][T];
+  float macc[R][T];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      acc[r][t] = _mm256_setzero_ps();
+      macc[r][t] = 0.0f;
+    }
+  const __m256i ones = _mm256_set1_epi16(1);
+  const std::int8_t* xq = a.q + t0 * a.q_stride;
+  const float* xd = a.d + t0 * a.nb;
+  const float* xs = a.s + t0 * a.nb;
+  // The R rows are contiguous in memory; stream kPrefetchBytes ahead of the
+  // linear position so short rows do not outrun the hardware prefetcher.
+  const std::uint8_t* pf = w + kPrefetchBytes;
+  for (std::int64_t b = 0; b < a.nb; ++b) {
+    if constexpr (kPrefetchBytes > 0) {
+      const std::uint8_t* p = pf + b * R * U::kBlockBytes;
+#pragma GCC unroll 8
+      for (std::size_t off = 0; off < R * U::kBlockBytes + 63; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const Block wb = U::unpack(w + r * row_bytes, b);
+      const __m256 dw = _mm256_set1_ps(wb.d);
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(xq + t * a.q_stride + 32 * b));
+        const __m256i sx = U::kUnsigned ? xv : _mm256_sign_epi8(xv, wb.q);
+        const __m256i p = _mm256_maddubs_epi16(wb.aq, sx);
+        const __m256i i = _mm256_madd_epi16(p, U::kScaled ? wb.sv : ones);
+        const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(xd + t * a.nb + b));
+        acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), scale, acc[r][t]);
+        if constexpr (U::kHasMin) macc[r][t] += wb.m * xs[t * a.nb + b];
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) y[t * y_stride + r] = hsum(acc[r][t]) - macc[r][t];
+}
+
+using TileFn = void (*)(const std::uint8_t*, std::size_t, const QuantizedActs&, std::int64_t, float*, std::int64_t);
+
+template <class U, int R, int... Ts>
+constexpr void fill_row(TileFn* out, std::integer_sequence<int, Ts...>) {
+  ((out[Ts] = &tile<U, R, Ts + 1>), ...);
+}
+
+template <class U, int... Rs>
+struct TileTable {
+  TileFn fns[kRows][kTokens];
+  constexpr TileTable() : fns{} { (fill_row<U, Rs + 1>(fns[Rs], std::make_integer_sequence<int, kTokens>{}), ...); }
+};
+
+template <class U, int... Rs>
+constexpr TileTable<U, Rs...> make_table(std::integer_sequence<int, Rs...>) {
+  return TileTable<U, Rs...>();
+}
+
+template <class U>
+void rows_impl(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
+               std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride) {
+  static constexpr auto kTable = make_table<U>(std::make_integer_sequence<int, kRows>{});
+  const std::int64_t chunk = std::max<std::int64_t>(kTokens, kActChunkBytes / a.q_stride / kTokens * kTokens);
+  // Start the stream: the tiles prefetch kPrefetchBytes ahead of themselves.
+  const std::int64_t head = std::min<std::int64_t>(kPrefetchBytes, (r1 - r0) * row_bytes);
+  for (std::int64_t off = 0; off < head; off += 64) _mm_prefetch(reinterpret_cast<const char*>(w + r0 * row_bytes + off), _MM_HINT_T0);
+  for (std::int64_t tc = t0; tc < t1; tc += chunk) {
+    const std::int64_t te = std::min(t1, tc + chunk);
+    for (std::int64_t r = r0; r < r1; r += kRows) {
+      const int nr = static_cast<int>(std::min<std::int64_t>(kRows, r1 - r));
+      for (std::int64_t t = tc; t < te; t += kTokens) {
+        const int nt = static_cast<int>(std::min<std::int64_t>(kTokens, te - t));
+        kTable.fns[nr - 1][nt - 1](w + r * row_bytes, row_bytes, a, t, y + t * y_stride + r, y_stride);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::size_t quantized_acts_bytes(std::int64_t n_tokens, std::int64_t cols) {
+  const std::int64_t nb = cols / 32;
+  const std::int64_t q_stride = round_up(cols, kActAlign);
+  return static_cast<std::size_t>(kActAlign + n_tokens * q_stride + 2 * round_up(n_tokens * nb * 4, kActAlign));
+}
+
+QuantizedActs layout_quantized_acts(std::uint8_t* scratch, std::int64_t n_tokens, std::int64_t cols) {
+  QuantizedActs a;
+  a.nb = cols / 32;
+  a.q_stride = round_up(cols, kActAlign);
+  auto base = reinterpret_cast<std::uintptr_t>(scratch);
+  base = (base + kActAlign - 1) / kActAlign * kActAlign;
+  auto* p = reinterpret_cast<std::uint8_t*>(base);
+  a.q = reinterpret_cast<const std::int8_t*>(p);
+  p += n_tokens * a.q_stride;
+  a.d = reinterpret_cast<const float*>(p);
+  p += round_up(n_tokens * a.nb * 4, kActAlign);
+  a.s = reinterpret_cast<const float*>(p);
+  return a;
+}
+
+void quantize_acts(const float* x, std::int64_t cols, std::int64_t t0, std::int64_t t1, const QuantizedActs& a) {
+  const __m256 sign_mask = _mm256_set1_ps(-0.0f);
+  const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (std::int64_t t = t0; t < t1; ++t) {
+    auto* q = const_cast<std::int8_t*>(a.q + t * a.q_stride);
+    auto* d = const_cast<float*>(a.d + t * a.nb);
+    auto* s = const_cast<float*>(a.s + t * a.nb);
+    const float* xt = x + t * cols;
+    for (std::int64_t b = 0; b < a.nb; ++b) {
+      __m256 v[4];
+      for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(xt + 32 * b + 8 * k);
+      __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign_mask, v[0]), _mm256_andnot_ps(sign_mask, v[1])),
+                               _mm256_max_ps(_mm256_andnot_ps(sign_mask, v[2]), _mm256_andnot_ps(sign_mask, v[3])));
+      __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+      m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+      m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+      const float amax = _mm_cvtss_f32(m4);
+      const float db = amax / 127.0f;
+      const __m256 id = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+      __m256i iv[4];
+      for (int k = 0; k < 4; ++k) {
+        iv[k] = _mm256_cvtps_epi32(
+            _mm256_round_ps(_mm256_mul_ps(v[k], id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      }
+      const int sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(iv[0], iv[1]), _mm256_add_epi32(iv[2], iv[3])));
+      const __m256i p01 = _mm256_packs_epi32(iv[0], iv[1]);
+      const __m256i p23 = _mm256_packs_epi32(iv[2], iv[3]);
+      const __m256i p = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23), perm);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(q + 32 * b), p);
+      d[b] = db;
+      s[b] = db * static_cast<float>(sum);
+    }
+  }
+}
+
+void matmul_quantized_rows(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols,
+                           const QuantizedActs& acts, std::int64_t r0, std::int64_t r1, std::int64_t t0,
+                           std::int64_t t1, float* y, std::int64_t y_stride) {
+  switch (type) {
+    case GgmlType::kQ8_0: return rows_impl<UnpackQ8_0>(w, row_bytes, acts, r0, r1, t0, t1, y, y_stride);
+    case GgmlType::kQ4_0: return rows_impl<UnpackQ4_0>(w, row_bytes, acts, r0, r1, t0, t1, y, y_stride);
+    case GgmlType::kQ4_K: return rows_impl<UnpackQ4_K>(w, row_bytes, acts, r0, r1, t0, t1, y, y_stride);
+    case GgmlType::kQ6_K: return rows_impl<UnpackQ6_K>(w, row_bytes, acts, r0, r1, t0, t1, y, y_stride);
+    default: ECO_CHECK_MSG(false, "matmul_quantized_rows: not a quantized type: {}", type_name(type));
+  }
+}
+
+}  // namespace ecoserve::kernels::detail

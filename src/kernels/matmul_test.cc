@@ -1,0 +1,193 @@
+#include "kernels/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/quant.h"
+
+namespace ecoserve::kernels {
+namespace {
+
+struct Matrix {
+  GgmlType type;
+  std::int64_t rows, cols;
+  std::size_t row_bytes;
+  std::vector<std::uint8_t> data;
+  std::vector<float> deq;  // dequantized [rows][cols]
+
+  WeightView view() const { return WeightView{type, data.data(), rows, cols, row_bytes}; }
+};
+
+Matrix make_matrix(GgmlType type, std::int64_t rows, std::int64_t cols, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 0.5f);
+  Matrix m{type, rows, cols, row_bytes(*type_traits(type), cols), {}, {}};
+  m.data.resize(m.row_bytes * rows);
+  m.deq.resize(rows * cols);
+  std::vector<float> src(cols);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (auto& v : src) v = dist(rng);
+    if (r % 5 == 1) src[r % cols] = 6.0f;  // an outlier now and then
+    if (r == 2) std::fill(src.begin(), src.end(), 0.0f);  // an all-zero row
+    quantize_row(type, src.data(), m.data.data() + r * m.row_bytes, cols);
+    dequantize_row(type, m.data.data() + r * m.row_bytes, m.deq.data() + r * cols, cols);
+  }
+  return m;
+}
+
+std::vector<float> make_acts(std::int64_t n, std::int64_t cols, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> x(n * cols);
+  for (auto& v : x) v = dist(rng);
+  for (std::int64_t t = 0; t < n; t += 3) x[t * cols + (t * 7) % cols] = -9.0f;  // outliers
+  if (n > 1) std::fill(x.begin() + cols, x.begin() + 2 * cols, 0.0f);                // an all-zero token
+  return x;
+}
+
+bool is_float(GgmlType t) { return t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kBF16; }
+
+// Checks y against the float64 product of the dequantized weights and x.
+// Float types: |err| <= 1e-5 * sum|w*x|. Quantized types, whose activations are
+// rounded to int8 per block of 32 (scale amax/127, so each x moves by at most
+// amax/254): |err| <= 1.02 * sum_blocks (amax_b / 254) * sum_b |w| + 1e-5 * sum|w*x|.
+void expect_matches_reference(const Matrix& m, const std::vector<float>& x, std::int64_t n, const std::vector<float>& y,
+                              const std::string& label) {
+  const std::int64_t cols = m.cols;
+  int failures = 0;
+  for (std::int64_t t = 0; t < n; ++t) {
+    const float* xt = x.data() + t * cols;
+    for (std::int64_t r = 0; r < m.rows; ++r) {
+      const float* wr = m.deq.data() + r * cols;
+      double ref = 0, abs_sum = 0, quant_bound = 0;
+      for (std::int64_t c = 0; c < cols; ++c) {
+        ref += double(wr[c]) * xt[c];
+        abs_sum += std::fabs(double(wr[c]) * xt[c]);
+      }
+      if (!is_float(m.type)) {
+        for (std::int64_t b = 0; b < cols / 32; ++b) {
+          double amax = 0, wabs = 0;
+          for (int j = 0; j < 32; ++j) {
+            amax = std::max(amax, std::fabs(double(xt[32 * b + j])));
+            wabs += std::fabs(double(wr[32 * b + j]));
+          }
+          quant_bound += amax / 254.0 * wabs;
+        }
+      }
+      const double tol = 1.02 * quant_bound + 1e-5 * abs_sum + 1e-30;
+      const double err = std::fabs(double(y[t * m.rows + r]) - ref);
+      if (err > tol && ++failures <= 5) {
+        ADD_FAILURE() << label << " t=" << t << " r=" << r << " y=" << y[t * m.rows + r] << " ref=" << ref
+                      << " err=" << err << " tol=" << tol;
+      }
+    }
+  }
+  EXPECT_EQ(failures, 0) << label;
+}
+
+struct Case {
+  GgmlType type;
+  std::int64_t cols;
+};
+
+const Case kCases[] = {
+    {GgmlType::kF32, 45},   {GgmlType::kF32, 96},   {GgmlType::kF16, 40},   {GgmlType::kF16, 256},
+    {GgmlType::kBF16, 29},  {GgmlType::kBF16, 96},  {GgmlType::kQ8_0, 32},  {GgmlType::kQ8_0, 160},
+    {GgmlType::kQ4_0, 64},  {GgmlType::kQ4_0, 160}, {GgmlType::kQ4_K, 256}, {GgmlType::kQ4_K, 512},
+    {GgmlType::kQ6_K, 256}, {GgmlType::kQ6_K, 512},
+};
+
+TEST(MatmulTest, MatchesFloat64ReferenceForEveryTypeShapeAndThreadCount) {
+  ThreadPool pool1(1), pool2(2);
+  std::uint32_t seed = 1;
+  for (const Case& c : kCases) {
+    for (std::int64_t rows : {1, 5, 37, 70}) {
+      const Matrix m = make_matrix(c.type, rows, c.cols, seed++);
+      for (std::int64_t n : {1, 3, 7, 32, 65}) {
+        const std::vector<float> x = make_acts(n, c.cols, seed++);
+        for (ThreadPool* pool : {&pool1, &pool2}) {
+          KernelContext ctx(pool);
+          std::vector<float> y(n * rows, NAN);
+          matmul(m.view(), x.data(), n, y.data(), ctx);
+          expect_matches_reference(m, x, n, y,
+                                   std::string(type_name(c.type)) + " rows=" + std::to_string(rows) +
+                                       " cols=" + std::to_string(c.cols) + " n=" + std::to_string(n) +
+                                       " threads=" + std::to_string(pool->num_threads()));
+        }
+      }
+    }
+  }
+}
+
+// Each output element's arithmetic is independent of the batch and the thread
+// count: a token alone at 1 thread gives bitwise the same row as inside a
+// 65-token batch at 2 threads.
+TEST(MatmulTest, BitwiseSameAloneOrBatchedAndAtAnyThreadCount) {
+  ThreadPool pool1(1), pool2(2);
+  KernelContext ctx1(&pool1), ctx2(&pool2);
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0,
+                        GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    const std::int64_t rows = 133, cols = 512, n = 65;
+    const Matrix m = make_matrix(type, rows, cols, 99);
+    const std::vector<float> x = make_acts(n, cols, 7);
+    std::vector<float> batched(n * rows), batched1(n * rows), alone(rows);
+    matmul(m.view(), x.data(), n, batched.data(), ctx2);
+    matmul(m.view(), x.data(), n, batched1.data(), ctx1);
+    EXPECT_EQ(std::memcmp(batched.data(), batched1.data(), batched.size() * 4), 0) << type_name(type);
+    for (std::int64_t t = 0; t < n; ++t) {
+      matmul(m.view(), x.data() + t * cols, 1, alone.data(), ctx1);
+      ASSERT_EQ(std::memcmp(alone.data(), batched.data() + t * rows, rows * 4), 0)
+          << type_name(type) << " token " << t;
+    }
+    // A sub-batch starting mid-way matches too (different tile alignment).
+    std::vector<float> sub(5 * rows);
+    matmul(m.view(), x.data() + 11 * cols, 5, sub.data(), ctx2);
+    EXPECT_EQ(std::memcmp(sub.data(), batched.data() + 11 * rows, sub.size() * 4), 0) << type_name(type);
+  }
+}
+
+TEST(MatmulTest, KnownSmallProductIsExact) {
+  // Q8_0 with integer-valued weights and activations whose block amax is 127:
+  // everything is exactly representable, so the result is exact.
+  ThreadPool pool(1);
+  KernelContext ctx(&pool);
+  const std::int64_t rows = 3, cols = 64;
+  std::vector<float> wf(rows * cols), x(cols);
+  for (std::int64_t c = 0; c < cols; ++c) {
+    x[c] = static_cast<float>((c % 2 == 0 ? 1 : -1) * (c == 0 || c == 32 ? 127 : c % 7));
+    for (std::int64_t r = 0; r < rows; ++r) wf[r * cols + c] = static_cast<float>((c == 5 || c == 37) ? 127 : (c + r) % 5 - 2);
+  }
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kQ8_0}) {
+    const std::size_t rb = row_bytes(*type_traits(type), cols);
+    std::vector<std::uint8_t> data(rb * rows);
+    for (std::int64_t r = 0; r < rows; ++r) quantize_row(type, wf.data() + r * cols, data.data() + r * rb, cols);
+    std::vector<float> y(rows);
+    matmul(WeightView{type, data.data(), rows, cols, rb}, x.data(), 1, y.data(), ctx);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      double ref = 0;
+      for (std::int64_t c = 0; c < cols; ++c) ref += double(wf[r * cols + c]) * x[c];
+      EXPECT_EQ(y[r], static_cast<float>(ref)) << type_name(type) << " row " << r;
+    }
+  }
+}
+
+TEST(MatmulDeathTest, BadInputNamesTheProblem) {
+  ThreadPool pool(1);
+  KernelContext ctx(&pool);
+  std::vector<std::uint8_t> data(1024);
+  std::vector<float> x(64), y(4);
+  EXPECT_DEATH(matmul(WeightView{GgmlType::kQ5_K, data.data(), 1, 256, 176}, x.data(), 1, y.data(), ctx),
+               "unsupported weight type q5_K");
+  EXPECT_DEATH(matmul(WeightView{GgmlType::kQ8_0, data.data(), 1, 48, 51}, x.data(), 1, y.data(), ctx),
+               "not a multiple");
+  EXPECT_DEATH(matmul(WeightView{GgmlType::kQ8_0, data.data(), 1, 64, 70}, x.data(), 1, y.data(), ctx),
+               "row_bytes=70");
+}
+
+}  // namespace
+}  // namespace ecoserve::kernels

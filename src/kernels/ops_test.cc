@@ -1,0 +1,63 @@
+#include "kernels/ops.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace ecoserve::kernels {
+namespace {
+
+TEST(OpsTest, DotAndAxpyMatchScalar) {
+  for (int n : {1, 7, 8, 15, 16, 33, 100}) {
+    std::vector<float> a(n), b(n), y(n, 1.0f);
+    double ref = 0;
+    for (int i = 0; i < n; ++i) {
+      a[i] = 0.1f * (i % 7) - 0.3f;
+      b[i] = 0.05f * (i % 5) + 0.2f;
+      ref += static_cast<double>(a[i]) * b[i];
+    }
+    EXPECT_NEAR(dot(a.data(), b.data(), n), ref, 1e-5) << n;
+    axpy(2.0f, a.data(), y.data(), n);
+    for (int i = 0; i < n; ++i) EXPECT_FLOAT_EQ(y[i], 1.0f + 2.0f * a[i]);
+  }
+}
+
+TEST(OpsTest, RmsNorm) {
+  std::vector<float> x = {1, 2, 3, 4}, w = {1, 1, 2, 0.5f}, out(4);
+  rms_norm(x.data(), w.data(), 4, 0.0f, out.data());
+  const float inv = 1.0f / std::sqrt(30.0f / 4.0f);
+  EXPECT_NEAR(out[0], 1 * inv, 1e-6);
+  EXPECT_NEAR(out[2], 3 * inv * 2, 1e-6);
+  EXPECT_NEAR(out[3], 4 * inv * 0.5f, 1e-6);
+}
+
+TEST(OpsTest, RopeRotatesPairsByPositionAngle) {
+  // One head, head_dim 4, rope_dim 4: pair 0 rotates by pos, pair 1 by pos * base^(-1/2).
+  std::vector<float> cs(4);
+  rope_cos_sin(3, 4, 100.0f, 1.0f, cs.data());
+  std::vector<float> x = {1, 0, 0, 1};
+  rope_apply(x.data(), 1, 4, 4, false, cs.data());
+  EXPECT_NEAR(x[0], std::cos(3.0), 1e-6);
+  EXPECT_NEAR(x[1], std::sin(3.0), 1e-6);
+  EXPECT_NEAR(x[2], -std::sin(0.3), 1e-6);
+  EXPECT_NEAR(x[3], std::cos(0.3), 1e-6);
+  // NeoX pairs (0, 2) and (1, 3).
+  std::vector<float> y = {1, 0, 0, 1};
+  rope_apply(y.data(), 1, 4, 4, true, cs.data());
+  EXPECT_NEAR(y[0], std::cos(3.0), 1e-6);
+  EXPECT_NEAR(y[2], std::sin(3.0), 1e-6);
+  EXPECT_NEAR(y[1], -std::sin(0.3), 1e-6);
+  EXPECT_NEAR(y[3], std::cos(0.3), 1e-6);
+}
+
+TEST(OpsTest, SiluMul) {
+  std::vector<float> g = {0.0f, 1.0f, -2.0f}, u = {3.0f, 2.0f, 1.0f}, out(3);
+  silu_mul(g.data(), u.data(), 3, out.data());
+  EXPECT_FLOAT_EQ(out[0], 0.0f);
+  EXPECT_NEAR(out[1], 2.0f / (1.0f + std::exp(-1.0f)), 1e-6);
+  EXPECT_NEAR(out[2], -2.0f / (1.0f + std::exp(2.0f)), 1e-6);
+}
+
+}  // namespace
+}  // namespace ecoserve::kernels

@@ -1,0 +1,127 @@
+// PrefixCache: content-addressed sharing of full KV blocks (automatic prefix caching).
+//
+// A full block (block_size tokens) is keyed by a hash chain: key(i) =
+// XXH3_64bits(key(i-1) || the block's token ids), with key(-1) = kRootHash, so a
+// key names the block's tokens *and* everything before them. Cached blocks are
+// shared read-only: every user holds one reference in the BlockAllocator, and
+// the cache itself holds one more on each cached block. When the last user
+// releases a cached block it becomes *evictable*: it stays hit-able, and sits in
+// an LRU list; allocate() takes a free block first and otherwise evicts the
+// least-recently released cached block. The stored token ids of each cached
+// block are compared on every hit, so a hash collision can never hand out the
+// wrong KV.
+//
+// Every block is in exactly one of three states, and
+//   num_free_raw() + num_evictable() + num_in_use() == num_blocks():
+//   free (allocator refcount 0), evictable (cached, refcount 1 = the cache's own),
+//   in use (held by at least one user; may also be cached).
+//
+// Counters: queries and hits are counted in TOKENS (vLLM's convention), by
+// whoever calls record_query() (the scheduler, once per admission).
+//
+// Ownership: borrows the BlockAllocator, which must outlive the cache and must
+// only be used through the cache while the cache exists. Not thread-safe: owned
+// by one instance's scheduler thread.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "base/ids.h"
+#include "base/status.h"
+#include "kv/block_allocator.h"
+
+namespace ecoserve::kv {
+
+using BlockHash = std::uint64_t;
+
+class PrefixCache {
+ public:
+  static constexpr BlockHash kRootHash = 0x9e3779b97f4a7c15ull;
+
+  PrefixCache(BlockAllocator* allocator, int32_t block_size);
+  PrefixCache(const PrefixCache&) = delete;
+  PrefixCache& operator=(const PrefixCache&) = delete;
+
+  int32_t block_size() const { return block_size_; }
+
+  // Key of a block whose tokens are `tokens` (block_size of them) after a block keyed `parent`.
+  static BlockHash hash_block(BlockHash parent, std::span<const int32_t> tokens);
+  // Appends to *hashes the keys of the full blocks of `tokens` not hashed yet
+  // (hashes->size() .. tokens.size() / block_size - 1). Incremental: O(new tokens).
+  static void extend_hashes(std::span<const int32_t> tokens, int32_t block_size,
+                            std::vector<BlockHash>* hashes);
+
+  struct Match {
+    int32_t num_blocks = 0;     // leading blocks found in the cache
+    int32_t num_evictable = 0;  // of those, currently evictable (taking them lowers num_free())
+  };
+  // Longest cached chain of the first max_blocks `hashes` (tokens: the sequence's
+  // tokens, used to verify). No side effects, no counters.
+  Match match(std::span<const BlockHash> hashes, std::span<const int32_t> tokens,
+              int32_t max_blocks) const;
+  // Like match(), and takes one reference on each matched block, appending them
+  // to *out. Returns the number of blocks taken.
+  int32_t acquire(std::span<const BlockHash> hashes, std::span<const int32_t> tokens,
+                  int32_t max_blocks, std::vector<BlockId>* out);
+
+  // A block for new content (refcount 1): a free one, else the LRU evictable one
+  // (dropped from the cache). RESOURCE_EXHAUSTED when every block is in use.
+  StatusOr<BlockId> allocate();
+  // Adds a user reference to a block the caller already holds (or to an evictable block).
+  void share(BlockId block);
+  // Drops one user reference. A cached block whose last user left becomes the
+  // most recently used evictable block; an uncached one returns to the free list.
+  void release(BlockId block);
+  // Registers a full, computed block that the caller holds under `hash`, with
+  // its tokens. Returns false (and leaves the block uncached) when the key is
+  // already cached (another copy of the same content) or the block already is.
+  bool insert(BlockHash hash, BlockId block, std::span<const int32_t> tokens);
+
+  bool is_cached(BlockId block) const { return cached_[block.value] != 0; }
+  // References held by users (not counting the cache's own).
+  int32_t user_refcount(BlockId block) const;
+
+  int32_t num_blocks() const { return allocator_->num_blocks(); }
+  // Blocks an allocate() can hand out: free plus evictable.
+  int32_t num_free() const { return allocator_->num_free() + num_evictable_; }
+  int32_t num_free_raw() const { return allocator_->num_free(); }
+  int32_t num_evictable() const { return num_evictable_; }
+  int32_t num_in_use() const { return num_blocks() - num_free(); }
+  int32_t num_cached() const { return static_cast<int32_t>(map_.size()); }
+
+  // Evicts every evictable block (tests, reset). Returns how many.
+  int32_t evict_all();
+
+  void record_query(int64_t query_tokens, int64_t hit_tokens) {
+    query_tokens_ += query_tokens;
+    hit_tokens_ += hit_tokens;
+  }
+  int64_t query_tokens() const { return query_tokens_; }
+  int64_t hit_tokens() const { return hit_tokens_; }
+  int64_t num_evictions() const { return num_evictions_; }
+
+ private:
+  // Block for hashes[i] if cached with matching tokens, else -1.
+  int32_t find(BlockHash hash, std::span<const int32_t> block_tokens) const;
+  void lru_push_back(int32_t b);
+  void lru_remove(int32_t b);
+  void evict(int32_t b);
+
+  BlockAllocator* allocator_;
+  int32_t block_size_;
+  std::unordered_map<BlockHash, int32_t> map_;  // key -> block
+  std::vector<BlockHash> hash_;                 // per block, valid when cached
+  std::vector<uint8_t> cached_;
+  std::vector<int32_t> tokens_;                 // per block, block_size ids, valid when cached
+  // Intrusive LRU list of evictable blocks: head = least recently used.
+  std::vector<int32_t> prev_, next_;
+  std::vector<uint8_t> in_lru_;
+  int32_t head_ = -1, tail_ = -1;
+  int32_t num_evictable_ = 0;
+  int64_t query_tokens_ = 0, hit_tokens_ = 0, num_evictions_ = 0;
+};
+
+}  // namespace ecoserve::kv

@@ -1,0 +1,221 @@
+// BenchmarkRunner against the in-test fake OpenAI server (real sockets on 127.0.0.1).
+// Latencies here are wall-clock; assertions use margins far larger than scheduling noise.
+#include "loadgen/bench_runner.h"
+
+#include <cmath>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <gtest/gtest.h>
+
+#include "loadgen/arrival_process.h"
+#include "loadgen/fake_openai_server.h"
+#include "loadgen/goodput_search.h"
+#include "loadgen/metrics.h"
+
+namespace ecoserve::loadgen {
+namespace {
+
+using testing::FakeOpenAiServer;
+using testing::FakeServerOptions;
+
+std::vector<BenchRequest> workload(int n, int max_tokens) {
+  std::vector<BenchRequest> w;
+  for (int i = 0; i < n; ++i) w.push_back({.index = i, .prompt = "hello world", .input_tokens = 2, .output_tokens = max_tokens});
+  return w;
+}
+
+RunnerOptions options_for(int port, Endpoint e = Endpoint::kCompletions) {
+  RunnerOptions o;
+  o.url = *ServerUrl::parse("http://127.0.0.1:" + std::to_string(port));
+  o.endpoint = e;
+  o.model = "fake";
+  o.request_timeout_s = 10;
+  return o;
+}
+
+class RunnerTest : public ::testing::Test {
+ protected:
+  SteadyClock clock_;
+  PromptBuilder builder_;
+};
+
+TEST_F(RunnerTest, StreamsAndRecordsEveryChunk) {
+  auto server = FakeOpenAiServer::start({.base_ttft_ms = 20, .per_load_ms = 0, .tpot_ms = 3});
+  ASSERT_TRUE(server.ok()) << server.status().to_string();
+  for (Endpoint e : {Endpoint::kCompletions, Endpoint::kChat}) {
+    BenchmarkRunner runner(options_for((*server)->port(), e), clock_, builder_);
+    auto w = workload(8, 5);
+    std::vector<double> times(8, 0.0);
+    auto res = runner.run(w, times);
+    ASSERT_TRUE(res.ok()) << res.status().to_string();
+    ASSERT_EQ(res->records.size(), 8u);
+    for (const auto& r : res->records) {
+      ASSERT_TRUE(r.success) << error_key(r) << " " << r.error_message;
+      EXPECT_EQ(r.http_status, 200);
+      EXPECT_EQ(r.output_tokens, 5);
+      EXPECT_TRUE(r.output_tokens_from_usage);
+      EXPECT_EQ(r.chunk_s.size(), 5u);
+      EXPECT_GE(r.ttft_s(), 0.019);
+      EXPECT_GE(r.end_s, r.chunk_s.back());
+      for (std::size_t i = 1; i < r.chunk_s.size(); ++i) EXPECT_GE(r.chunk_s[i], r.chunk_s[i - 1]);
+    }
+    EXPECT_GT(res->duration_s, 0.019);
+  }
+  EXPECT_EQ((*server)->requests_received(), 16);
+}
+
+TEST_F(RunnerTest, CountsChunksWithoutUsageAndHonoursMaxConcurrency) {
+  // busy window 1 s: every request sees the load of all earlier ones; with
+  // max_concurrency 1 they are sent one after another.
+  auto server = FakeOpenAiServer::start({.base_ttft_ms = 1, .per_load_ms = 0, .tpot_ms = 1, .send_usage = false});
+  ASSERT_TRUE(server.ok());
+  auto o = options_for((*server)->port());
+  o.max_concurrency = 1;
+  BenchmarkRunner runner(o, clock_, builder_);
+  auto w = workload(4, 3);
+  auto res = runner.run(w, std::vector<double>(4, 0.0));
+  ASSERT_TRUE(res.ok());
+  for (std::size_t i = 0; i < 4; ++i) {
+    const auto& r = res->records[i];
+    ASSERT_TRUE(r.success);
+    EXPECT_EQ(r.output_tokens, 3);
+    EXPECT_FALSE(r.output_tokens_from_usage);
+    EXPECT_EQ(r.input_tokens, 2);  // from the workload
+    if (i > 0) EXPECT_GE(r.sent_s, res->records[i - 1].end_s);  // serialized
+  }
+}
+
+TEST_F(RunnerTest, ErrorsAreClassifiedAndNeverAbort) {
+  // A closed port: bind, read the port, close.
+  int closed_port = 0;
+  {
+    boost::asio::io_context ioc;
+    boost::asio::ip::tcp::acceptor a(ioc, {boost::asio::ip::make_address("127.0.0.1"), 0});
+    closed_port = a.local_endpoint().port();
+  }
+  auto w = workload(3, 4);
+  std::vector<double> times(3, 0.0);
+  {
+    BenchmarkRunner runner(options_for(closed_port), clock_, builder_);
+    auto res = runner.run(w, times);
+    ASSERT_TRUE(res.ok());
+    auto m = compute_metrics(res->records, res->duration_s, {});
+    EXPECT_EQ(m.failed, 3);
+    EXPECT_EQ(m.errors.at("connection_refused"), 3);
+  }
+  for (int status : {429, 500}) {
+    auto server = FakeOpenAiServer::start({.fail_status = status});
+    ASSERT_TRUE(server.ok());
+    BenchmarkRunner runner(options_for((*server)->port()), clock_, builder_);
+    auto res = runner.run(w, times);
+    ASSERT_TRUE(res.ok());
+    auto m = compute_metrics(res->records, res->duration_s, {});
+    EXPECT_EQ(m.completed, 0);
+    EXPECT_EQ(m.errors.at("http_" + std::to_string(status)), 3) << status;
+    EXPECT_EQ(res->records[0].error_message, "fake failure");
+  }
+  {
+    auto server = FakeOpenAiServer::start({.reset_connections = true});
+    ASSERT_TRUE(server.ok());
+    BenchmarkRunner runner(options_for((*server)->port()), clock_, builder_);
+    auto res = runner.run(w, times);
+    ASSERT_TRUE(res.ok());
+    auto m = compute_metrics(res->records, res->duration_s, {});
+    EXPECT_EQ(m.errors.at("connection_reset"), 3);
+  }
+  {
+    auto server = FakeOpenAiServer::start({.base_ttft_ms = 5000});
+    ASSERT_TRUE(server.ok());
+    auto o = options_for((*server)->port());
+    o.request_timeout_s = 0.2;
+    BenchmarkRunner runner(o, clock_, builder_);
+    auto res = runner.run(w, times);
+    ASSERT_TRUE(res.ok());
+    auto m = compute_metrics(res->records, res->duration_s, {});
+    EXPECT_EQ(m.errors.at("timeout"), 3);
+    EXPECT_LT(res->duration_s, 2.0);
+  }
+}
+
+TEST_F(RunnerTest, UnresolvableHostCannotStart) {
+  RunnerOptions o;
+  o.url = *ServerUrl::parse("http://no-such-host.invalid:80");
+  BenchmarkRunner runner(o, clock_, builder_);
+  auto w = workload(1, 1);
+  EXPECT_FALSE(runner.run(w, std::vector<double>{0.0}).ok());
+  EXPECT_FALSE(runner.run(w, std::vector<double>{}).ok());
+}
+
+TEST_F(RunnerTest, RequestBodyIsOpenAiCompatible) {
+  auto o = options_for(1);
+  BenchmarkRunner runner(o, clock_, builder_);
+  BenchRequest r{.prompt = "hi", .output_tokens = 7};
+  EXPECT_EQ(runner.request_body(r),
+            R"({"ignore_eos":true,"max_tokens":7,"model":"fake","prompt":"hi","stream":true,)"
+            R"("stream_options":{"include_usage":true},"temperature":0.0})");
+  o.endpoint = Endpoint::kChat;
+  o.ignore_eos = false;
+  BenchmarkRunner chat(o, clock_, builder_);
+  EXPECT_EQ(chat.request_body(r),
+            R"({"max_tokens":7,"messages":[{"content":"hi","role":"user"}],"model":"fake","stream":true,)"
+            R"("stream_options":{"include_usage":true},"temperature":0.0})");
+}
+
+// The fake server's TTFT is 2 ms + 10 ms x (arrivals in the previous 100 ms). With
+// evenly spaced arrivals at rate r, that load is floor(0.1 r) (away from the boundary),
+// so TTFT <= 40 ms holds iff load <= 3 iff r < 40 req/s: the knee is 40 req/s.
+// (Pass: load 3 -> 32 ms; fail: load 4 -> 42 ms.) Only the first 3 requests of a probe
+// see a lighter load, so a failing rate has attainment 3/60 = 5% < 90%.
+TEST_F(RunnerTest, GoodputSearchFindsTheKnee) {
+  auto server = FakeOpenAiServer::start({.base_ttft_ms = 2, .per_load_ms = 10, .busy_ms = 100, .tpot_ms = 2});
+  ASSERT_TRUE(server.ok());
+  BenchmarkRunner runner(options_for((*server)->port()), clock_, builder_);
+  auto w = workload(60, 4);
+  MetricsOptions mo;
+  mo.slo.ttft_ms = 40;
+  GoodputSearchOptions so{.min_rate = 8, .max_rate = 68, .steps = 4, .target_attainment = 0.9};
+  auto probe = [&](double rate) -> StatusOr<GoodputProbe> {
+    ECO_ASSIGN_OR_RETURN(auto arrivals, ArrivalProcess::create({.rate = rate, .burstiness = INFINITY}));
+    auto times = arrivals.times(w.size());
+    ECO_ASSIGN_OR_RETURN(auto res, runner.run(w, times));
+    auto m = compute_metrics(res.records, res.duration_s, mo);
+    return GoodputProbe{.rate = rate, .attainment = m.attainment, .goodput = m.goodput};
+  };
+  auto result = goodput_search(so, probe);
+  ASSERT_TRUE(result.ok()) << result.status().to_string();
+  ASSERT_TRUE(result->best_rate.has_value());
+  EXPECT_DOUBLE_EQ(result->resolution, 60.0 / 16);
+  EXPECT_LE(std::abs(*result->best_rate - 40.0), result->resolution)
+      << "best " << *result->best_rate;
+  ASSERT_EQ(result->probes.size(), 4u);
+  EXPECT_DOUBLE_EQ(result->probes[0].rate, 38);  // first midpoint: passes
+  EXPECT_TRUE(result->probes[0].pass);
+  EXPECT_FALSE(result->probes[1].pass);          // 53 req/s
+}
+
+TEST(GoodputSearch, BisectsAgainstAPureModel) {
+  // Attainment 1 below 10 req/s, 0 above: answer within (100-1)/2^7 of 10.
+  auto probe = [](double rate) -> StatusOr<GoodputProbe> {
+    return GoodputProbe{.attainment = rate <= 10 ? 1.0 : 0.0, .goodput = rate <= 10 ? rate : 0.0};
+  };
+  std::vector<double> seen;
+  auto r = goodput_search({.min_rate = 1, .max_rate = 100, .steps = 7}, probe,
+                          [&](const GoodputProbe& p) { seen.push_back(p.rate); });
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(seen.size(), 7u);
+  EXPECT_DOUBLE_EQ(seen[0], 50.5);
+  ASSERT_TRUE(r->best_rate);
+  EXPECT_LE(*r->best_rate, 10);
+  EXPECT_GE(*r->best_rate, 10 - 99.0 / 128);
+  // Everything fails: the minimum is probed and there is no answer.
+  auto none = goodput_search({.min_rate = 1, .max_rate = 2, .steps = 2},
+                             [](double) -> StatusOr<GoodputProbe> { return GoodputProbe{}; });
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->best_rate);
+  EXPECT_EQ(none->probes.size(), 3u);
+  EXPECT_FALSE(goodput_search({.min_rate = 5, .max_rate = 2}, probe).ok());
+}
+
+}  // namespace
+}  // namespace ecoserve::loadgen

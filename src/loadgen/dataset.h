@@ -1,0 +1,73 @@
+// Workloads for `ecoserve bench`: dataset loaders and the request list they produce.
+//
+// Loaders read files as they are (no scaling, no prompt building):
+//   sharegpt  JSON list of {id?, conversations: [{from, value}, ...]}: the prompt is the
+//             first "human" turn; the output length comes from the next "gpt" turn when
+//             present (its token count), else it is 0 (= use --output-len).
+//   azure     CSV TIMESTAMP,ContextTokens,GeneratedTokens; TIMESTAMP is
+//             "YYYY-MM-DD HH:MM:SS[.fraction]"; times are made relative to the first row.
+//   mooncake  JSONL {timestamp (ms), input_length, output_length, hash_ids}.
+// build_workload() then takes --num-prompts entries (ShareGPT: a seeded shuffle; traces:
+// the first N in order), applies --length-scale to every length it generates (synthetic,
+// azure, mooncake input/output lengths and the 512-token hash block; ShareGPT prompt text
+// is real text and is not scaled) and makes the prompt texts with a PromptBuilder.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "loadgen/length_distribution.h"
+#include "loadgen/prompt_builder.h"
+
+namespace ecoserve::loadgen {
+
+enum class DatasetKind { kShareGpt, kAzure, kMooncake, kSynthetic };
+StatusOr<DatasetKind> parse_dataset_kind(std::string_view name);
+std::string_view dataset_kind_name(DatasetKind kind);
+
+// One row of a dataset file.
+struct DatasetEntry {
+  std::string prompt;                 // sharegpt only
+  std::string response;               // sharegpt, when the assistant turn is present
+  std::int64_t input_tokens = 0;      // traces (sharegpt: 0 until counted)
+  std::int64_t output_tokens = 0;     // traces; 0 = not in the dataset
+  std::optional<double> timestamp_s;  // traces, relative to the first row
+  std::vector<std::int64_t> hash_ids; // mooncake
+};
+
+StatusOr<std::vector<DatasetEntry>> load_sharegpt(const std::string& path);
+StatusOr<std::vector<DatasetEntry>> load_azure_trace(const std::string& path);
+StatusOr<std::vector<DatasetEntry>> load_mooncake_trace(const std::string& path);
+StatusOr<std::vector<DatasetEntry>> load_dataset(DatasetKind kind, const std::string& path);
+
+// "2023-11-16 18:15:46.6805900" -> seconds since 1970-01-01 (UTC, no zone handling).
+StatusOr<double> parse_datetime_seconds(std::string_view s);
+
+// One request to send.
+struct BenchRequest {
+  std::int64_t index = 0;
+  std::string prompt;
+  std::int64_t input_tokens = 0;   // exact with a tokenizer, else approximate
+  std::int64_t output_tokens = 0;  // max_tokens
+  std::optional<double> timestamp_s;  // trace time, if the dataset has one
+};
+
+struct WorkloadOptions {
+  DatasetKind kind = DatasetKind::kSynthetic;
+  std::string path;                   // for file datasets
+  std::int64_t num_prompts = 0;       // 0 = whole file (synthetic: required > 0)
+  LengthDistribution input_len = LengthDistribution::constant(128);   // synthetic
+  LengthDistribution output_len = LengthDistribution::constant(128);  // synthetic, sharegpt fallback
+  double length_scale = 1.0;
+  std::int64_t mooncake_block_tokens = 512;  // before scaling
+  std::uint64_t seed = 0;
+};
+
+StatusOr<std::vector<BenchRequest>> build_workload(const WorkloadOptions& options,
+                                                   const PromptBuilder& builder);
+
+}  // namespace ecoserve::loadgen

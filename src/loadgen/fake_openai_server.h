@@ -1,0 +1,48 @@
+// FakeOpenAiServer (test helper): a tiny OpenAI-compatible streaming server on
+// 127.0.0.1 with a deterministic latency model, for testing `ecoserve bench`.
+//
+// Latency model, driven by server-side arrival times only: when a request arrives at
+// time a, `load` = the number of earlier requests that arrived in (a - busy_ms, a].
+//   first token at a + base_ttft_ms + per_load_ms * load
+//   token i (i >= 1) at first + i * tpot_ms
+// It streams max_tokens chunks "tok " (completions: choices[0].text, chat:
+// choices[0].delta.content) in HTTP/1.1 chunked encoding, then a usage chunk
+// (unless send_usage is false) and "data: [DONE]".
+// Modes: fail_status != 0 answers every request with that status and a JSON error;
+// reset_connections closes the socket right after reading the request.
+// Runs its own io_context thread; the destructor stops it. Thread-safe counters.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <thread>
+
+#include "base/status.h"
+
+namespace ecoserve::loadgen::testing {
+
+struct FakeServerOptions {
+  double base_ttft_ms = 5;
+  double per_load_ms = 10;
+  double busy_ms = 100;
+  double tpot_ms = 2;
+  bool send_usage = true;
+  int fail_status = 0;
+  bool reset_connections = false;
+};
+
+class FakeOpenAiServer {
+ public:
+  static StatusOr<std::unique_ptr<FakeOpenAiServer>> start(const FakeServerOptions& options);
+  ~FakeOpenAiServer();
+  int port() const;
+  int requests_received() const;
+
+  struct Impl;
+
+ private:
+  explicit FakeOpenAiServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ecoserve::loadgen::testing

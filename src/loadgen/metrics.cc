@@ -1,0 +1,154 @@
+#include "loadgen/metrics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "base/status.h"
+
+namespace ecoserve::loadgen {
+
+std::string_view error_kind_name(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::kNone: return "none";
+    case ErrorKind::kConnectionRefused: return "connection_refused";
+    case ErrorKind::kConnectionError: return "connection_error";
+    case ErrorKind::kConnectionReset: return "connection_reset";
+    case ErrorKind::kHttpStatus: return "http";
+    case ErrorKind::kTimeout: return "timeout";
+    case ErrorKind::kStreamError: return "stream_error";
+    case ErrorKind::kProtocolError: return "protocol_error";
+  }
+  return "unknown";
+}
+
+std::string error_key(const RequestRecord& r) {
+  if (r.error == ErrorKind::kHttpStatus) return "http_" + std::to_string(r.http_status);
+  return std::string(error_kind_name(r.error));
+}
+
+double percentile_sorted(std::span<const double> sorted, double p) {
+  ECO_CHECK(!sorted.empty());
+  p = std::clamp(p, 0.0, 100.0);
+  double rank = p / 100.0 * static_cast<double>(sorted.size() - 1);
+  auto lo = static_cast<std::size_t>(std::floor(rank));
+  auto hi = static_cast<std::size_t>(std::ceil(rank));
+  double frac = rank - static_cast<double>(lo);
+  return sorted[lo] + frac * (sorted[hi] - sorted[lo]);
+}
+
+double percentile(std::vector<double> values, double p) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  return percentile_sorted(values, p);
+}
+
+double Distribution::at(double p) const {
+  for (const auto& [q, v] : percentiles)
+    if (q == p) return v;
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+Distribution summarize(std::vector<double> values, std::span<const double> percentiles) {
+  Distribution d;
+  d.count = values.size();
+  for (double p : percentiles) d.percentiles.emplace_back(p, 0.0);
+  if (values.empty()) return d;
+  std::sort(values.begin(), values.end());
+  double n = static_cast<double>(values.size());
+  d.mean = std::accumulate(values.begin(), values.end(), 0.0) / n;
+  double ss = 0;
+  for (double v : values) ss += (v - d.mean) * (v - d.mean);
+  d.stddev = std::sqrt(ss / n);
+  d.median = percentile_sorted(values, 50);
+  d.min = values.front();
+  d.max = values.back();
+  for (auto& [p, v] : d.percentiles) v = percentile_sorted(values, p);
+  return d;
+}
+
+std::optional<double> tpot_s(const RequestRecord& r) {
+  if (!r.success || r.output_tokens <= 1 || r.first_token_s < 0) return std::nullopt;
+  return (r.e2e_s() - r.ttft_s()) / static_cast<double>(r.output_tokens - 1);
+}
+
+std::vector<double> itl_s(const RequestRecord& r) {
+  std::vector<double> out;
+  for (std::size_t i = 1; i < r.chunk_s.size(); ++i) out.push_back(r.chunk_s[i] - r.chunk_s[i - 1]);
+  return out;
+}
+
+bool attains_slo(const RequestRecord& r, const SloOptions& slo) {
+  if (!r.success || r.first_token_s < 0) return false;
+  if (slo.ttft_ms && r.ttft_s() * 1000.0 > *slo.ttft_ms) return false;
+  if (slo.tpot_ms) {
+    auto t = tpot_s(r);
+    if (t && *t * 1000.0 > *slo.tpot_ms) return false;
+  }
+  return true;
+}
+
+BenchmarkMetrics compute_metrics(std::span<const RequestRecord> records, double duration_s,
+                                 const MetricsOptions& options) {
+  BenchmarkMetrics m;
+  m.num_requests = static_cast<std::int64_t>(records.size());
+  m.duration_s = duration_s;
+  std::vector<double> ttft, tpot, itl, e2e;
+  for (const auto& r : records) {
+    if (!r.success) {
+      ++m.failed;
+      ++m.errors[error_key(r)];
+      continue;
+    }
+    ++m.completed;
+    m.total_input_tokens += r.input_tokens;
+    m.total_output_tokens += r.output_tokens;
+    if (!r.output_tokens_from_usage) ++m.outputs_counted_without_usage;
+    if (r.first_token_s >= 0) ttft.push_back(r.ttft_s() * 1000.0);
+    if (auto t = tpot_s(r)) tpot.push_back(*t * 1000.0);
+    for (double g : itl_s(r)) itl.push_back(g * 1000.0);
+    e2e.push_back(r.e2e_s() * 1000.0);
+  }
+  m.ttft_ms = summarize(std::move(ttft), options.percentiles);
+  m.tpot_ms = summarize(std::move(tpot), options.percentiles);
+  m.itl_ms = summarize(std::move(itl), options.percentiles);
+  m.e2e_ms = summarize(std::move(e2e), options.percentiles);
+  if (duration_s > 0) {
+    m.request_throughput = static_cast<double>(m.completed) / duration_s;
+    m.input_throughput = static_cast<double>(m.total_input_tokens) / duration_s;
+    m.output_throughput = static_cast<double>(m.total_output_tokens) / duration_s;
+    m.total_token_throughput =
+        static_cast<double>(m.total_input_tokens + m.total_output_tokens) / duration_s;
+  }
+  auto bins = output_tokens_per_second(records, 1.0);
+  if (!bins.empty()) m.max_output_throughput = *std::max_element(bins.begin(), bins.end());
+  m.slo_enabled = options.slo.enabled();
+  if (m.slo_enabled) {
+    for (const auto& r : records)
+      if (attains_slo(r, options.slo)) ++m.attained;
+    m.attainment = m.num_requests > 0
+                       ? static_cast<double>(m.attained) / static_cast<double>(m.num_requests)
+                       : 0.0;
+    m.goodput = duration_s > 0 ? static_cast<double>(m.attained) / duration_s : 0.0;
+  }
+  return m;
+}
+
+std::vector<double> output_tokens_per_second(std::span<const RequestRecord> records, double bin_s) {
+  std::vector<double> bins;
+  if (bin_s <= 0) return bins;
+  for (const auto& r : records) {
+    if (!r.success || r.chunk_s.empty()) continue;
+    double per_chunk = static_cast<double>(r.output_tokens) / static_cast<double>(r.chunk_s.size());
+    for (double t : r.chunk_s) {
+      auto b = static_cast<std::size_t>(std::max(0.0, t) / bin_s);
+      if (b >= bins.size()) bins.resize(b + 1, 0.0);
+      bins[b] += per_chunk;
+    }
+  }
+  for (auto& v : bins) v /= bin_s;
+  return bins;
+}
+
+}  // namespace ecoserve::loadgen

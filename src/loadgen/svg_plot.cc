@@ -1,0 +1,158 @@
+#include "loadgen/svg_plot.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace ecoserve::loadgen {
+namespace {
+
+constexpr std::array<const char*, 6> kColors = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
+
+std::string esc(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '&': o += "&amp;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+std::string tick_label(double v) {
+  if (v == 0) return "0";
+  double a = std::abs(v);
+  if (a >= 1e5 || a < 1e-3) return fmt::format("{:.1e}", v);
+  std::string s = fmt::format("{:.4f}", v);
+  while (!s.empty() && s.back() == '0') s.pop_back();
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+std::vector<double> nice_ticks(double lo, double hi, int target) {
+  std::vector<double> ticks;
+  if (!(hi > lo) || !std::isfinite(lo) || !std::isfinite(hi)) {
+    ticks.push_back(lo);
+    return ticks;
+  }
+  double raw = (hi - lo) / std::max(1, target);
+  double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = mag;
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    step = m * mag;
+    if (step >= raw) break;
+  }
+  for (double t = std::ceil(lo / step - 1e-9) * step; t <= hi + step * 1e-9; t += step)
+    ticks.push_back(std::abs(t) < step * 1e-9 ? 0.0 : t);
+  return ticks;
+}
+
+std::vector<std::pair<double, double>> cdf_points(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  std::vector<std::pair<double, double>> pts;
+  double n = static_cast<double>(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) pts.emplace_back(values[i], static_cast<double>(i + 1) / n);
+  return pts;
+}
+
+std::string SvgPlot::render(int width, int height) const {
+  const double left = 80, right = 24, top = 44, bottom = 60;
+  double pw = width - left - right, ph = height - top - bottom;
+  double xmin = 0, xmax = 1, ymin = 0, ymax = 1;
+  bool any = false;
+  for (const auto& s : series_)
+    for (auto [x, y] : s.points) {
+      if (!std::isfinite(x) || !std::isfinite(y)) continue;
+      if (!any) { xmin = xmax = x; ymin = ymax = y; any = true; }
+      xmin = std::min(xmin, x); xmax = std::max(xmax, x);
+      ymin = std::min(ymin, y); ymax = std::max(ymax, y);
+    }
+  if (any) { ymin = std::min(ymin, 0.0); xmin = std::min(xmin, 0.0); }
+  if (x_range_) std::tie(xmin, xmax) = *x_range_;
+  if (y_range_) std::tie(ymin, ymax) = *y_range_;
+  if (xmax <= xmin) xmax = xmin + 1;
+  if (ymax <= ymin) ymax = ymin + 1;
+  auto xt = nice_ticks(xmin, xmax), yt = nice_ticks(ymin, ymax);
+  if (!x_range_ && !xt.empty()) xmax = std::max(xmax, xt.back());
+  if (!y_range_ && !yt.empty()) ymax = std::max(ymax, yt.back());
+  auto X = [&](double x) { return left + (x - xmin) / (xmax - xmin) * pw; };
+  auto Y = [&](double y) { return top + ph - (y - ymin) / (ymax - ymin) * ph; };
+
+  std::string o = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
+      "font-family=\"sans-serif\" font-size=\"12\">\n"
+      "<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n",
+      width, height);
+  o += fmt::format("<text x=\"{}\" y=\"24\" text-anchor=\"middle\" font-size=\"16\">{}</text>\n", width / 2.0,
+                   esc(title_));
+  // Grid and ticks.
+  for (double t : xt) {
+    if (t < xmin - 1e-12 || t > xmax + 1e-12) continue;
+    o += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"#e5e5e5\"/>\n",
+                     X(t), top, top + ph);
+    o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", X(t), top + ph + 16,
+                     tick_label(t));
+  }
+  for (double t : yt) {
+    if (t < ymin - 1e-12 || t > ymax + 1e-12) continue;
+    o += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" y2=\"{1:.1f}\" stroke=\"#e5e5e5\"/>\n",
+                     left, Y(t), left + pw);
+    o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n", left - 6, Y(t) + 4,
+                     tick_label(t));
+  }
+  // Axes and labels.
+  o += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333\"/>\n", left,
+                   top, pw, ph);
+  o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", left + pw / 2,
+                   height - 16.0, esc(x_label_));
+  o += fmt::format(
+      "<text x=\"18\" y=\"{0:.1f}\" text-anchor=\"middle\" transform=\"rotate(-90 18 {0:.1f})\">{1}</text>\n",
+      top + ph / 2, esc(y_label_));
+  // Series.
+  o += fmt::format("<clipPath id=\"plot\"><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/></clipPath>\n", left,
+                   top, pw, ph);
+  for (std::size_t i = 0; i < series_.size(); ++i) {
+    const auto& s = series_[i];
+    const char* color = kColors[i % kColors.size()];
+    std::string d;
+    bool first = true;
+    double prev_y = 0;
+    for (auto [x, y] : s.points) {
+      if (!std::isfinite(x) || !std::isfinite(y)) continue;
+      if (first) {
+        d += fmt::format("M{:.1f},{:.1f}", X(x), Y(s.step ? 0.0 : y));
+        if (s.step) d += fmt::format(" L{:.1f},{:.1f}", X(x), Y(y));
+        first = false;
+      } else if (s.step) {
+        d += fmt::format(" L{:.1f},{:.1f} L{:.1f},{:.1f}", X(x), Y(prev_y), X(x), Y(y));
+      } else {
+        d += fmt::format(" L{:.1f},{:.1f}", X(x), Y(y));
+      }
+      prev_y = y;
+    }
+    if (!d.empty())
+      o += fmt::format("<path d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{} clip-path=\"url(#plot)\"/>\n",
+                       d, color, s.dashed ? " stroke-dasharray=\"6 4\"" : "");
+    if (s.markers)
+      for (auto [x, y] : s.points)
+        if (std::isfinite(x) && std::isfinite(y))
+          o += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\" fill=\"{}\"/>\n", X(x), Y(y), color);
+    // Legend entry.
+    double ly = top + 14 + 16.0 * static_cast<double>(i);
+    o += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"2\"/>\n",
+                     left + pw - 150, ly - 4, left + pw - 130, ly - 4, color);
+    o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n", left + pw - 124, ly, esc(s.name));
+  }
+  o += "</svg>\n";
+  return o;
+}
+
+}  // namespace ecoserve::loadgen

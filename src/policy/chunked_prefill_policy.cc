@@ -1,0 +1,11 @@
+#include "policy/chunked_prefill_policy.h"
+
+#include "policy/batch_builder.h"
+
+namespace ecoserve::policy {
+
+PolicyDecision ChunkedPrefillPolicy::plan(const InstanceView& view, TimePoint /*now*/) {
+  return plan_decode_first(view, options_, /*run_decodes=*/true, /*admit_fresh_prompts=*/true);
+}
+
+}  // namespace ecoserve::policy

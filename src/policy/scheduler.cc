@@ -1,0 +1,503 @@
+#include "policy/scheduler.h"
+
+#include <algorithm>
+
+namespace ecoserve::policy {
+
+std::string_view finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kAbort: return "abort";
+    case FinishReason::kPrefillDone: return "prefill_done";
+  }
+  return "unknown";
+}
+
+struct Scheduler::Request {
+  RequestId id;
+  int32_t priority = 0;
+  TimePoint arrival{};
+  std::uint64_t seq_no = 0;
+  SamplingParams sampling;
+  std::uint64_t seed = 0;
+  std::vector<int32_t> tokens;  // prompt, then generated tokens
+  int32_t prompt_len = 0;
+  int32_t num_computed = 0;
+  std::vector<BlockId> blocks;  // device blocks (running) or host blocks (swapped)
+  std::vector<kv::BlockHash> hashes;  // keys of the full blocks of `tokens` (prefix caching on)
+  int32_t num_registered = 0;         // leading blocks already offered to the prefix cache
+  RequestState state = RequestState::kWaiting;
+  bool aborted = false;
+  bool in_flight = false;
+  bool awaiting_sample = false;
+  bool has_pending_finish = false;
+  FinishReason pending_finish = FinishReason::kStop;
+  std::uint64_t preempted_at_step = ~std::uint64_t{0};
+  int32_t num_cached_prompt_tokens = -1;  // -1 until first admitted
+
+  int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
+  int32_t num_generated() const { return num_tokens() - prompt_len; }
+};
+
+Scheduler::~Scheduler() = default;
+
+Scheduler::Scheduler(Options options, std::unique_ptr<InstancePolicy> policy)
+    : options_(std::move(options)),
+      policy_(std::move(policy)),
+      device_(options_.num_blocks),
+      cache_(&device_, options_.block_size),
+      host_(options_.num_host_blocks) {
+  ECO_CHECK(policy_ != nullptr);
+}
+
+bool Scheduler::before(const Request* a, const Request* b) {
+  if (a->priority != b->priority) return a->priority > b->priority;
+  if (a->arrival != b->arrival) return a->arrival < b->arrival;
+  return a->seq_no < b->seq_no;
+}
+
+void Scheduler::insert_sorted(std::vector<Request*>& queue, Request* r) {
+  queue.insert(std::upper_bound(queue.begin(), queue.end(), r, before), r);
+}
+
+void Scheduler::remove_from(std::vector<Request*>& queue, Request* r) {
+  auto range = std::equal_range(queue.begin(), queue.end(), r, before);
+  auto it = std::find(range.first, range.second, r);
+  ECO_CHECK_MSG(it != range.second, "request {} not in its queue", r->id.value);
+  queue.erase(it);
+}
+
+double Scheduler::kv_usage() const {
+  if (cache_.num_blocks() == 0) return 0.0;
+  return static_cast<double>(cache_.num_in_use()) / cache_.num_blocks();
+}
+
+std::span<const int32_t> Scheduler::output_tokens(RequestId id) const {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return {};
+  const Request& r = *it->second;
+  return std::span<const int32_t>(r.tokens).subspan(r.prompt_len);
+}
+
+Status Scheduler::add_request(RequestSpec spec) {
+  if (policy_->role() == InstanceRole::kDecode) {
+    return failed_precondition_error("request {}: a decode instance takes requests with computed KV only",
+                                     spec.id.value);
+  }
+  const auto prompt_len = static_cast<int64_t>(spec.prompt.size());
+  if (prompt_len == 0) return invalid_argument_error("request {}: empty prompt", spec.id.value);
+  if (spec.sampling.max_tokens < 1) {
+    return invalid_argument_error("request {}: max_tokens {} must be at least 1", spec.id.value,
+                                  spec.sampling.max_tokens);
+  }
+  if (options_.max_model_len > 0 && prompt_len >= options_.max_model_len) {
+    return invalid_argument_error("request {}: prompt of {} tokens leaves no room under max_model_len {}",
+                                  spec.id.value, prompt_len, options_.max_model_len);
+  }
+  const int32_t need = kv::blocks_for_tokens(prompt_len + 1, options_.block_size);
+  if (need > options_.num_blocks) {
+    return invalid_argument_error("request {}: prompt of {} tokens needs {} KV blocks, the cache has {}",
+                                  spec.id.value, prompt_len, need, options_.num_blocks);
+  }
+  if (requests_.count(spec.id) || held_.count(spec.id)) {
+    return already_exists_error("request {} already exists", spec.id.value);
+  }
+  auto r = std::make_unique<Request>();
+  r->id = spec.id;
+  r->priority = spec.priority;
+  r->arrival = spec.arrival;
+  r->seq_no = next_seq_no_++;
+  r->sampling = std::move(spec.sampling);
+  r->seed = spec.seed;
+  r->prompt_len = static_cast<int32_t>(prompt_len);
+  r->tokens = std::move(spec.prompt);
+  r->tokens.reserve(r->tokens.size() + std::min(r->sampling.max_tokens, 4096));
+  if (options_.enable_prefix_caching) kv::PrefixCache::extend_hashes(r->tokens, options_.block_size, &r->hashes);
+  Request* p = r.get();
+  requests_.emplace(p->id, std::move(r));
+  insert_sorted(waiting_, p);
+  return ok_status();
+}
+
+StatusOr<std::vector<BlockId>> Scheduler::add_computed_request(RequestSpec spec,
+                                                               std::span<const int32_t> output_tokens) {
+  const auto prompt_len = static_cast<int64_t>(spec.prompt.size());
+  if (prompt_len == 0) return invalid_argument_error("request {}: empty prompt", spec.id.value);
+  if (output_tokens.empty()) {
+    return invalid_argument_error("request {}: a computed request needs its first sampled token", spec.id.value);
+  }
+  const auto num_generated = static_cast<int64_t>(output_tokens.size());
+  if (spec.sampling.max_tokens <= num_generated) {
+    return failed_precondition_error("request {}: already has {} of max_tokens {} tokens", spec.id.value,
+                                     num_generated, spec.sampling.max_tokens);
+  }
+  const int64_t num_tokens = prompt_len + num_generated;
+  if (options_.max_model_len > 0 && num_tokens >= options_.max_model_len) {
+    return invalid_argument_error("request {}: {} tokens leave no room under max_model_len {}", spec.id.value,
+                                  num_tokens, options_.max_model_len);
+  }
+  if (kv::blocks_for_tokens(num_tokens + 1, options_.block_size) > options_.num_blocks) {
+    return invalid_argument_error("request {}: {} tokens do not fit a KV cache of {} blocks", spec.id.value,
+                                  num_tokens, options_.num_blocks);
+  }
+  if (requests_.count(spec.id) || held_.count(spec.id)) {
+    return already_exists_error("request {} already exists", spec.id.value);
+  }
+  const int32_t num_computed = static_cast<int32_t>(num_tokens - 1);
+  const int32_t need = kv::blocks_for_tokens(num_computed, options_.block_size);
+  if (need > cache_.num_free()) {
+    return resource_exhausted_error("request {}: needs {} KV blocks, {} free", spec.id.value, need,
+                                    cache_.num_free());
+  }
+  auto r = std::make_unique<Request>();
+  r->id = spec.id;
+  r->priority = spec.priority;
+  r->arrival = spec.arrival;
+  r->seq_no = next_seq_no_++;
+  r->sampling = std::move(spec.sampling);
+  r->seed = spec.seed;
+  r->prompt_len = static_cast<int32_t>(prompt_len);
+  r->tokens = std::move(spec.prompt);
+  r->tokens.reserve(r->tokens.size() + std::min(r->sampling.max_tokens, 4096));
+  r->tokens.insert(r->tokens.end(), output_tokens.begin(), output_tokens.end());
+  r->num_computed = num_computed;
+  r->num_cached_prompt_tokens = 0;
+  r->blocks.reserve(need);
+  for (int32_t i = 0; i < need; ++i) r->blocks.push_back(*cache_.allocate());
+  r->state = RequestState::kRunning;
+  if (options_.enable_prefix_caching) {
+    kv::PrefixCache::extend_hashes(r->tokens, options_.block_size, &r->hashes);
+    register_computed_blocks(*r);
+  }
+  std::vector<BlockId> table = r->blocks;
+  Request* p = r.get();
+  requests_.emplace(p->id, std::move(r));
+  insert_sorted(running_, p);
+  return table;
+}
+
+bool Scheduler::abort(RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) {
+    auto h = held_.find(id);
+    if (h == held_.end()) return false;
+    (void)release_held(id);
+    return true;
+  }
+  Request& r = *it->second;
+  if (r.aborted) return true;
+  r.aborted = true;
+  if (!r.in_flight) finish(r, FinishReason::kAbort, pending_finished_);
+  return true;
+}
+
+Status Scheduler::release_held(RequestId id) {
+  auto it = held_.find(id);
+  if (it == held_.end()) return not_found_error("no blocks held for request {}", id.value);
+  for (auto b = it->second.rbegin(); b != it->second.rend(); ++b) cache_.release(*b);
+  held_.erase(it);
+  return ok_status();
+}
+
+int32_t Scheduler::max_prefix_blocks(const Request& r) const {
+  // Never the last token: it must run to produce a logit.
+  return (r.num_tokens() - 1) / options_.block_size;
+}
+
+void Scheduler::build_view() {
+  view_.clear();
+  view_.block_size = options_.block_size;
+  view_.num_total_blocks = cache_.num_blocks();
+  view_.num_free_blocks = cache_.num_free();
+  view_.num_waiting_total = static_cast<int32_t>(waiting_.size());
+  auto base = [](const Request& r) {
+    RequestView v;
+    v.id = r.id;
+    v.priority = r.priority;
+    v.arrival = r.arrival;
+    v.prompt_len = r.prompt_len;
+    v.num_generated = r.num_generated();
+    v.state = r.state;
+    return v;
+  };
+  for (const Request* r : running_) {
+    RequestView v = base(*r);
+    v.num_computed = r->num_computed;
+    v.num_blocks = static_cast<int32_t>(r->blocks.size());
+    for (BlockId b : r->blocks) v.num_exclusive_blocks += cache_.user_refcount(b) == 1 ? 1 : 0;
+    view_.running.push_back(v);
+  }
+  for (const Request* r : swapped_) {
+    RequestView v = base(*r);
+    v.num_computed = r->num_computed;
+    v.num_blocks = static_cast<int32_t>(r->blocks.size());
+    view_.swapped.push_back(v);
+  }
+  const size_t head = std::min(waiting_.size(), static_cast<size_t>(std::max(0, policy_->options().max_num_seqs)));
+  for (size_t i = 0; i < head; ++i) {
+    const Request* r = waiting_[i];
+    RequestView v = base(*r);
+    if (options_.enable_prefix_caching) {
+      const auto m = cache_.match(r->hashes, r->tokens, max_prefix_blocks(*r));
+      v.num_cached_tokens = m.num_blocks * options_.block_size;
+      v.num_cached_evictable_blocks = m.num_evictable;
+    }
+    view_.waiting.push_back(v);
+  }
+}
+
+void Scheduler::release_blocks(Request& r) {
+  if (r.state == RequestState::kSwapped) {
+    for (auto b = r.blocks.rbegin(); b != r.blocks.rend(); ++b) host_.release(*b);
+  } else {
+    // Tail first, so that the LRU evicts a chain from its end.
+    for (auto b = r.blocks.rbegin(); b != r.blocks.rend(); ++b) cache_.release(*b);
+  }
+  r.blocks.clear();
+  r.num_registered = 0;
+}
+
+void Scheduler::preempt(Request& r, StepPlan& plan) {
+  remove_from(running_, &r);
+  const auto n = static_cast<int32_t>(r.blocks.size());
+  if (options_.preemption_mode == PreemptionMode::kSwap && n > 0 && host_.num_free() >= n) {
+    auto host = *host_.allocate_n(n);
+    for (int32_t i = 0; i < n; ++i) plan.swap_out.push_back(BlockCopy{r.blocks[i], host[i]});
+    for (int32_t i = n - 1; i >= 0; --i) cache_.release(r.blocks[i]);
+    r.blocks = std::move(host);
+    r.num_registered = 0;
+    r.state = RequestState::kSwapped;
+    insert_sorted(swapped_, &r);
+  } else {
+    release_blocks(r);
+    r.num_computed = 0;
+    r.state = RequestState::kWaiting;
+    insert_sorted(waiting_, &r);
+  }
+  plan.preempted.push_back(r.id);
+  num_preemptions_++;
+}
+
+bool Scheduler::setup_run(Request& r, int32_t num_tokens, StepPlan& plan) {
+  const int32_t n = std::min(num_tokens, r.num_tokens() - r.num_computed);
+  if (n <= 0) return false;
+  const int32_t bs = options_.block_size;
+  const int32_t total = kv::blocks_for_tokens(int64_t{r.num_computed} + n, bs);
+  if (r.state == RequestState::kSwapped) {
+    if (total > cache_.num_free()) return false;
+    std::vector<BlockId> device;
+    device.reserve(total);
+    for (BlockId h : r.blocks) {
+      BlockId d = *cache_.allocate();
+      plan.swap_in.push_back(BlockCopy{h, d});
+      host_.release(h);
+      device.push_back(d);
+    }
+    while (static_cast<int32_t>(device.size()) < total) device.push_back(*cache_.allocate());
+    r.blocks = std::move(device);
+    r.num_registered = 0;
+    remove_from(swapped_, &r);
+    r.state = RequestState::kRunning;
+    insert_sorted(running_, &r);
+  } else {
+    const int32_t need = std::max(0, total - static_cast<int32_t>(r.blocks.size()));
+    if (need > cache_.num_free()) return false;
+    for (int32_t i = 0; i < need; ++i) r.blocks.push_back(*cache_.allocate());
+    if (r.state == RequestState::kWaiting) {
+      remove_from(waiting_, &r);
+      r.state = RequestState::kRunning;
+      insert_sorted(running_, &r);
+    }
+  }
+  SeqStep s;
+  s.id = r.id;
+  s.num_computed = r.num_computed;
+  s.tokens.assign(r.tokens.begin() + r.num_computed, r.tokens.begin() + r.num_computed + n);
+  s.block_table = r.blocks;
+  s.sample = r.num_computed + n == r.num_tokens();
+  s.sampling = &r.sampling;
+  s.prompt_tokens = std::span<const int32_t>(r.tokens).first(r.prompt_len);
+  s.output_tokens = std::span<const int32_t>(r.tokens).subspan(r.prompt_len);
+  s.seed = r.seed;
+  in_flight_.push_back(InFlight{&r, n, s.sample});
+  r.in_flight = true;
+  plan.seqs.push_back(std::move(s));
+  return true;
+}
+
+StepPlan Scheduler::schedule(TimePoint now) {
+  ECO_CHECK_MSG(!step_in_flight_, "schedule() before on_step_done() of the previous step");
+  StepPlan plan;
+  build_view();
+  const PolicyDecision d = policy_->plan(view_, now);
+  const std::uint64_t step = ++step_no_;
+
+  for (RequestId id : d.preempt) {
+    auto it = requests_.find(id);
+    if (it == requests_.end()) continue;
+    Request& r = *it->second;
+    if (r.state != RequestState::kRunning || r.aborted) continue;
+    preempt(r, plan);
+    r.preempted_at_step = step;
+  }
+
+  // Pass A: newly admitted requests take their prefix-cache hits before any
+  // allocation can evict them. Pass B: blocks and plan entries, in batch order.
+  struct Pending {
+    Request* r;
+    int32_t num_tokens;
+    int32_t hit_blocks;
+  };
+  std::vector<Pending> pending;
+  pending.reserve(d.runs.size());
+  for (const RunDecision& run : d.runs) {
+    auto it = requests_.find(run.id);
+    if (it == requests_.end() || run.num_tokens <= 0) continue;
+    Request& r = *it->second;
+    if (r.aborted || r.in_flight || r.preempted_at_step == step) continue;
+    r.in_flight = true;  // marks "taken" against duplicate runs; reset below
+    int32_t hits = 0;
+    if (r.state == RequestState::kWaiting && options_.enable_prefix_caching) {
+      hits = cache_.acquire(r.hashes, r.tokens, max_prefix_blocks(r), &r.blocks);
+      r.num_computed = hits * options_.block_size;
+    }
+    pending.push_back(Pending{&r, run.num_tokens, hits});
+  }
+  for (const Pending& p : pending) {
+    Request& r = *p.r;
+    r.in_flight = false;
+    const bool was_waiting = r.state == RequestState::kWaiting;
+    const int32_t query_tokens = r.num_tokens();
+    if (setup_run(r, p.num_tokens, plan)) {
+      if (was_waiting) {
+        if (options_.enable_prefix_caching) {
+          cache_.record_query(query_tokens, int64_t{p.hit_blocks} * options_.block_size);
+        }
+        if (r.num_cached_prompt_tokens < 0) {
+          r.num_cached_prompt_tokens = std::min(r.prompt_len, p.hit_blocks * options_.block_size);
+        }
+        r.num_registered = p.hit_blocks;
+      }
+    } else if (was_waiting) {
+      release_blocks(r);
+      r.num_computed = 0;
+    }
+  }
+  step_in_flight_ = !plan.empty();
+  return plan;
+}
+
+void Scheduler::register_computed_blocks(Request& r) {
+  if (!options_.enable_prefix_caching) return;
+  const int32_t bs = options_.block_size;
+  const int32_t upto = std::min({r.num_computed / bs, static_cast<int32_t>(r.hashes.size()),
+                                 static_cast<int32_t>(r.blocks.size())});
+  for (int32_t i = r.num_registered; i < upto; ++i) {
+    cache_.insert(r.hashes[i], r.blocks[i], std::span<const int32_t>(r.tokens).subspan(size_t(i) * bs, bs));
+  }
+  r.num_registered = std::max(r.num_registered, upto);
+}
+
+void Scheduler::append_token(Request& r, int32_t token) {
+  r.tokens.push_back(token);
+  if (options_.enable_prefix_caching) kv::PrefixCache::extend_hashes(r.tokens, options_.block_size, &r.hashes);
+}
+
+bool Scheduler::finish_reason(const Request& r, int32_t token, FinishReason* reason) const {
+  const auto& stop = r.sampling.stop_token_ids;
+  if (std::find(stop.begin(), stop.end(), token) != stop.end()) {
+    *reason = FinishReason::kStop;
+    return true;
+  }
+  if (!r.sampling.ignore_eos) {
+    const auto& eog = options_.eog_token_ids;
+    if (std::find(eog.begin(), eog.end(), token) != eog.end()) {
+      *reason = FinishReason::kStop;
+      return true;
+    }
+  }
+  const int64_t capacity = int64_t{options_.num_blocks} * options_.block_size;
+  if (r.num_generated() >= r.sampling.max_tokens ||
+      (options_.max_model_len > 0 && r.num_tokens() >= options_.max_model_len) || r.num_tokens() >= capacity) {
+    *reason = FinishReason::kLength;
+    return true;
+  }
+  if (policy_->role() == InstanceRole::kPrefill) {
+    *reason = FinishReason::kPrefillDone;
+    return true;
+  }
+  return false;
+}
+
+void Scheduler::finish(Request& r, FinishReason reason, std::vector<FinishedInfo>& out) {
+  FinishedInfo info;
+  info.id = r.id;
+  info.reason = reason;
+  info.num_prompt_tokens = r.prompt_len;
+  info.num_output_tokens = r.num_generated();
+  info.num_cached_prompt_tokens = std::max(0, r.num_cached_prompt_tokens);
+  if (reason == FinishReason::kPrefillDone && r.state == RequestState::kRunning) {
+    info.held_blocks = r.blocks;
+    held_.emplace(r.id, std::move(r.blocks));
+    r.blocks.clear();
+  } else {
+    release_blocks(r);
+  }
+  out.push_back(std::move(info));
+  erase(r);
+}
+
+void Scheduler::erase(Request& r) {
+  switch (r.state) {
+    case RequestState::kWaiting: remove_from(waiting_, &r); break;
+    case RequestState::kRunning: remove_from(running_, &r); break;
+    case RequestState::kSwapped: remove_from(swapped_, &r); break;
+  }
+  requests_.erase(r.id);  // destroys r
+}
+
+std::vector<FinishedInfo> Scheduler::on_step_done(std::span<const SampledToken> outputs) {
+  std::vector<FinishedInfo> out = std::move(pending_finished_);
+  pending_finished_.clear();
+  if (!step_in_flight_) return out;
+  step_in_flight_ = false;
+
+  for (const InFlight& f : in_flight_) {
+    Request& r = *f.req;
+    r.in_flight = false;
+    r.num_computed += f.num_tokens;
+    r.awaiting_sample = f.sample;
+  }
+  for (const SampledToken& o : outputs) {
+    auto it = requests_.find(o.id);
+    if (it == requests_.end()) continue;
+    Request& r = *it->second;
+    if (r.aborted || !r.awaiting_sample) continue;
+    r.awaiting_sample = false;
+    append_token(r, o.token);
+    FinishReason reason;
+    if (finish_reason(r, o.token, &reason)) {
+      r.has_pending_finish = true;
+      r.pending_finish = reason;
+    }
+  }
+  for (const InFlight& f : in_flight_) {
+    Request& r = *f.req;
+    if (r.aborted) {
+      finish(r, FinishReason::kAbort, out);
+      continue;
+    }
+    if (r.awaiting_sample) {
+      // The engine returned no token: run the last token again next step.
+      r.awaiting_sample = false;
+      r.num_computed -= 1;
+    }
+    register_computed_blocks(r);
+    if (r.has_pending_finish) finish(r, r.pending_finish, out);
+  }
+  in_flight_.clear();
+  return out;
+}
+
+}  // namespace ecoserve::policy

@@ -1,0 +1,185 @@
+// Scheduler: the requests, KV blocks and prefix cache of one instance, driven by an
+// InstancePolicy (the vLLM-style scheduler core).
+//
+// Owns every request of the instance (waiting queue, running set, swapped set;
+// each with its prompt and generated tokens, block table, priority, arrival time,
+// sampling params and seed), a device kv::BlockAllocator with its kv::PrefixCache,
+// a host kv::BlockAllocator for swapped-out blocks, and the policy.
+//
+// One step is:
+//   StepPlan plan = scheduler.schedule(now);      // policy decides, scheduler allocates
+//   ... the engine executes `plan` (swap_out, swap_in, copies, forward) ...
+//   auto finished = scheduler.on_step_done(outputs);  // sampled tokens come back
+// schedule() and on_step_done() strictly alternate whenever the plan is not
+// empty(); the spans and pointers in the plan stay valid until on_step_done().
+// on_step_done({}) may also be called with no step in flight, to collect aborts.
+//
+// Guarantees:
+//  - A newly admitted request first takes its prefix-cache hit (whole blocks,
+//    never the last token, so there is always a logit to sample): its
+//    num_computed starts at the cached token count.
+//  - Preemption by recompute releases the blocks and requeues the request in
+//    schedule order (ahead of later arrivals of its priority); it later re-runs
+//    prompt + generated tokens as a prefill. Preemption by swap moves the blocks
+//    to the host pool (plan.swap_out pairs) and back on resume (plan.swap_in);
+//    when the host pool is full it falls back to recompute.
+//  - Full blocks are registered in the prefix cache once computed; finished
+//    requests release their blocks (cached blocks stay hit-able in the LRU).
+//  - Queues are kept sorted, so schedule() is O(running + waiting head + blocks of
+//    running requests) plus the plan's tokens, with buffers reused across steps.
+// Time comes in as arguments; no clock, no threads. Not thread-safe: owned by the
+// instance loop's thread (other threads talk to it through that loop's queue).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/ids.h"
+#include "base/status.h"
+#include "kv/block_allocator.h"
+#include "kv/prefix_cache.h"
+#include "policy/instance_policy.h"
+#include "policy/sampling_params.h"
+#include "policy/step_plan.h"
+
+namespace ecoserve::policy {
+
+enum class PreemptionMode : uint8_t { kRecompute, kSwap };
+
+enum class FinishReason : uint8_t {
+  kStop,         // a stop token id or an end-of-generation token
+  kLength,       // max_tokens, max_model_len, or the whole KV cache
+  kAbort,        // abort() (client gone)
+  kPrefillDone,  // prefill instance: prompt computed and first token sampled; blocks held
+};
+// "stop", "length", "abort", "prefill_done".
+std::string_view finish_reason_name(FinishReason reason);
+
+struct RequestSpec {
+  RequestId id;
+  std::vector<int32_t> prompt;  // token ids, not empty
+  SamplingParams sampling;
+  int32_t priority = 0;  // higher = more important
+  TimePoint arrival{};
+  std::uint64_t seed = 0;  // the sampler seed of this request (SeqStep::seed)
+};
+
+struct SampledToken {
+  RequestId id;
+  int32_t token = 0;
+};
+
+struct FinishedInfo {
+  RequestId id;
+  FinishReason reason = FinishReason::kStop;
+  int32_t num_prompt_tokens = 0;
+  int32_t num_output_tokens = 0;
+  // Prompt tokens served from the prefix cache at the first admission.
+  int32_t num_cached_prompt_tokens = 0;
+  // kPrefillDone only: the request's device blocks, held until release_held().
+  std::vector<BlockId> held_blocks;
+};
+
+class Scheduler {
+ public:
+  struct Options {
+    int32_t block_size = 16;
+    int32_t num_blocks = 1024;      // device KV blocks
+    int32_t num_host_blocks = 0;    // host swap pool (kSwap); 0 = swap always falls back to recompute
+    PreemptionMode preemption_mode = PreemptionMode::kRecompute;
+    bool enable_prefix_caching = true;
+    int32_t max_model_len = 0;      // prompt + output tokens at most; 0 = no limit
+    // End-of-generation token ids (EOS, EOT, ...): finish with "stop" unless ignore_eos.
+    std::vector<int32_t> eog_token_ids;
+  };
+
+  Scheduler(Options options, std::unique_ptr<InstancePolicy> policy);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues a new request. INVALID_ARGUMENT for an empty prompt, max_tokens < 1, a
+  // prompt over max_model_len or over the whole KV cache; ALREADY_EXISTS for a
+  // known id; FAILED_PRECONDITION on a decode instance (use add_computed_request).
+  Status add_request(RequestSpec spec);
+  // Adds a request whose KV for all but the last of prompt + output_tokens is
+  // already computed elsewhere (disaggregated decode, migration): allocates the
+  // blocks and returns the block table, which the caller must fill before the next
+  // schedule(). output_tokens holds at least the first sampled token.
+  // RESOURCE_EXHAUSTED when the blocks are not free right now.
+  StatusOr<std::vector<BlockId>> add_computed_request(RequestSpec spec, std::span<const int32_t> output_tokens);
+  // Client gone. Frees the request's blocks now, or after the step in flight; its
+  // FinishedInfo (kAbort) is returned by the next on_step_done(). False if unknown.
+  bool abort(RequestId id);
+  // Frees the blocks held for a kPrefillDone request. NOT_FOUND if none held.
+  Status release_held(RequestId id);
+
+  StepPlan schedule(TimePoint now);
+  std::vector<FinishedInfo> on_step_done(std::span<const SampledToken> outputs);
+
+  // Status snapshot.
+  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  int32_t num_swapped() const { return static_cast<int32_t>(swapped_.size()); }
+  int32_t num_held() const { return static_cast<int32_t>(held_.size()); }
+  bool has_unfinished() const { return !running_.empty() || !waiting_.empty() || !swapped_.empty(); }
+  // Device blocks in use by requests (cached-but-evictable blocks count as free), in [0, 1].
+  double kv_usage() const;
+  int32_t num_free_blocks() const { return cache_.num_free(); }
+  int32_t num_free_host_blocks() const { return host_.num_free(); }
+  int64_t prefix_cache_query_tokens() const { return cache_.query_tokens(); }
+  int64_t prefix_cache_hit_tokens() const { return cache_.hit_tokens(); }
+  int64_t num_preemptions() const { return num_preemptions_; }
+  const Options& options() const { return options_; }
+  const InstancePolicy& policy() const { return *policy_; }
+  // The view the policy saw in the last schedule() (tests, debugging).
+  const InstanceView& last_view() const { return view_; }
+  // Generated tokens of a live request (empty span when unknown).
+  std::span<const int32_t> output_tokens(RequestId id) const;
+
+ private:
+  struct Request;
+  struct InFlight {
+    Request* req;
+    int32_t num_tokens;
+    bool sample;
+  };
+
+  static bool before(const Request* a, const Request* b);
+  void insert_sorted(std::vector<Request*>& queue, Request* r);
+  void remove_from(std::vector<Request*>& queue, Request* r);
+  void build_view();
+  int32_t max_prefix_blocks(const Request& r) const;
+  void release_blocks(Request& r);
+  void preempt(Request& r, StepPlan& plan);
+  bool setup_run(Request& r, int32_t num_tokens, StepPlan& plan);
+  void register_computed_blocks(Request& r);
+  void append_token(Request& r, int32_t token);
+  bool finish_reason(const Request& r, int32_t token, FinishReason* reason) const;
+  void finish(Request& r, FinishReason reason, std::vector<FinishedInfo>& out);
+  void erase(Request& r);
+
+  Options options_;
+  std::unique_ptr<InstancePolicy> policy_;
+  kv::BlockAllocator device_;
+  kv::PrefixCache cache_;
+  kv::BlockAllocator host_;
+  std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
+  std::vector<Request*> waiting_, running_, swapped_;  // each sorted by before()
+  std::unordered_map<RequestId, std::vector<BlockId>> held_;
+  std::vector<InFlight> in_flight_;
+  bool step_in_flight_ = false;
+  std::vector<FinishedInfo> pending_finished_;  // aborts not yet reported
+  std::uint64_t next_seq_no_ = 0;
+  std::uint64_t step_no_ = 0;
+  int64_t num_preemptions_ = 0;
+  InstanceView view_;
+};
+
+}  // namespace ecoserve::policy

@@ -1,0 +1,69 @@
+// HttpServer: the OpenAI-compatible HTTP front end of one instance.
+//
+// Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models,
+// GET /health, GET /metrics. Requests are parsed and validated here, prompts
+// rendered (chat template) and tokenized, then submitted to the InstanceLoop
+// (n choices = n requests with the same prompt, sharing its cached blocks);
+// token events are detokenized incrementally, stop strings applied, and
+// answered as JSON or as SSE (`stream: true`). Errors use OpenAI's shape.
+//
+// Threading: Boost.Asio io_context run by `num_io_threads` threads of its own;
+// each connection runs on its strand. InstanceLoop events (delivered on the
+// loop thread) are posted to the connection's strand. A client that hangs up
+// while its request runs cancels it (InstanceLoop::cancel).
+// Ownership: borrows the InstanceLoop and the Clock (both must outlive the
+// server's threads: call stop() before destroying them... and destroy the
+// InstanceLoop before the HttpServer, since its pending sinks hold connections).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/clock.h"
+#include "base/status.h"
+#include "instance/instance_loop.h"
+#include "model/llama_model.h"
+
+namespace ecoserve::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8000;                 // 0 = pick a free port (see HttpServer::port())
+  int32_t num_io_threads = 2;
+  std::string api_key;                  // non-empty: /v1/* require "Authorization: Bearer <key>"
+  std::string served_model_name;        // the `model` clients must name ("" = any is refused but "")
+  std::string chat_template;            // template name override; "" = detect from the GGUF
+  int64_t max_body_bytes = 4ll << 20;   // larger bodies get 413
+  double health_timeout_seconds = 5.0;  // /health is 503 when the loop's heartbeat is older
+};
+
+class HttpServer {
+ public:
+  // INVALID_ARGUMENT for an unknown chat template name. Does not bind yet.
+  static StatusOr<std::unique_ptr<HttpServer>> create(instance::InstanceLoop* loop,
+                                                      std::shared_ptr<const model::LlamaModel> model,
+                                                      const ServerOptions& options, const Clock* clock);
+  ~HttpServer();  // stop()
+
+  // Binds, listens and starts the io threads. UNAVAILABLE naming host:port when binding fails.
+  Status start();
+  // The bound port (after start()).
+  uint16_t port() const;
+  // Stops accepting connections; new generation requests on open connections get 503.
+  void begin_drain();
+  // Generation requests whose response is not complete yet.
+  int32_t active_requests() const;
+  // Stops the io threads (open connections are dropped). Idempotent.
+  void stop();
+
+  const std::string& served_model_name() const;
+  std::string_view chat_template_name() const;
+
+ private:
+  struct Impl;
+  explicit HttpServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ecoserve::server

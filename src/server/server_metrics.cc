@@ -1,0 +1,121 @@
+#include "server/server_metrics.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace ecoserve::server {
+
+namespace {
+
+constexpr double kTtft[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
+                            1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
+constexpr double kTpot[] = {0.01, 0.025, 0.05, 0.075, 0.1,  0.15, 0.2,  0.3,  0.4, 0.5,
+                            0.75, 1.0,   2.5,  5.0,   7.5,  10.0, 20.0, 40.0, 80.0};
+constexpr double kLatency[] = {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
+                               30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+
+void render_scalar(std::string& out, const std::string& name, const char* type, const std::string& help,
+                   const std::string& labels, double value) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{}{{{}}} {}\n", name, help, name, type, name, labels,
+                     prometheus_number(value));
+}
+
+}  // namespace
+
+std::span<const double> ttft_buckets() { return kTtft; }
+std::span<const double> tpot_buckets() { return kTpot; }
+std::span<const double> request_latency_buckets() { return kLatency; }
+
+std::string prometheus_number(double v) {
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  if (std::isnan(v)) return "NaN";
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return fmt::format("{:.1f}", v);
+  return fmt::format("{}", v);
+}
+
+std::string prometheus_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+Histogram::Histogram(std::span<const double> bounds)
+    : bounds_(bounds.begin(), bounds.end()), counts_(bounds.size() + 1, 0) {}
+
+void Histogram::observe(double v) {
+  // Bucket i holds bounds_[i-1] < v <= bounds_[i].
+  size_t i = std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin();
+  ++counts_[i];
+  ++count_;
+  sum_ += v;
+}
+
+void Histogram::render(std::string& out, const std::string& name, const std::string& help,
+                       const std::string& labels) const {
+  out += fmt::format("# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i <= bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    const std::string le = i < bounds_.size() ? prometheus_number(bounds_[i]) : "+Inf";
+    out += fmt::format("{}_bucket{{{},le=\"{}\"}} {}\n", name, labels, le, cumulative);
+  }
+  out += fmt::format("{}_sum{{{}}} {}\n", name, labels, prometheus_number(sum_));
+  out += fmt::format("{}_count{{{}}} {}\n", name, labels, count_);
+}
+
+ServerMetrics::ServerMetrics(std::string model_name)
+    : labels_("model_name=\"" + prometheus_escape(model_name) + "\""),
+      ttft_(kTtft),
+      tpot_(kTpot),
+      itl_(kTpot),
+      e2e_(kLatency),
+      queue_(kLatency) {}
+
+void ServerMetrics::observe_ttft(double s) { std::lock_guard lock(mu_); ttft_.observe(s); }
+void ServerMetrics::observe_tpot(double s) { std::lock_guard lock(mu_); tpot_.observe(s); }
+void ServerMetrics::observe_inter_token(double s) { std::lock_guard lock(mu_); itl_.observe(s); }
+void ServerMetrics::observe_e2e(double s) { std::lock_guard lock(mu_); e2e_.observe(s); }
+void ServerMetrics::observe_queue_time(double s) { std::lock_guard lock(mu_); queue_.observe(s); }
+
+std::string ServerMetrics::render(const instance::InstanceStatus& st) const {
+  std::string out;
+  render_scalar(out, "ecoserve:num_requests_running", "gauge", "Number of requests in the running batch.", labels_,
+                st.num_running);
+  render_scalar(out, "ecoserve:num_requests_waiting", "gauge", "Number of requests waiting to be scheduled.",
+                labels_, st.num_waiting);
+  render_scalar(out, "ecoserve:num_requests_swapped", "gauge", "Number of requests swapped out to host memory.",
+                labels_, st.num_swapped);
+  render_scalar(out, "ecoserve:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", labels_,
+                st.kv_usage);
+  render_scalar(out, "ecoserve:prompt_tokens_total", "counter", "Number of prefill tokens processed.", labels_,
+                static_cast<double>(st.prompt_tokens_total));
+  render_scalar(out, "ecoserve:generation_tokens_total", "counter", "Number of generation tokens processed.",
+                labels_, static_cast<double>(st.generation_tokens_total));
+  render_scalar(out, "ecoserve:prefix_cache_queries_total", "counter",
+                "Prefix-cache queries, in terms of number of queried tokens.", labels_,
+                static_cast<double>(st.prefix_cache_queries));
+  render_scalar(out, "ecoserve:prefix_cache_hits_total", "counter",
+                "Prefix-cache hits, in terms of number of cached tokens.", labels_,
+                static_cast<double>(st.prefix_cache_hits));
+  render_scalar(out, "ecoserve:num_preemptions_total", "counter", "Cumulative number of preemptions.", labels_,
+                static_cast<double>(st.preemptions));
+  std::lock_guard lock(mu_);
+  ttft_.render(out, "ecoserve:time_to_first_token_seconds", "Histogram of time to first token in seconds.", labels_);
+  tpot_.render(out, "ecoserve:time_per_output_token_seconds", "Histogram of time per output token in seconds.",
+               labels_);
+  itl_.render(out, "ecoserve:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", labels_);
+  e2e_.render(out, "ecoserve:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.",
+              labels_);
+  queue_.render(out, "ecoserve:request_queue_time_seconds", "Histogram of time spent waiting in the queue in seconds.",
+                labels_);
+  return out;
+}
+
+}  // namespace ecoserve::server
