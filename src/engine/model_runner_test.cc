@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -74,6 +76,17 @@ std::vector<int32_t> random_tokens(size_t n, int32_t vocab, uint32_t seed) {
   return t;
 }
 
+StepOutput run(ModelRunner& r, const policy::StepPlan& plan) {
+  auto out = r.execute(plan);
+  EXPECT_TRUE(out.ok()) << out.status().to_string();
+  return out.ok() ? std::move(*out) : StepOutput{};
+}
+StepOutput run_one(ModelRunner& r, policy::SeqStep s) {
+  policy::StepPlan plan;
+  plan.seqs.push_back(std::move(s));
+  return run(r, plan);
+}
+
 class ModelRunnerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -96,17 +109,6 @@ class ModelRunnerTest : public ::testing::Test {
     auto r = ModelRunner::create(model ? model : model_, opt);
     EXPECT_TRUE(r.ok()) << r.status().to_string();
     return r.ok() ? std::move(*r) : nullptr;
-  }
-
-  static StepOutput run(ModelRunner& r, const policy::StepPlan& plan) {
-    auto out = r.execute(plan);
-    EXPECT_TRUE(out.ok()) << out.status().to_string();
-    return out.ok() ? std::move(*out) : StepOutput{};
-  }
-  static StepOutput run_one(ModelRunner& r, policy::SeqStep s) {
-    policy::StepPlan plan;
-    plan.seqs.push_back(std::move(s));
-    return run(r, plan);
   }
 
   std::string vocab_path_;
@@ -419,7 +421,7 @@ TEST(ModelRunnerRealModel, TinyStoriesGreedyMatchesGolden) {
   policy::SeqStep s = make_step(1, 0, {prompt.begin(), prompt.end()}, table);
   s.return_logits = false;
   for (int i = 0; i < 40; ++i) {
-    const StepOutput o = ModelRunnerTest_run_helper(runner, s);
+    const StepOutput o = run_one(runner, s);
     ASSERT_EQ(o.seqs.size(), 1u);
     out.push_back(o.seqs[0].token);
     s.num_computed += static_cast<int32_t>(s.tokens.size());
