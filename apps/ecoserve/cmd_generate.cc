@@ -69,7 +69,7 @@ int run_generate(const GenerateArgs& a) {
   go.sampling.seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
   go.sampling.has_seed = true;
 
-  model::IncrementalDetokenizer detok(tok);
+  model::IncrementalDetokenizer detok(tok, /*render_special=*/false, /*strip_leading_space=*/false);
   std::fputs(a.prompt.c_str(), stdout);
   std::fflush(stdout);
   engine::Generator gen(**runner);

@@ -329,11 +329,25 @@ void InstanceLoop::Impl::run() {
       snapshot.last_step_seconds = to_seconds(t2 - t1);
       ema(snapshot.mean_step_seconds, to_seconds(t2 - t1), snapshot.steps);
       ema(snapshot.mean_plan_seconds, to_seconds(t1 - t0), snapshot.steps);
-      snapshot.prompt_tokens_total += plan.num_tokens() - static_cast<int64_t>(sampled.size()) +
-                                      static_cast<int64_t>(std::count_if(plan.seqs.begin(), plan.seqs.end(), [](const auto& s) {
-                                        return s.sample && s.num_computed < static_cast<int32_t>(s.prompt_tokens.size());
-                                      }));
+      for (const auto& s : plan.seqs) {
+        // Prompt tokens computed this step (a recomputed request counts again, like vLLM).
+        const int64_t prompt_len = static_cast<int64_t>(s.prompt_tokens.size());
+        const int64_t end = std::min<int64_t>(s.num_computed + static_cast<int64_t>(s.tokens.size()), prompt_len);
+        snapshot.prompt_tokens_total += std::max<int64_t>(0, end - s.num_computed);
+      }
       snapshot.generation_tokens_total += generated;
+    }
+    if (options.on_step) {
+      StepStats st;
+      st.plan_seconds = to_seconds(t1 - t0);
+      st.execute_seconds = to_seconds(t2 - t1);
+      st.num_seqs = static_cast<int32_t>(plan.seqs.size());
+      st.num_tokens = plan.num_tokens();
+      for (const auto& s : plan.seqs) {
+        const bool decode = s.num_computed >= static_cast<int32_t>(s.prompt_tokens.size());
+        (decode ? st.num_decode_seqs : st.num_prefill_seqs)++;
+      }
+      options.on_step(st);
     }
     publish(true);
   }

@@ -65,6 +65,17 @@ struct InstanceStatus {
   int64_t preemptions = 0;
 };
 
+// Measurements of one step, for metrics and the scheduler-overhead benchmark.
+struct StepStats {
+  double plan_seconds = 0.0;     // Scheduler::schedule()
+  double execute_seconds = 0.0;  // ModelRunner::execute()
+  int32_t num_seqs = 0;
+  int64_t num_tokens = 0;        // tokens through the forward pass
+  int32_t num_prefill_seqs = 0;
+  int32_t num_decode_seqs = 0;
+};
+using StepObserver = std::function<void(const StepStats&)>;
+
 struct InstanceOptions {
   std::string policy = "chunked";    // "prefill-first" | "chunked"
   int32_t max_num_seqs = 64;
@@ -75,6 +86,7 @@ struct InstanceOptions {
   std::string preemption_mode = "recompute";  // | "swap"
   int32_t num_swap_blocks = 0;
   Duration idle_heartbeat = from_ms(200);   // how often an idle loop wakes to beat
+  StepObserver on_step;              // called on the loop thread after every step (optional)
 };
 
 class InstanceLoop {

@@ -1,0 +1,193 @@
+#include "instance/instance_loop.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <mutex>
+
+#include "base/test_data.h"
+#include "engine/generator.h"
+
+namespace ecoserve::instance {
+namespace {
+
+constexpr const char* kModel = "models/tinystories-656k-q8_0.gguf";
+
+// Collects the events of many requests; waits for final events.
+class Collector {
+ public:
+  EventSink sink() {
+    return [this](const TokenEvent& ev) {
+      std::lock_guard<std::mutex> lock(mu_);
+      events_[ev.id.value].push_back(ev);
+      if (ev.finished) {
+        finished_++;
+        cv_.notify_all();
+      }
+    };
+  }
+  void wait_finished(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return finished_ >= n; });
+  }
+  std::vector<TokenEvent> events(uint64_t id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return events_[id];
+  }
+  std::vector<int32_t> tokens(uint64_t id) {
+    std::vector<int32_t> out;
+    for (const auto& e : events(id)) {
+      if (e.token >= 0) out.push_back(e.token);
+    }
+    return out;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<uint64_t, std::vector<TokenEvent>> events_;
+  int finished_ = 0;
+};
+
+class InstanceLoopTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto path = shared_data_path(kModel);
+    if (!path) GTEST_SKIP() << missing_data_message(kModel);
+    auto m = model::LlamaModel::load(*path);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    model_ = *m;
+  }
+
+  std::unique_ptr<engine::ModelRunner> runner(int32_t blocks = 256) {
+    engine::EngineOptions eo;
+    eo.num_threads = 1;
+    eo.num_kv_blocks = blocks;
+    auto r = engine::ModelRunner::create(model_, eo);
+    EXPECT_TRUE(r.ok());
+    return std::move(r).value();
+  }
+
+  std::vector<int32_t> reference(const std::vector<int32_t>& prompt, int32_t n) {
+    auto r = runner();
+    engine::Generator gen(*r);
+    engine::GenerateOptions go;
+    go.sampling.temperature = 0;
+    go.sampling.max_tokens = n;
+    auto res = gen.generate(prompt, go);
+    EXPECT_TRUE(res.ok());
+    return res->tokens;
+  }
+
+  GenerationRequest request(uint64_t id, const std::string& text, int32_t max_tokens) {
+    GenerationRequest req;
+    req.id = RequestId(id);
+    req.prompt = model_->tokenizer().encode(text, true);
+    req.sampling.temperature = 0;
+    req.sampling.max_tokens = max_tokens;
+    return req;
+  }
+
+  std::shared_ptr<const model::LlamaModel> model_;
+  SteadyClock clock_;
+};
+
+TEST_F(InstanceLoopTest, ConcurrentGreedyRequestsMatchSingleSequenceGeneration) {
+  for (const char* policy : {"chunked", "prefill-first"}) {
+    InstanceOptions opt;
+    opt.policy = policy;
+    auto loop = InstanceLoop::create(runner(), opt, &clock_);
+    ASSERT_TRUE(loop.ok()) << loop.status().to_string();
+    (*loop)->start();
+    Collector c;
+    const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "Tom and Sue went to the park",
+                                              "One day"};
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      ASSERT_TRUE((*loop)->submit(request(i + 1, prompts[i], 24), c.sink()).ok());
+    }
+    c.wait_finished(static_cast<int>(prompts.size()));
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      auto req = request(i + 1, prompts[i], 24);
+      auto want = reference(req.prompt, 24);
+      EXPECT_EQ(c.tokens(i + 1), want) << policy << ": prompt '" << prompts[i] << "'";
+      auto evs = c.events(i + 1);
+      ASSERT_FALSE(evs.empty());
+      EXPECT_TRUE(evs.back().finished);
+      EXPECT_EQ(evs.back().prompt_tokens, static_cast<int32_t>(req.prompt.size()));
+      EXPECT_EQ(evs.back().finish_reason, want.size() == 24 ? "length" : "stop");
+    }
+    (*loop)->stop();
+    EXPECT_DOUBLE_EQ((*loop)->status().kv_usage, 0.0);
+  }
+}
+
+TEST_F(InstanceLoopTest, RejectsOverContextAndFullQueue) {
+  InstanceOptions opt;
+  opt.max_waiting = 1;
+  auto loop = InstanceLoop::create(runner(), opt, &clock_);
+  ASSERT_TRUE(loop.ok());
+  Collector c;
+  auto big = request(1, "Once upon a time", 100000);
+  Status s = (*loop)->submit(big, c.sink());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("maximum context length"), std::string::npos) << s.message();
+  // Not started: the first request waits, the second finds the queue full.
+  ASSERT_TRUE((*loop)->submit(request(2, "One day", 4), c.sink()).ok());
+  Status full = (*loop)->submit(request(3, "One day", 4), c.sink());
+  EXPECT_EQ(full.code(), StatusCode::kResourceExhausted);
+  (*loop)->start();
+  c.wait_finished(1);
+  EXPECT_EQ(c.tokens(2).size(), 4u);
+  (*loop)->begin_drain();
+  EXPECT_EQ((*loop)->submit(request(4, "One day", 4), c.sink()).code(), StatusCode::kUnavailable);
+}
+
+TEST_F(InstanceLoopTest, CancelFreesBlocksAndEndsWithAbort) {
+  InstanceOptions opt;
+  auto loop = InstanceLoop::create(runner(), opt, &clock_);
+  ASSERT_TRUE(loop.ok());
+  Collector c;
+  auto req = request(7, "Once upon a time", 400);
+  req.sampling.ignore_eos = true;
+  std::mutex mu;
+  std::condition_variable cv;
+  int seen = 0;
+  EventSink inner = c.sink();
+  auto sink = [&](const TokenEvent& ev) {
+    inner(ev);
+    std::lock_guard<std::mutex> lock(mu);
+    seen++;
+    cv.notify_all();
+  };
+  (*loop)->start();
+  ASSERT_TRUE((*loop)->submit(std::move(req), sink).ok());
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return seen >= 3; });
+  }
+  (*loop)->cancel(RequestId(7));
+  c.wait_finished(1);
+  auto evs = c.events(7);
+  EXPECT_EQ(evs.back().finish_reason, "abort");
+  EXPECT_LT(c.tokens(7).size(), 400u);
+  // The loop publishes its status after the abort is processed.
+  for (int i = 0; i < 1000 && (*loop)->status().kv_usage > 0.0; ++i) std::this_thread::yield();
+  EXPECT_DOUBLE_EQ((*loop)->status().kv_usage, 0.0);
+  (*loop)->stop();
+}
+
+TEST_F(InstanceLoopTest, StopAbortsEverythingPending) {
+  InstanceOptions opt;
+  auto loop = InstanceLoop::create(runner(), opt, &clock_);
+  ASSERT_TRUE(loop.ok());
+  Collector c;
+  ASSERT_TRUE((*loop)->submit(request(1, "One day", 8), c.sink()).ok());
+  ASSERT_TRUE((*loop)->submit(request(2, "One day", 8), c.sink()).ok());
+  (*loop)->stop();  // never started: both still get a final event
+  c.wait_finished(2);
+  EXPECT_EQ(c.events(1).back().finish_reason, "abort");
+  EXPECT_EQ(c.events(2).back().finish_reason, "abort");
+}
+
+}  // namespace
+}  // namespace ecoserve::instance
