@@ -46,7 +46,9 @@ struct SeqOutput {
 };
 
 struct StepOutput {
-  std::vector<SeqOutput> seqs;  // in plan order, for the sequences with sample = true
+  // In plan order, one per sequence with sample or return_logits set (token -1 when
+  // only logits were asked for).
+  std::vector<SeqOutput> seqs;
 };
 
 // Header of an exported sequence's KV (little-endian, fixed layout).

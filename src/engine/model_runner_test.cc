@@ -169,21 +169,29 @@ TEST_F(ModelRunnerTest, MixedBatchEqualsSequencesRunAlone) {
   }
 }
 
-TEST_F(ModelRunnerTest, OnlySampledSequencesProduceOutput) {
+// Outputs come in plan order for the sequences that sample or ask for logits
+// (a mid-prompt chunk with return_logits gets logits and token -1).
+TEST_F(ModelRunnerTest, OutputsOnlyForSampledOrLogitSequences) {
   auto r = runner();
   ASSERT_TRUE(r);
-  const auto t = random_tokens(20, vocab_, 7);
+  const auto t = random_tokens(30, vocab_, 7);
   policy::StepPlan plan;
   plan.seqs.push_back(make_step(1, 0, {t.begin(), t.begin() + 10}, ids({0})));
-  plan.seqs[0].sample = false;  // mid-prompt chunk
-  plan.seqs.push_back(make_step(2, 0, {t.begin() + 10, t.end()}, ids({1})));
-  plan.seqs[1].return_logits = false;
+  plan.seqs[0].sample = false;  // mid-prompt chunk, nothing asked
+  plan.seqs[0].return_logits = false;
+  plan.seqs.push_back(make_step(2, 0, {t.begin() + 10, t.begin() + 20}, ids({1})));
+  plan.seqs[1].sample = false;  // mid-prompt chunk, logits asked
+  plan.seqs.push_back(make_step(3, 0, {t.begin() + 20, t.end()}, ids({2})));
+  plan.seqs[2].return_logits = false;
   const StepOutput out = run(*r, plan);
-  ASSERT_EQ(out.seqs.size(), 1u);
+  ASSERT_EQ(out.seqs.size(), 2u);
   EXPECT_EQ(out.seqs[0].id, RequestId(2));
-  EXPECT_TRUE(out.seqs[0].logits.empty());
-  EXPECT_GE(out.seqs[0].token, 0);
-  EXPECT_LT(out.seqs[0].token, vocab_);
+  EXPECT_EQ(out.seqs[0].token, -1);
+  EXPECT_EQ(out.seqs[0].logits.size(), static_cast<size_t>(vocab_));
+  EXPECT_EQ(out.seqs[1].id, RequestId(3));
+  EXPECT_TRUE(out.seqs[1].logits.empty());
+  EXPECT_GE(out.seqs[1].token, 0);
+  EXPECT_LT(out.seqs[1].token, vocab_);
 }
 
 TEST_F(ModelRunnerTest, ChunkedPrefillEqualsWholePrefill) {
@@ -436,7 +444,9 @@ TEST(ModelRunnerRealModel, TinyStoriesGreedyMatchesGolden) {
   auto golden = read_golden(golden_path);
   ASSERT_TRUE(golden.has_value()) << "missing " << golden_path << "; this run produced:\n# " << text << "\n"
                                   << ids_line.str();
+  EXPECT_EQ(golden->ids.size(), 40u);
   EXPECT_EQ(out, golden->ids) << "generated text: " << text << "\nids: " << ids_line.str();
+  EXPECT_NE(text.find("little girl named Lily"), std::string::npos) << text;
 }
 
 }  // namespace

@@ -388,12 +388,13 @@ TEST_F(ReferenceForwardTest, NoGqaMultiHead) {
 // The real Q8_0 model against its dequantized weights in float64. The engine may
 // quantize activations (as llama.cpp does), so the tolerance is looser: this checks
 // the architecture details of a real file (tied output, GQA, eps 1e-6), not rounding.
+// Measured: <= 0.017 when right; 0.15-1.0 with the wrong RoPE pairing.
 TEST(ReferenceForwardRealModel, TinyStoriesQ8_0) {
   auto path = shared_data_path("models/tinystories-656k-q8_0.gguf");
   if (!path) GTEST_SKIP() << missing_data_message("models/tinystories-656k-q8_0.gguf");
   auto model = model::LlamaModel::load(*path);
   ASSERT_TRUE(model.ok()) << model.status().to_string();
-  check_against_reference(*model, 2e-2, 16);
+  check_against_reference(*model, 5e-2, 16);
 }
 
 }  // namespace

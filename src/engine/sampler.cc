@@ -15,9 +15,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <cstring>
 #include <limits>
-#include <numeric>
 
 namespace ecoserve::engine {
 namespace {

@@ -6,7 +6,9 @@
 // The draw is a pure function of (seed, output index = output_tokens.size()), so
 // a request's tokens do not depend on what else is batched with it.
 // Logprobs are log-softmax of the logits after penalties, before temperature and
-// truncation (the model's distribution as the request sees it).
+// truncation (the model's distribution as the request sees it); they are computed
+// only when params.logprobs or params.top_logprobs > 0 (else logprob is 0), and
+// top_logprobs is capped at 20. Penalty-list ids outside the vocabulary are ignored.
 // Pure functions; thread-safe.
 #pragma once
 
