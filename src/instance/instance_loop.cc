@@ -12,8 +12,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "policy/chunked_prefill_policy.h"
-#include "policy/prefill_first_policy.h"
+#include "policy/make_instance_policy.h"
 #include "policy/scheduler.h"
 
 namespace ecoserve::instance {
@@ -78,14 +77,10 @@ StatusOr<std::unique_ptr<InstanceLoop>> InstanceLoop::create(std::unique_ptr<eng
   po.max_num_seqs = options.max_num_seqs;
   po.max_num_batched_tokens = options.max_num_batched_tokens;
   po.chunk_size = options.chunk_size;
-  std::unique_ptr<policy::InstancePolicy> pol;
-  if (options.policy == "prefill-first") {
-    pol = std::make_unique<policy::PrefillFirstPolicy>(po);
-  } else if (options.policy == "chunked") {
-    pol = std::make_unique<policy::ChunkedPrefillPolicy>(po);
-  } else {
+  if (options.policy != "prefill-first" && options.policy != "chunked") {
     return invalid_argument_error("instance: unknown policy '{}' (prefill-first, chunked)", options.policy);
   }
+  ECO_ASSIGN_OR_RETURN(std::unique_ptr<policy::InstancePolicy> pol, policy::make_instance_policy(options.policy, po));
   policy::Scheduler::Options so;
   so.block_size = runner->block_size();
   so.num_blocks = runner->num_kv_blocks();
@@ -102,7 +97,7 @@ StatusOr<std::unique_ptr<InstanceLoop>> InstanceLoop::create(std::unique_ptr<eng
     if (tok.is_eog(id)) so.eog_token_ids.push_back(id);
   }
   auto impl = std::make_unique<Impl>();
-  impl->scheduler = std::make_unique<policy::Scheduler>(so, std::move(pol));
+  ECO_ASSIGN_OR_RETURN(impl->scheduler, policy::Scheduler::create(so, std::move(pol)));
   impl->runner = std::move(runner);
   impl->options = options;
   impl->clock = clock;

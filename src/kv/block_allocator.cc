@@ -41,9 +41,4 @@ bool BlockAllocator::release(BlockId id) {
   return false;
 }
 
-int32_t BlockAllocator::refcount(BlockId id) const {
-  ECO_CHECK_MSG(id.value >= 0 && id.value < num_blocks(), "block {} out of range", id.value);
-  return refcount_[id.value];
-}
-
 }  // namespace ecoserve::kv

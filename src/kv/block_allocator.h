@@ -31,7 +31,10 @@ class BlockAllocator {
   void share(BlockId id);
   // Drops one reference; returns true when the block became free.
   bool release(BlockId id);
-  int32_t refcount(BlockId id) const;
+  int32_t refcount(BlockId id) const {
+    ECO_CHECK_MSG(id.value >= 0 && id.value < num_blocks(), "block {} out of range", id.value);
+    return refcount_[id.value];
+  }
 
  private:
   std::vector<int32_t> refcount_;

@@ -122,10 +122,6 @@ bool PrefixCache::insert(BlockHash hash, BlockId block, std::span<const int32_t>
   return true;
 }
 
-int32_t PrefixCache::user_refcount(BlockId block) const {
-  return allocator_->refcount(block) - (cached_[block.value] ? 1 : 0);
-}
-
 int32_t PrefixCache::evict_all() {
   int32_t n = 0;
   while (head_ >= 0) {

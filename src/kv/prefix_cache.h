@@ -82,7 +82,9 @@ class PrefixCache {
 
   bool is_cached(BlockId block) const { return cached_[block.value] != 0; }
   // References held by users (not counting the cache's own).
-  int32_t user_refcount(BlockId block) const;
+  int32_t user_refcount(BlockId block) const {
+    return allocator_->refcount(block) - (cached_[block.value] ? 1 : 0);
+  }
 
   int32_t num_blocks() const { return allocator_->num_blocks(); }
   // Blocks an allocate() can hand out: free plus evictable.

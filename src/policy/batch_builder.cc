@@ -132,9 +132,9 @@ PolicyDecision plan_decode_first(const InstanceView& view, const PolicyOptions& 
   for (size_t i = 0; i < b.alive_end(); ++i) {
     const RequestView& r = view.running[i];
     if (r.is_decode()) continue;
+    if (b.token_budget() == 0) break;
     const int32_t n = chunk(r);
-    if (n <= 0) break;
-    b.schedule_running(i, n);
+    if (n > 0) b.schedule_running(i, n);
   }
   size_t resumed = 0;
   if (!b.any_preempted()) {

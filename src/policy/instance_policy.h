@@ -67,7 +67,9 @@ struct RequestView {
 struct InstanceView {
   std::vector<RequestView> running;
   std::vector<RequestView> swapped;
-  // Head of the waiting queue (at most max_num_seqs entries); num_waiting_total counts all.
+  // Head of the waiting queue: the requests that could be admitted this step (as many
+  // as the free sequence slots plus the running requests the first waiting one
+  // outranks); num_waiting_total counts all.
   std::vector<RequestView> waiting;
   int32_t num_waiting_total = 0;
   int32_t num_free_blocks = 0;   // allocatable device blocks: free + evictable cached

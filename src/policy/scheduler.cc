@@ -42,6 +42,28 @@ struct Scheduler::Request {
 
 Scheduler::~Scheduler() = default;
 
+Status Scheduler::validate(const Options& o) {
+  if (o.block_size < 1) return invalid_argument_error("block_size must be at least 1, got {}", o.block_size);
+  if (o.num_blocks < 1) return invalid_argument_error("num_blocks must be at least 1, got {}", o.num_blocks);
+  if (o.num_host_blocks < 0) {
+    return invalid_argument_error("num_host_blocks must be >= 0, got {}", o.num_host_blocks);
+  }
+  if (o.max_model_len < 0) {
+    return invalid_argument_error("max_model_len must be >= 0 (0 = no limit), got {}", o.max_model_len);
+  }
+  return ok_status();
+}
+
+StatusOr<std::unique_ptr<Scheduler>> Scheduler::create(Options options, std::unique_ptr<InstancePolicy> policy) {
+  ECO_RETURN_IF_ERROR(validate(options));
+  if (policy == nullptr) return invalid_argument_error("scheduler needs an instance policy");
+  if (policy->options().watermark_blocks >= options.num_blocks) {
+    return invalid_argument_error("watermark_blocks ({}) must be below num_blocks ({})",
+                                  policy->options().watermark_blocks, options.num_blocks);
+  }
+  return std::make_unique<Scheduler>(std::move(options), std::move(policy));
+}
+
 Scheduler::Scheduler(Options options, std::unique_ptr<InstancePolicy> policy)
     : options_(std::move(options)),
       policy_(std::move(policy)),
@@ -49,6 +71,8 @@ Scheduler::Scheduler(Options options, std::unique_ptr<InstancePolicy> policy)
       cache_(&device_, options_.block_size),
       host_(options_.num_host_blocks) {
   ECO_CHECK(policy_ != nullptr);
+  const Status st = validate(options_);
+  ECO_CHECK_MSG(st.ok(), "{}", st.to_string());
 }
 
 bool Scheduler::before(const Request* a, const Request* b) {
@@ -234,7 +258,17 @@ void Scheduler::build_view() {
     v.num_blocks = static_cast<int32_t>(r->blocks.size());
     view_.swapped.push_back(v);
   }
-  const size_t head = std::min(waiting_.size(), static_cast<size_t>(std::max(0, policy_->options().max_num_seqs)));
+  // Only the head that could be admitted this step: the free sequence slots, plus the
+  // slots of running requests that the first waiting request outranks (priority preemption).
+  size_t head = 0;
+  if (!waiting_.empty()) {
+    size_t outranked = 0;
+    const int32_t top = waiting_.front()->priority;
+    for (auto it = running_.rbegin(); it != running_.rend() && (*it)->priority < top; ++it) outranked++;
+    const auto free_slots =
+        static_cast<size_t>(std::max<int64_t>(0, int64_t{policy_->options().max_num_seqs} - num_running()));
+    head = std::min(waiting_.size(), free_slots + outranked);
+  }
   for (size_t i = 0; i < head; ++i) {
     const Request* r = waiting_[i];
     RequestView v = base(*r);
@@ -356,14 +390,29 @@ StepPlan Scheduler::schedule(TimePoint now) {
     if (it == requests_.end() || run.num_tokens <= 0) continue;
     Request& r = *it->second;
     if (r.aborted || r.in_flight || r.preempted_at_step == step) continue;
-    r.in_flight = true;  // marks "taken" against duplicate runs; reset below
     int32_t hits = 0;
-    if (r.state == RequestState::kWaiting && options_.enable_prefix_caching) {
-      hits = cache_.acquire(r.hashes, r.tokens, max_prefix_blocks(r), &r.blocks);
-      r.num_computed = hits * options_.block_size;
+    if (options_.enable_prefix_caching) {
+      if (r.state == RequestState::kWaiting) {
+        hits = cache_.acquire(r.hashes, r.tokens, max_prefix_blocks(r), &r.blocks);
+        r.num_computed = hits * options_.block_size;
+        // Another run of this step is computing the block this one would compute
+        // next (n > 1 siblings, a shared system prompt): wait one step and hit it.
+        const int32_t next = hits;
+        if (next < max_prefix_blocks(r) &&
+            std::find(computing_.begin(), computing_.end(), r.hashes[next]) != computing_.end()) {
+          release_blocks(r);
+          r.num_computed = 0;
+          num_deferred_++;
+          continue;
+        }
+      }
+      const auto next = static_cast<size_t>(r.num_computed / options_.block_size);
+      if (r.num_tokens() - r.num_computed > 1 && next < r.hashes.size()) computing_.push_back(r.hashes[next]);
     }
+    r.in_flight = true;  // marks "taken" against duplicate runs; reset below
     pending.push_back(Pending{&r, run.num_tokens, hits});
   }
+  computing_.clear();
   for (const Pending& p : pending) {
     Request& r = *p.r;
     r.in_flight = false;

@@ -23,6 +23,9 @@
 //    prompt + generated tokens as a prefill. Preemption by swap moves the blocks
 //    to the host pool (plan.swap_out pairs) and back on resume (plan.swap_in);
 //    when the host pool is full it falls back to recompute.
+//  - A new request whose next full block is being prefilled by another request in
+//    the same step (n > 1 siblings, a common system prompt) is put off by one step,
+//    so it then hits that block instead of computing a private copy.
 //  - Full blocks are registered in the prefix cache once computed; finished
 //    requests release their blocks (cached blocks stay hit-able in the LRU).
 //  - Queues are kept sorted, so schedule() is O(running + waiting head + blocks of
@@ -99,6 +102,12 @@ class Scheduler {
     std::vector<int32_t> eog_token_ids;
   };
 
+  // INVALID_ARGUMENT naming the bad field (block_size, num_blocks >= 1; num_host_blocks,
+  // max_model_len >= 0).
+  static Status validate(const Options& options);
+  // Validates first: use this for options that come from users.
+  static StatusOr<std::unique_ptr<Scheduler>> create(Options options, std::unique_ptr<InstancePolicy> policy);
+  // Options must be valid (validate()); broken ones abort.
   Scheduler(Options options, std::unique_ptr<InstancePolicy> policy);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
@@ -136,6 +145,8 @@ class Scheduler {
   int64_t prefix_cache_query_tokens() const { return cache_.query_tokens(); }
   int64_t prefix_cache_hit_tokens() const { return cache_.hit_tokens(); }
   int64_t num_preemptions() const { return num_preemptions_; }
+  // Admissions put off by one step to share a block another request was computing.
+  int64_t num_deferred_admissions() const { return num_deferred_; }
   const Options& options() const { return options_; }
   const InstancePolicy& policy() const { return *policy_; }
   // The view the policy saw in the last schedule() (tests, debugging).
@@ -178,6 +189,8 @@ class Scheduler {
   std::vector<FinishedInfo> pending_finished_;  // aborts not yet reported
   std::uint64_t next_seq_no_ = 0;
   std::uint64_t step_no_ = 0;
+  int64_t num_deferred_ = 0;
+  std::vector<kv::BlockHash> computing_;  // schedule() scratch: blocks being prefilled this step
   int64_t num_preemptions_ = 0;
   InstanceView view_;
 };

@@ -111,6 +111,8 @@ struct Harness {
   StepPlan step(const FakeEngine::TokenFn& next = default_token) {
     StepPlan plan = sched.schedule(at_ms(now_ms++));
     auto outs = engine.execute(plan, next);
+    swapped_out += static_cast<int64_t>(plan.swap_out.size());
+    swapped_in += static_cast<int64_t>(plan.swap_in.size());
     for (const auto& o : outs) outputs[o.id.value].push_back(o.token);
     for (auto& f : sched.on_step_done(outs)) finished[f.id.value] = f;
     return plan;
@@ -118,6 +120,7 @@ struct Harness {
   FakeEngine engine;
   Scheduler sched;
   int64_t now_ms = 0;
+  int64_t swapped_out = 0, swapped_in = 0;
   std::map<uint64_t, std::vector<int32_t>> outputs;
   std::map<uint64_t, FinishedInfo> finished;
 };
@@ -375,6 +378,27 @@ TEST(SchedulerTest, ConcurrentSharersHoldTheSameBlocks) {
   EXPECT_DOUBLE_EQ(h.sched.kv_usage(), 0.0);
 }
 
+TEST(SchedulerTest, SiblingsAdmittedTogetherShareAfterOneStep) {
+  Harness h(sched_opts(16), std::make_unique<ChunkedPrefillPolicy>(pol()));
+  for (uint64_t id = 1; id <= 3; ++id) ASSERT_TRUE(h.sched.add_request(spec(id, prompt_of(9), 2)).ok());
+  StepPlan p1 = h.step();
+  ASSERT_EQ(p1.seqs.size(), 1u) << "2 and 3 wait for 1's blocks";
+  EXPECT_EQ(h.sched.num_deferred_admissions(), 2);
+  StepPlan p2 = h.step();
+  ASSERT_EQ(p2.seqs.size(), 3u);
+  for (int i = 1; i < 3; ++i) {
+    EXPECT_EQ(p2.seqs[i].num_computed, 8);
+    EXPECT_EQ(p2.seqs[i].block_table[0], p1.seqs[0].block_table[0]);
+    EXPECT_EQ(p2.seqs[i].block_table[1], p1.seqs[0].block_table[1]);
+  }
+  // Different prompts are not put off.
+  ASSERT_TRUE(h.sched.add_request(spec(4, prompt_of(9, 40), 2)).ok());
+  ASSERT_TRUE(h.sched.add_request(spec(5, prompt_of(9, 60), 2)).ok());
+  while (h.sched.has_unfinished()) h.step();
+  EXPECT_EQ(h.sched.num_deferred_admissions(), 2);
+  EXPECT_DOUBLE_EQ(h.sched.kv_usage(), 0.0);
+}
+
 TEST(SchedulerTest, HigherPriorityArrivalPreemptsUnderKvPressure) {
   Harness h(sched_opts(4, PreemptionMode::kRecompute, 0, false), std::make_unique<PrefillFirstPolicy>(pol()));
   ASSERT_TRUE(h.sched.add_request(spec(1, prompt_of(6), 20, /*priority=*/0, 1)).ok());
@@ -517,7 +541,12 @@ void stress(std::function<std::unique_ptr<InstancePolicy>()> make, PreemptionMod
     ASSERT_EQ(h.outputs[id].size(), static_cast<size_t>(mt)) << "request " << id;
     for (int32_t k = 0; k < mt; ++k) EXPECT_EQ(h.outputs[id][k], default_token(RequestId(id), k));
   }
-  EXPECT_GT(h.sched.num_preemptions(), 0) << "the workload should exercise preemption";
+  EXPECT_GT(h.sched.num_preemptions(), 5) << "the workload should exercise preemption";
+  if (mode == PreemptionMode::kSwap) {
+    EXPECT_GT(h.swapped_out, 5);
+    EXPECT_GT(h.swapped_in, 5);
+  }
+
   EXPECT_GT(h.sched.prefix_cache_hit_tokens(), 0) << "the workload should exercise prefix hits";
   EXPECT_DOUBLE_EQ(h.sched.kv_usage(), 0.0);
   EXPECT_EQ(h.sched.num_free_blocks(), 12);
