@@ -1,16 +1,20 @@
 // Benchmarks of kernels::matmul on the stories110M shapes (dim 768, ffn 2048,
 // vocab 32000, 12 layers) for F32 and Q8_0 weights at 1 and 2 threads.
 //
-//   BM_Matmul/<type>/<rows>/<cols>/<n_tokens>/<threads>: one matmul; items/s =
-//     tokens/s through that one matrix, bytes/s = weight bytes streamed.
-//   BM_ModelMatmuls/<type>/<n_tokens>/<threads>: every linear layer of the
-//     model (12 x {q,k,v,o,gate,up,down} with distinct weights, plus the
-//     32000x768 output) once per iteration; items/s is an upper bound on the
-//     model's tokens/s (attention, norms and sampling excluded). With
-//     n_tokens=1 and 32 this estimates batch-1 and batch-32 decode; for a
-//     prefill estimate see BM_ModelMatmuls/.../512 with the output layer
-//     counted only for the last token (BM_PrefillMatmuls).
+//   BM_Matmul/type/rows/cols/n/threads: one matmul; items/s = tokens/s through
+//     that matrix, bytes/s = weight bytes streamed per second. The same weights
+//     are reused every iteration, so small matrices are served from cache.
+//   BM_ModelMatmuls/type/n/threads: every linear layer of the model (12 x
+//     {q,k,v,o,gate,up,down}, distinct weights, so they stream from DRAM like in
+//     the engine) plus the 32000x768 output, for n tokens; items/s is the
+//     model's decode tokens/s at batch n if matmuls were all it did.
+//   BM_PrefillMatmuls/type/512/threads: the same for a 512-token prompt with
+//     the output layer for the last token only (prefill tokens/s bound).
+//   BM_OpenBlasSgemm: OpenBLAS sgemm on the same F32 shapes, for reference.
+// type: 0 = f32, 8 = q8_0. Run e.g.
+//   build/bench/kernels_bench --benchmark_filter='Model|Prefill'
 #include <benchmark/benchmark.h>
+#include <cblas.h>
 
 #include <cstring>
 #include <map>
@@ -22,8 +26,6 @@
 #include "base/fp16.h"
 #include "base/thread_pool.h"
 #include "kernels/matmul.h"
-
-#include <cblas.h>
 
 namespace ecoserve::kernels {
 namespace {
@@ -51,7 +53,8 @@ std::unique_ptr<Weights> make_weights(GgmlType type, std::int64_t rows, std::int
   };
   if (type == GgmlType::kF32) {
     auto* f = reinterpret_cast<float*>(w->bytes.data());
-    for (std::int64_t i = 0; i < rows * cols; ++i) f[i] = static_cast<float>(static_cast<std::int32_t>(next())) * 1e-10f;
+    for (std::int64_t i = 0; i < rows * cols; ++i)
+      f[i] = static_cast<float>(static_cast<std::int32_t>(next())) * 1e-10f;
   } else if (type == GgmlType::kQ8_0) {
     auto* b = reinterpret_cast<BlockQ8_0*>(w->bytes.data());
     for (std::int64_t i = 0; i < rows * cols / 32; ++i) {
@@ -176,7 +179,7 @@ void matmul_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"type", "rows", "cols", "n", "threads"});
   for (std::int64_t type : {kQ8, kF32})
     for (auto [rows, cols] : {std::pair{kDim, kDim}, {kFfn, kDim}, {kDim, kFfn}, {kVocab, kDim}})
-      for (std::int64_t n : {1, 8, 32, 64, 512})
+      for (std::int64_t n : {1, 8, 16, 32, 64, 128, 512})
         for (std::int64_t threads : {1, 2}) b->Args({type, rows, cols, n, threads});
 }
 

@@ -34,8 +34,8 @@ void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y
                 "matmul: unsupported weight type {}", type_name(w.type));
   ECO_CHECK_MSG(w.rows >= 0 && w.cols > 0 && n_tokens >= 0, "matmul: bad shape rows={} cols={} n_tokens={}", w.rows,
                 w.cols, n_tokens);
-  ECO_CHECK_MSG(w.cols % traits->block_elems == 0, "matmul: cols={} is not a multiple of the {} block size {}",
-                w.cols, traits->name, traits->block_elems);
+  ECO_CHECK_MSG(w.cols % traits->block_elems == 0, "matmul: cols={} is not a multiple of the {} block size {}", w.cols,
+                traits->name, traits->block_elems);
   ECO_CHECK_MSG(w.row_bytes == row_bytes(*traits, w.cols), "matmul: row_bytes={} but a {} row of {} values has {}",
                 w.row_bytes, traits->name, w.cols, row_bytes(*traits, w.cols));
   if (w.rows == 0 || n_tokens == 0) return;
@@ -63,6 +63,31 @@ void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y
       if (r0 < r1 && t0 < t1) rows_fn(r0, r1, t0, t1);
     });
   };
+
+  if (n_tokens >= detail::kBlasMinTokens) {
+    float* panels = nullptr;
+    const std::size_t panel_floats = detail::blas_panel_floats(w.cols);
+    if (w.type != GgmlType::kF32) {
+      const std::size_t need = (panel_floats * nthreads + 16) * sizeof(float);
+      if (ctx.scratch.size() < need) ctx.scratch.resize(need);
+      auto base = reinterpret_cast<std::uintptr_t>(ctx.scratch.data());
+      panels = reinterpret_cast<float*>((base + 63) / 64 * 64);
+    }
+    auto blas_rows = [&](int i, int parts) {
+      std::int64_t r0, r1;
+      share(w.rows, kRowUnit, i, parts, &r0, &r1);
+      if (r0 < r1) {
+        detail::matmul_blas_rows(w.type, wdata, w.row_bytes, w.cols, x, n_tokens, r0, r1, y, w.rows,
+                                 panels ? panels + panel_floats * i : nullptr);
+      }
+    };
+    if (nthreads == 1) {
+      blas_rows(0, 1);
+    } else {
+      pool.run(blas_rows);
+    }
+    return;
+  }
 
   if (is_float_type(w.type)) {
     run([&](std::int64_t r0, std::int64_t r1, std::int64_t t0, std::int64_t t1) {

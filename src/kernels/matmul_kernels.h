@@ -16,6 +16,11 @@
 
 namespace ecoserve::kernels::detail {
 
+// matmul uses the tile kernels below this many tokens (decode batches up to 64:
+// results bitwise independent of n_tokens and thread count) and OpenBLAS from
+// it on (prefill), where sgemm is faster (measured crossover: ~64 tokens).
+constexpr std::int64_t kBlasMinTokens = 65;
+
 // Activations quantized to int8 in blocks of 32 (one float scale per block),
 // the operand of every quantized-weight kernel. Row t of token data:
 // q + t * q_stride (32-byte aligned), d + t * nb, s + t * nb.
@@ -42,8 +47,20 @@ void matmul_quantized_rows(GgmlType type, const std::uint8_t* w, std::size_t row
                            std::int64_t t1, float* y, std::int64_t y_stride);
 
 // Same for float-like weights (F32, F16, BF16) against float activations x [n_tokens][cols].
-void matmul_float_rows(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols,
-                       const float* x, std::int64_t r0, std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y,
+void matmul_float_rows(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const float* x,
+                       std::int64_t r0, std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y,
                        std::int64_t y_stride);
+
+// Large batches (prefill): OpenBLAS sgemm (run single-threaded inside our
+// pool's threads) on weight rows [r0, r1) against float activations x for all
+// n_tokens tokens. Non-F32 weights are dequantized panel by panel into
+// `panel` (blas_panel_floats(cols) floats, private to the calling thread).
+// Faster than the tile kernels for many tokens, but its summation order is
+// OpenBLAS's, so results differ in the last bits from the tile kernels (and,
+// for quantized weights, by the activation rounding the tile kernels do).
+std::size_t blas_panel_floats(std::int64_t cols);
+void matmul_blas_rows(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const float* x,
+                      std::int64_t n_tokens, std::int64_t r0, std::int64_t r1, float* y, std::int64_t y_stride,
+                      float* panel);
 
 }  // namespace ecoserve::kernels::detail

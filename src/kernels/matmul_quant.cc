@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "base/fp16.h"
 #include "base/status.h"
@@ -43,7 +44,6 @@ struct Block {
   __m256i q;   // weight values as int8 (signed, or unsigned 0..15 when kUnsigned)
   __m256i aq;  // |q| (== q when kUnsigned)
   __m256i sv;  // int16 multipliers for madd (ones unless kScaled)
-  float d;     // float scale of the block
   float m;     // min coefficient (kHasMin): value contribution -m * sum(x)
 };
 
@@ -55,8 +55,10 @@ struct UnpackQ8_0 {
     Block o;
     o.q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs));
     o.aq = _mm256_sign_epi8(o.q, o.q);
-    o.d = fp16_to_fp32(blk->d);
     return o;
+  }
+  static float scale(const std::uint8_t* row, std::int64_t b) {
+    return fp16_to_fp32((reinterpret_cast<const BlockQ8_0*>(row) + b)->d);
   }
 };
 
@@ -72,8 +74,10 @@ struct UnpackQ4_0 {
     Block o;
     o.q = _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
     o.aq = _mm256_sign_epi8(o.q, o.q);
-    o.d = fp16_to_fp32(blk->d);
     return o;
+  }
+  static float scale(const std::uint8_t* row, std::int64_t b) {
+    return fp16_to_fp32((reinterpret_cast<const BlockQ4_0*>(row) + b)->d);
   }
 };
 
@@ -100,9 +104,14 @@ struct UnpackQ4_K {
     o.aq = o.q;
     int sc, m;
     scale_min_k4(j, blk->scales, &sc, &m);
-    o.d = fp16_to_fp32(blk->d) * static_cast<float>(sc);
     o.m = fp16_to_fp32(blk->dmin) * static_cast<float>(m);
     return o;
+  }
+  static float scale(const std::uint8_t* row, std::int64_t b) {
+    const auto* blk = reinterpret_cast<const BlockQ4_K*>(row) + b / 8;
+    int sc, m;
+    scale_min_k4(static_cast<int>(b % 8), blk->scales, &sc, &m);
+    return fp16_to_fp32(blk->d) * static_cast<float>(sc);
   }
 };
 
@@ -122,28 +131,50 @@ struct UnpackQ6_K {
     o.aq = _mm256_sign_epi8(o.q, o.q);
     const std::int8_t* sc = blk->scales + 8 * h + 2 * jj;
     o.sv = _mm256_set_m128i(_mm_set1_epi16(sc[1]), _mm_set1_epi16(sc[0]));
-    o.d = fp16_to_fp32(blk->d);
     return o;
+  }
+  static float scale(const std::uint8_t* row, std::int64_t b) {
+    return fp16_to_fp32((reinterpret_cast<const BlockQ6_K*>(row) + b / 8)->d);
   }
 };
 
 // ---- Tiles ----
 
 // Register tile: kRows weight rows x kTokens tokens.
-#ifndef ECO_QR
-#define ECO_QR 4
-#define ECO_QT 2
-#endif
-constexpr int kRows = ECO_QR;
-constexpr int kTokens = ECO_QT;
-#ifndef ECO_PF
-#define ECO_PF 4096
-#endif
-constexpr std::int64_t kPrefetchBytes = ECO_PF;
+// 3x3 measured best among 4x2, 3x3, 2x3, 2x4 (no register spills with GCC 12;
+// the inner loop is bound by the two integer multiplies per block pair).
+constexpr int kRows = 3;
+constexpr int kTokens = 3;
+// Software prefetch (without it, short Q8_0 rows stream at a third of the
+// bandwidth): a tile's rows are contiguous in memory, and it sweeps the bytes
+// kPrefetchBytes ahead of its linear position (2-8 KiB measured alike; a
+// per-row prefetch of the next tile was 40% slower).
+constexpr std::int64_t kPrefetchBytes = 4096;
 
-template <class U, int R, int T>
-void tile(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t t0, float* y,
-          std::int64_t y_stride) {
+// kPre: the combined block scales dw * dx come precomputed (dw: [R][nb] weight
+// block scales from the caller; scales: room for [R][T][nb]); otherwise (a
+// single token streaming the weights) each is computed in the main loop. Both
+// compute the same float product, so results do not depend on kPre.
+template <class U, bool kPre, int R, int T>
+void tile(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t t0, const float* dw,
+          float* scales, float* y, std::int64_t y_stride, std::int64_t pf_ahead) {
+  // scales[(r * T + t) * nb + b] = dw[r][b] * dx[t][b]: every block's combined
+  // scale, computed 8 blocks at a time before the main loop.
+  const std::int64_t nb = a.nb;
+  const std::int64_t nb8 = nb & ~std::int64_t{7};
+#pragma GCC unroll 8
+  for (int r = 0; r < (kPre ? R : 0); ++r) {
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const float* dxt = a.d + (t0 + t) * nb;
+      float* st = scales + (r * T + t) * nb;
+      std::int64_t b = 0;
+      for (; b < nb8; b += 8) {
+        _mm256_storeu_ps(st + b, _mm256_mul_ps(_mm256_loadu_ps(dw + r * nb + b), _mm256_loadu_ps(dxt + b)));
+      }
+      for (; b < nb; ++b) st[b] = dw[r * nb + b] * dxt[b];
+    }
+  }
   __m256 acc[R][T];
   float macc[R][T];
 #pragma GCC unroll 8
@@ -155,28 +186,32 @@ void tile(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, 
     }
   const __m256i ones = _mm256_set1_epi16(1);
   const std::int8_t* xq = a.q + t0 * a.q_stride;
-  const float* xd = a.d + t0 * a.nb;
   const float* xs = a.s + t0 * a.nb;
-  // The R rows are contiguous in memory; stream kPrefetchBytes ahead of the
-  // linear position so short rows do not outrun the hardware prefetcher.
-  const std::uint8_t* pf = w + kPrefetchBytes;
   for (std::int64_t b = 0; b < a.nb; ++b) {
-    if constexpr (kPrefetchBytes > 0) {
-      const std::uint8_t* p = pf + b * R * U::kBlockBytes;
+    if (pf_ahead > 0) {
+      const std::uint8_t* p = w + pf_ahead + b * R * U::kBlockBytes;
 #pragma GCC unroll 8
-      for (std::size_t off = 0; off < R * U::kBlockBytes + 63; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
+      for (std::size_t off = 0; off < R * U::kBlockBytes + 63; off += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
+      }
     }
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const Block wb = U::unpack(w + r * row_bytes, b);
-      const __m256 dw = _mm256_set1_ps(wb.d);
+      [[maybe_unused]] __m256 dwv;
+      if constexpr (!kPre) dwv = _mm256_set1_ps(U::scale(w + r * row_bytes, b));
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(xq + t * a.q_stride + 32 * b));
         const __m256i sx = U::kUnsigned ? xv : _mm256_sign_epi8(xv, wb.q);
         const __m256i p = _mm256_maddubs_epi16(wb.aq, sx);
         const __m256i i = _mm256_madd_epi16(p, U::kScaled ? wb.sv : ones);
-        const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(xd + t * a.nb + b));
+        __m256 scale;
+        if constexpr (kPre) {
+          scale = _mm256_broadcast_ss(scales + (r * T + t) * nb + b);
+        } else {
+          scale = _mm256_mul_ps(dwv, _mm256_broadcast_ss(a.d + (t0 + t) * nb + b));
+        }
         acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), scale, acc[r][t]);
         if constexpr (U::kHasMin) macc[r][t] += wb.m * xs[t * a.nb + b];
       }
@@ -188,39 +223,55 @@ void tile(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, 
     for (int r = 0; r < R; ++r) y[t * y_stride + r] = hsum(acc[r][t]) - macc[r][t];
 }
 
-using TileFn = void (*)(const std::uint8_t*, std::size_t, const QuantizedActs&, std::int64_t, float*, std::int64_t);
+using TileFn = void (*)(const std::uint8_t*, std::size_t, const QuantizedActs&, std::int64_t, const float*, float*,
+                        float*, std::int64_t, std::int64_t);
 
-template <class U, int R, int... Ts>
+template <class U, bool kPre, int R, int... Ts>
 constexpr void fill_row(TileFn* out, std::integer_sequence<int, Ts...>) {
-  ((out[Ts] = &tile<U, R, Ts + 1>), ...);
+  ((out[Ts] = &tile<U, kPre, R, Ts + 1>), ...);
 }
 
-template <class U, int... Rs>
+template <class U, bool kPre, int... Rs>
 struct TileTable {
   TileFn fns[kRows][kTokens];
-  constexpr TileTable() : fns{} { (fill_row<U, Rs + 1>(fns[Rs], std::make_integer_sequence<int, kTokens>{}), ...); }
+  constexpr TileTable() : fns{} {
+    (fill_row<U, kPre, Rs + 1>(fns[Rs], std::make_integer_sequence<int, kTokens>{}), ...);
+  }
 };
 
-template <class U, int... Rs>
-constexpr TileTable<U, Rs...> make_table(std::integer_sequence<int, Rs...>) {
-  return TileTable<U, Rs...>();
+template <class U, bool kPre, int... Rs>
+constexpr TileTable<U, kPre, Rs...> make_table(std::integer_sequence<int, Rs...>) {
+  return TileTable<U, kPre, Rs...>();
 }
 
 template <class U>
-void rows_impl(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
-               std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride) {
-  static constexpr auto kTable = make_table<U>(std::make_integer_sequence<int, kRows>{});
+void rows_impl(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0, std::int64_t r1,
+               std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride) {
+  static constexpr auto kPreTable = make_table<U, true>(std::make_integer_sequence<int, kRows>{});
+  static constexpr auto kInlineTable = make_table<U, false>(std::make_integer_sequence<int, kRows>{});
   const std::int64_t chunk = std::max<std::int64_t>(kTokens, kActChunkBytes / a.q_stride / kTokens * kTokens);
-  // Start the stream: the tiles prefetch kPrefetchBytes ahead of themselves.
-  const std::int64_t head = std::min<std::int64_t>(kPrefetchBytes, (r1 - r0) * row_bytes);
-  for (std::int64_t off = 0; off < head; off += 64) _mm_prefetch(reinterpret_cast<const char*>(w + r0 * row_bytes + off), _MM_HINT_T0);
+  const std::int64_t pf_ahead = kPrefetchBytes;
+  // The first tiles are not covered by the tiles' own prefetches.
+  const std::int64_t head = std::min<std::int64_t>(pf_ahead, (r1 - r0) * row_bytes);
+  for (std::int64_t off = 0; off < head; off += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(w + r0 * row_bytes + off), _MM_HINT_T0);
+  // Per row block: the weight block scales as floats, and the per-tile combined scales.
+  std::vector<float> buf(static_cast<std::size_t>(kRows * a.nb + kRows * kTokens * a.nb));
+  float* dw = buf.data();
+  float* scales = dw + kRows * a.nb;
   for (std::int64_t tc = t0; tc < t1; tc += chunk) {
     const std::int64_t te = std::min(t1, tc + chunk);
+    const bool pre = te - tc >= kTokens;
+    const auto& table = pre ? kPreTable.fns : kInlineTable.fns;
     for (std::int64_t r = r0; r < r1; r += kRows) {
       const int nr = static_cast<int>(std::min<std::int64_t>(kRows, r1 - r));
+      for (int i = 0; i < (pre ? nr : 0); ++i) {
+        for (std::int64_t b = 0; b < a.nb; ++b) dw[i * a.nb + b] = U::scale(w + (r + i) * row_bytes, b);
+      }
       for (std::int64_t t = tc; t < te; t += kTokens) {
         const int nt = static_cast<int>(std::min<std::int64_t>(kTokens, te - t));
-        kTable.fns[nr - 1][nt - 1](w + r * row_bytes, row_bytes, a, t, y + t * y_stride + r, y_stride);
+        table[nr - 1][nt - 1](w + r * row_bytes, row_bytes, a, t, dw, scales, y + t * y_stride + r, y_stride,
+                              t == tc ? pf_ahead : 0);
       }
     }
   }
@@ -270,8 +321,8 @@ void quantize_acts(const float* x, std::int64_t cols, std::int64_t t0, std::int6
       const __m256 id = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
       __m256i iv[4];
       for (int k = 0; k < 4; ++k) {
-        iv[k] = _mm256_cvtps_epi32(
-            _mm256_round_ps(_mm256_mul_ps(v[k], id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        iv[k] =
+            _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[k], id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
       }
       const int sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(iv[0], iv[1]), _mm256_add_epi32(iv[2], iv[3])));
       const __m256i p01 = _mm256_packs_epi32(iv[0], iv[1]);
@@ -288,11 +339,16 @@ void matmul_quantized_rows(GgmlType type, const std::uint8_t* w, std::size_t row
                            const QuantizedActs& acts, std::int64_t r0, std::int64_t r1, std::int64_t t0,
                            std::int64_t t1, float* y, std::int64_t y_stride) {
   switch (type) {
-    case GgmlType::kQ8_0: return rows_impl<UnpackQ8_0>(w, row_bytes, acts, r0, r1, t0, t1, y, y_stride);
-    case GgmlType::kQ4_0: return rows_impl<UnpackQ4_0>(w, row_bytes, acts, r0, r1, t0, t1, y, y_stride);
-    case GgmlType::kQ4_K: return rows_impl<UnpackQ4_K>(w, row_bytes, acts, r0, r1, t0, t1, y, y_stride);
-    case GgmlType::kQ6_K: return rows_impl<UnpackQ6_K>(w, row_bytes, acts, r0, r1, t0, t1, y, y_stride);
-    default: ECO_CHECK_MSG(false, "matmul_quantized_rows: not a quantized type: {}", type_name(type));
+    case GgmlType::kQ8_0:
+      return rows_impl<UnpackQ8_0>(w, row_bytes, acts, r0, r1, t0, t1, y, y_stride);
+    case GgmlType::kQ4_0:
+      return rows_impl<UnpackQ4_0>(w, row_bytes, acts, r0, r1, t0, t1, y, y_stride);
+    case GgmlType::kQ4_K:
+      return rows_impl<UnpackQ4_K>(w, row_bytes, acts, r0, r1, t0, t1, y, y_stride);
+    case GgmlType::kQ6_K:
+      return rows_impl<UnpackQ6_K>(w, row_bytes, acts, r0, r1, t0, t1, y, y_stride);
+    default:
+      ECO_CHECK_MSG(false, "matmul_quantized_rows: not a quantized type: {}", type_name(type));
   }
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/matmul_kernels.h"
 #include "kernels/quant.h"
 
 namespace ecoserve::kernels {
@@ -32,7 +33,7 @@ Matrix make_matrix(GgmlType type, std::int64_t rows, std::int64_t cols, std::uin
   std::vector<float> src(cols);
   for (std::int64_t r = 0; r < rows; ++r) {
     for (auto& v : src) v = dist(rng);
-    if (r % 5 == 1) src[r % cols] = 6.0f;  // an outlier now and then
+    if (r % 5 == 1) src[r % cols] = 6.0f;                 // an outlier now and then
     if (r == 2) std::fill(src.begin(), src.end(), 0.0f);  // an all-zero row
     quantize_row(type, src.data(), m.data.data() + r * m.row_bytes, cols);
     dequantize_row(type, m.data.data() + r * m.row_bytes, m.deq.data() + r * cols, cols);
@@ -46,7 +47,7 @@ std::vector<float> make_acts(std::int64_t n, std::int64_t cols, std::uint32_t se
   std::vector<float> x(n * cols);
   for (auto& v : x) v = dist(rng);
   for (std::int64_t t = 0; t < n; t += 3) x[t * cols + (t * 7) % cols] = -9.0f;  // outliers
-  if (n > 1) std::fill(x.begin() + cols, x.begin() + 2 * cols, 0.0f);                // an all-zero token
+  if (n > 1) std::fill(x.begin() + cols, x.begin() + 2 * cols, 0.0f);            // an all-zero token
   return x;
 }
 
@@ -108,7 +109,7 @@ TEST(MatmulTest, MatchesFloat64ReferenceForEveryTypeShapeAndThreadCount) {
   for (const Case& c : kCases) {
     for (std::int64_t rows : {1, 5, 37, 70}) {
       const Matrix m = make_matrix(c.type, rows, c.cols, seed++);
-      for (std::int64_t n : {1, 3, 7, 32, 65}) {
+      for (std::int64_t n : {1, 3, 7, 32, 65, 130}) {  // 65, 130: the OpenBLAS path
         const std::vector<float> x = make_acts(n, c.cols, seed++);
         for (ThreadPool* pool : {&pool1, &pool2}) {
           KernelContext ctx(pool);
@@ -124,15 +125,16 @@ TEST(MatmulTest, MatchesFloat64ReferenceForEveryTypeShapeAndThreadCount) {
   }
 }
 
-// Each output element's arithmetic is independent of the batch and the thread
-// count: a token alone at 1 thread gives bitwise the same row as inside a
-// 65-token batch at 2 threads.
+// Below kBlasMinTokens (decode batches) each output element's arithmetic is
+// independent of the batch and the thread count: a token alone at 1 thread
+// gives bitwise the same row as inside a 64-token batch at 2 threads.
 TEST(MatmulTest, BitwiseSameAloneOrBatchedAndAtAnyThreadCount) {
   ThreadPool pool1(1), pool2(2);
   KernelContext ctx1(&pool1), ctx2(&pool2);
   for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0,
                         GgmlType::kQ4_K, GgmlType::kQ6_K}) {
-    const std::int64_t rows = 133, cols = 512, n = 65;
+    const std::int64_t rows = 133, cols = 512, n = detail::kBlasMinTokens - 1;
+    static_assert(detail::kBlasMinTokens - 1 >= 64, "decode batches of 64 must stay on the tile kernels");
     const Matrix m = make_matrix(type, rows, cols, 99);
     const std::vector<float> x = make_acts(n, cols, 7);
     std::vector<float> batched(n * rows), batched1(n * rows), alone(rows);
@@ -141,13 +143,30 @@ TEST(MatmulTest, BitwiseSameAloneOrBatchedAndAtAnyThreadCount) {
     EXPECT_EQ(std::memcmp(batched.data(), batched1.data(), batched.size() * 4), 0) << type_name(type);
     for (std::int64_t t = 0; t < n; ++t) {
       matmul(m.view(), x.data() + t * cols, 1, alone.data(), ctx1);
-      ASSERT_EQ(std::memcmp(alone.data(), batched.data() + t * rows, rows * 4), 0)
-          << type_name(type) << " token " << t;
+      ASSERT_EQ(std::memcmp(alone.data(), batched.data() + t * rows, rows * 4), 0) << type_name(type) << " token " << t;
     }
     // A sub-batch starting mid-way matches too (different tile alignment).
     std::vector<float> sub(5 * rows);
     matmul(m.view(), x.data() + 11 * cols, 5, sub.data(), ctx2);
     EXPECT_EQ(std::memcmp(sub.data(), batched.data() + 11 * rows, sub.size() * 4), 0) << type_name(type);
+  }
+}
+
+// The OpenBLAS path is deterministic for a given shape and thread count.
+TEST(MatmulTest, LargeBatchRepeatsExactlyAndMatchesAcrossThreadCounts) {
+  ThreadPool pool1(1), pool2(2);
+  KernelContext ctx1(&pool1), ctx2(&pool2);
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kQ8_0, GgmlType::kQ6_K}) {
+    const std::int64_t rows = 300, cols = 256, n = detail::kBlasMinTokens + 10;
+    const Matrix m = make_matrix(type, rows, cols, 5);
+    const std::vector<float> x = make_acts(n, cols, 6);
+    std::vector<float> a(n * rows), b(n * rows), c(n * rows);
+    matmul(m.view(), x.data(), n, a.data(), ctx2);
+    matmul(m.view(), x.data(), n, b.data(), ctx2);
+    matmul(m.view(), x.data(), n, c.data(), ctx1);
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << type_name(type);
+    expect_matches_reference(m, x, n, c, std::string(type_name(type)) + " large batch, 1 thread");
+    expect_matches_reference(m, x, n, a, std::string(type_name(type)) + " large batch, 2 threads");
   }
 }
 
@@ -160,7 +179,8 @@ TEST(MatmulTest, KnownSmallProductIsExact) {
   std::vector<float> wf(rows * cols), x(cols);
   for (std::int64_t c = 0; c < cols; ++c) {
     x[c] = static_cast<float>((c % 2 == 0 ? 1 : -1) * (c == 0 || c == 32 ? 127 : c % 7));
-    for (std::int64_t r = 0; r < rows; ++r) wf[r * cols + c] = static_cast<float>((c == 5 || c == 37) ? 127 : (c + r) % 5 - 2);
+    for (std::int64_t r = 0; r < rows; ++r)
+      wf[r * cols + c] = static_cast<float>((c == 5 || c == 37) ? 127 : (c + r) % 5 - 2);
   }
   for (GgmlType type : {GgmlType::kF32, GgmlType::kQ8_0}) {
     const std::size_t rb = row_bytes(*type_traits(type), cols);
@@ -185,8 +205,7 @@ TEST(MatmulDeathTest, BadInputNamesTheProblem) {
                "unsupported weight type q5_K");
   EXPECT_DEATH(matmul(WeightView{GgmlType::kQ8_0, data.data(), 1, 48, 51}, x.data(), 1, y.data(), ctx),
                "not a multiple");
-  EXPECT_DEATH(matmul(WeightView{GgmlType::kQ8_0, data.data(), 1, 64, 70}, x.data(), 1, y.data(), ctx),
-               "row_bytes=70");
+  EXPECT_DEATH(matmul(WeightView{GgmlType::kQ8_0, data.data(), 1, 64, 70}, x.data(), 1, y.data(), ctx), "row_bytes=70");
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
@@ -405,6 +406,36 @@ StatusOr<RunResult> BenchmarkRunner::run(std::span<const BenchRequest> requests,
   }
   result.duration_s = st.last_end_s;
   return result;
+}
+
+StatusOr<std::string> discover_model(const ServerUrl& url, double timeout_s) {
+  asio::io_context ioc;
+  tcp::resolver resolver(ioc);
+  error_code ec;
+  auto endpoints = resolver.resolve(url.host, url.port, ec);
+  if (ec) return unavailable_error("cannot resolve '{}:{}': {}", url.host, url.port, ec.message());
+  beast::tcp_stream stream(ioc);
+  stream.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(timeout_s)));
+  stream.connect(endpoints, ec);
+  if (ec) return unavailable_error("cannot connect to {}: {}", url.to_string(), ec.message());
+  std::string target = url.target(Endpoint::kCompletions);
+  target = target.substr(0, target.size() - std::string("/completions").size()) + "/models";
+  http::request<http::empty_body> req{http::verb::get, target, 11};
+  req.set(http::field::host, url.host + ":" + url.port);
+  req.set(http::field::user_agent, "ecoserve-bench");
+  http::write(stream, req, ec);
+  beast::flat_buffer buffer;
+  http::response<http::string_body> res;
+  if (!ec) http::read(stream, buffer, res, ec);
+  if (ec) return unavailable_error("GET {}{}: {}", url.to_string(), target, ec.message());
+  if (res.result_int() != 200)
+    return unavailable_error("GET {}{}: HTTP {}", url.to_string(), target, res.result_int());
+  auto j = nlohmann::json::parse(res.body(), nullptr, false);
+  if (j.is_discarded() || !j.contains("data") || !j["data"].is_array() || j["data"].empty() ||
+      !j["data"][0].contains("id") || !j["data"][0]["id"].is_string())
+    return unavailable_error("GET {}{}: no model listed", url.to_string(), target);
+  return j["data"][0]["id"].get<std::string>();
 }
 
 }  // namespace ecoserve::loadgen

@@ -67,4 +67,7 @@ class BenchmarkRunner {
   const PromptBuilder& builder_;
 };
 
+// GET {url}/v1/models and return the first model id (for when --model is not given).
+StatusOr<std::string> discover_model(const ServerUrl& url, double timeout_s = 10);
+
 }  // namespace ecoserve::loadgen

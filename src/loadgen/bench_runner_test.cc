@@ -1,5 +1,7 @@
 // BenchmarkRunner against the in-test fake OpenAI server (real sockets on 127.0.0.1).
 // Latencies here are wall-clock; assertions use margins far larger than scheduling noise.
+// TODO(integration): `ecoserve bench` against `ecoserve serve` with the tiny model: 200 requests,
+// 0 errors, TTFT/E2E within the server /metrics histogram buckets (issue 4); not written yet.
 #include "loadgen/bench_runner.h"
 
 #include <cmath>

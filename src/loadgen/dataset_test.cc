@@ -160,7 +160,6 @@ TEST(Dataset, MooncakeWorkloadSharesPrefixBlocks) {
   WorkloadOptions o;
   o.kind = DatasetKind::kMooncake;
   o.path = path;
-  o.length_scale = 1.0 / 64;  // blocks of 512/64 = 8 words
   o.length_scale = 0.5;
   o.mooncake_block_tokens = 16;  // -> 8 after scaling
   PromptBuilder approx;
@@ -171,8 +170,7 @@ TEST(Dataset, MooncakeWorkloadSharesPrefixBlocks) {
   EXPECT_EQ((*w)[1].input_tokens, 9);
   EXPECT_EQ((*w)[0].output_tokens, 2);
   EXPECT_DOUBLE_EQ(*(*w)[1].timestamp_s, 0.5);
-  // Both start with the same 8+2 words from hash ids 1 and 2 (10 words each... first 16 words shared
-  // when untruncated); here request 0 has 10 tokens = 8 (block 1) + 2 (block 2).
+  // Request 0 = 8 words of block 1 + 2 of block 2; request 1 = the same 8 + 1 of block 2.
   const auto& p0 = (*w)[0].prompt;
   const auto& p1 = (*w)[1].prompt;
   auto words = [](const std::string& s) {

@@ -34,6 +34,15 @@ PromptBuilder::PromptBuilder(const model::Tokenizer* tokenizer) : tokenizer_(tok
     if (tokenizer_->token_type(id) != model::TokenType::kNormal) continue;
     std::string piece = tokenizer_->token_to_piece(id);
     if (!plain_piece(piece)) continue;
+    // Keep only tokens the tokenizer itself produces for their text (some vocabularies
+    // hold tokens that no merge sequence reaches): this makes lengths converge fast.
+    auto alone = tokenizer_->encode(piece, false, /*parse_special=*/true);
+    bool round_trips = alone.size() == 1 && alone[0] == id;
+    if (!round_trips && piece[0] == ' ') {
+      auto bare = tokenizer_->encode(std::string_view(piece).substr(1), false, /*parse_special=*/true);
+      round_trips = bare.size() == 1 && bare[0] == id;
+    }
+    if (!round_trips) continue;
     pool_.push_back(id);
     if (piece.size() >= 2 && piece[0] == ' ' && piece[1] != ' ') space_pool_.push_back(id);
   }
@@ -42,7 +51,7 @@ PromptBuilder::PromptBuilder(const model::Tokenizer* tokenizer) : tokenizer_(tok
 }
 
 std::int64_t PromptBuilder::count_tokens(std::string_view text) const {
-  if (tokenizer_) return static_cast<std::int64_t>(tokenizer_->encode(text, false).size());
+  if (tokenizer_) return static_cast<std::int64_t>(tokenizer_->encode(text, false, /*parse_special=*/true).size());
   return std::max<std::int64_t>(1, static_cast<std::int64_t>((text.size() + 3) / 4));
 }
 
@@ -68,7 +77,7 @@ std::string PromptBuilder::fit_tokens(std::vector<std::int32_t> ids, std::int64_
   std::int64_t best_err = -1;
   for (int iter = 0; iter < 24; ++iter) {
     std::string text = tokenizer_->decode(ids);
-    auto m = static_cast<std::int64_t>(tokenizer_->encode(text, false).size());
+    auto m = static_cast<std::int64_t>(tokenizer_->encode(text, false, /*parse_special=*/true).size());
     std::int64_t err = std::abs(m - n);
     if (best_err < 0 || err < best_err) {
       best = text;

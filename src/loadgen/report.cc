@@ -20,7 +20,8 @@ std::string banner(std::string_view s, char c) {
 }
 
 std::string row(std::string_view label, const std::string& value) {
-  return fmt::format("{:<40} {:<10}\n", label, value);
+  std::string line = fmt::format("{:<40} {}", label, value);
+  return line + "\n";
 }
 std::string rowi(std::string_view label, std::int64_t v) { return row(label, std::to_string(v)); }
 std::string rowf(std::string_view label, double v) { return row(label, fmt::format("{:.2f}", v)); }
@@ -89,7 +90,7 @@ std::string format_report(const BenchmarkMetrics& m, const ReportInfo& info) {
     for (const auto& [k, v] : m.errors) o += rowi(k + ":", v);
   }
   if (!info.token_counts_exact) {
-    bool all_usage = m.outputs_counted_without_usage == 0;
+    bool all_usage = m.completed > 0 && m.outputs_counted_without_usage == 0;
     o += banner("Note", '-') + "\n";
     o += all_usage ? "Input token counts of the workload are approximate (no --tokenizer);\n"
                      "reported counts come from the server's usage.\n"

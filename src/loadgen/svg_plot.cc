@@ -50,8 +50,9 @@ std::vector<double> nice_ticks(double lo, double hi, int target) {
     step = m * mag;
     if (step >= raw) break;
   }
-  for (double t = std::ceil(lo / step - 1e-9) * step; t <= hi + step * 1e-9; t += step)
-    ticks.push_back(std::abs(t) < step * 1e-9 ? 0.0 : t);
+  // From the last multiple of step <= lo to the first one >= hi.
+  double first = std::floor(lo / step + 1e-9), last = std::ceil(hi / step - 1e-9);
+  for (double k = first; k <= last; k += 1) ticks.push_back(std::abs(k) < 1e-9 ? 0.0 : k * step);
   return ticks;
 }
 
@@ -81,8 +82,8 @@ std::string SvgPlot::render(int width, int height) const {
   if (xmax <= xmin) xmax = xmin + 1;
   if (ymax <= ymin) ymax = ymin + 1;
   auto xt = nice_ticks(xmin, xmax), yt = nice_ticks(ymin, ymax);
-  if (!x_range_ && !xt.empty()) xmax = std::max(xmax, xt.back());
-  if (!y_range_ && !yt.empty()) ymax = std::max(ymax, yt.back());
+  if (!x_range_ && !xt.empty()) { xmin = std::min(xmin, xt.front()); xmax = std::max(xmax, xt.back()); }
+  if (!y_range_ && !yt.empty()) { ymin = std::min(ymin, yt.front()); ymax = std::max(ymax, yt.back()); }
   auto X = [&](double x) { return left + (x - xmin) / (xmax - xmin) * pw; };
   auto Y = [&](double y) { return top + ph - (y - ymin) / (ymax - ymin) * ph; };
 

@@ -64,7 +64,10 @@ class SpmTokenizer final : public VocabTokenizer {
     std::vector<Symbol> symbols;
     symbols.reserve(text.size());
     for (std::size_t off = 0; off < text.size();) {
-      const std::size_t len = std::min(utf8::sequence_length(text[off]), text.size() - off);
+      // One symbol per valid character; an invalid byte is a symbol of its own (llama.cpp
+      // would let a bad lead byte swallow the next bytes, e.g. a following "▁").
+      const utf8::DecodedChar d = utf8::decode_char(text, off);
+      const std::size_t len = d.status == utf8::CharStatus::kValid ? d.length : 1;
       const int index = static_cast<int>(symbols.size());
       symbols.push_back(Symbol{index - 1, off + len == text.size() ? -1 : index + 1, off, len});
       off += len;

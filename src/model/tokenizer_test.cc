@@ -272,6 +272,18 @@ TEST(TokenizerBpe, DeepseekUserDefinedAndControlTokens) {
   EXPECT_EQ(tok->decode(special, true), bos_text + "F\xC3\xBChrer" + bos_text);
 }
 
+TEST(TokenizerBpe, InvalidUtf8InputIsReplacedNotFatal) {
+  auto tok = load_vocab("gpt-2");
+  if (!tok) GTEST_SKIP() << missing_data_message("vocab/ggml-vocab-gpt-2.gguf");
+  // Like llama.cpp, invalid bytes become U+FFFD before pre-tokenization.
+  const auto ids = tok->encode("a\xFF\xC3 b", false);
+  EXPECT_EQ(tok->decode(ids), "a\xEF\xBF\xBD\xEF\xBF\xBD b");
+  auto spm = load_vocab("llama-spm");
+  if (!spm) GTEST_SKIP() << missing_data_message("vocab/ggml-vocab-llama-spm.gguf");
+  // SentencePiece keeps the raw bytes through byte fallback.
+  EXPECT_EQ(spm->decode(spm->encode("a\xFF\xC3 b", false)), "a\xFF\xC3 b");
+}
+
 TEST(TokenizerBpe, ConcurrentEncodesAgree) {
   auto tok = load_vocab("gpt-2");
   if (!tok) GTEST_SKIP() << missing_data_message("vocab/ggml-vocab-gpt-2.gguf");

@@ -3,7 +3,7 @@
 namespace ecoserve::server {
 
 TextStream::TextStream(const model::Tokenizer& tokenizer, std::vector<std::string> stops)
-    : detok_(tokenizer), matcher_(std::move(stops)) {}
+    : detok_(tokenizer, /*render_special=*/false, /*strip_leading_space=*/false), matcher_(std::move(stops)) {}
 
 std::string TextStream::push(int32_t token) {
   if (matcher_.stopped()) return {};

@@ -1,5 +1,6 @@
 // TextStream: the text of one generated sequence (one choice), token by token.
-// Detokenizes incrementally (model::IncrementalDetokenizer: never splits a
+// Detokenizes incrementally (model::IncrementalDetokenizer, keeping the leading
+// space of the first token since the text continues the prompt; never splits a
 // UTF-8 character) and applies the stop strings (StopStringMatcher: the stop
 // string is never emitted). Keeps the full text and the token count.
 // One per choice; not thread-safe. The tokenizer must outlive it.

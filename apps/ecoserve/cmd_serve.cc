@@ -1,0 +1,201 @@
+// ecoserve serve: one instance behind the OpenAI-compatible HTTP server.
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "apps/ecoserve/commands.h"
+#include "base/clock.h"
+#include "engine/model_runner.h"
+#include "instance/instance_loop.h"
+#include "model/llama_model.h"
+#include "server/http_server.h"
+
+namespace ecoserve::apps {
+
+namespace {
+
+struct ServeArgs {
+  std::string model;
+  std::string policy = "chunked";
+  int32_t threads = 0;
+  std::string host = "127.0.0.1";
+  int32_t port = 8000;
+  int32_t io_threads = 2;
+  int32_t max_num_seqs = 64;
+  int32_t max_num_batched_tokens = 512;
+  int32_t chunk_size = 0;
+  int32_t kv_cache_mb = 256;
+  int32_t block_size = 16;
+  int32_t ctx = 0;
+  int32_t max_waiting = 256;
+  std::string api_key;
+  std::string chat_template;
+  std::string served_model_name;
+  double drain_timeout = 30.0;
+  bool prefix_caching = true;
+  std::string preemption_mode = "recompute";
+  int32_t swap_mb = 0;
+  int64_t max_body_bytes = 4ll << 20;
+};
+
+void wait_until(const std::function<bool()>& done, double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!done() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+int run_serve(const ServeArgs& a) {
+  // SIGINT/SIGTERM are taken by sigwait() below: block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto model = model::LlamaModel::load(a.model);
+  if (!model.ok()) {
+    std::fprintf(stderr, "error: %s\n", model.status().message().c_str());
+    return 1;
+  }
+  engine::EngineOptions eo;
+  eo.num_threads = a.threads;
+  eo.block_size = a.block_size;
+  eo.kv_cache_bytes = static_cast<int64_t>(a.kv_cache_mb) << 20;
+  eo.max_context = a.ctx;
+  auto runner = engine::ModelRunner::create(*model, eo);
+  if (!runner.ok()) {
+    std::fprintf(stderr, "error: %s\n", runner.status().message().c_str());
+    return 1;
+  }
+  const int64_t block_bytes = (*runner)->kv_bytes_per_block();
+  instance::InstanceOptions io;
+  io.policy = a.policy;
+  io.max_num_seqs = a.max_num_seqs;
+  io.max_num_batched_tokens = a.max_num_batched_tokens;
+  io.chunk_size = a.chunk_size > 0 ? a.chunk_size : a.max_num_batched_tokens;
+  io.max_waiting = a.max_waiting;
+  io.enable_prefix_caching = a.prefix_caching;
+  io.preemption_mode = a.preemption_mode;
+  io.num_swap_blocks =
+      block_bytes > 0 ? static_cast<int32_t>((static_cast<int64_t>(a.swap_mb) << 20) / block_bytes) : 0;
+  if (a.preemption_mode == "swap" && io.num_swap_blocks == 0) {
+    io.num_swap_blocks = (*runner)->num_kv_blocks();  // as much host memory as device KV by default
+  }
+  SteadyClock clock;
+  auto loop = instance::InstanceLoop::create(std::move(*runner), io, &clock);
+  if (!loop.ok()) {
+    std::fprintf(stderr, "error: %s\n", loop.status().message().c_str());
+    return 1;
+  }
+  server::ServerOptions so;
+  so.host = a.host;
+  so.port = static_cast<uint16_t>(a.port);
+  so.num_io_threads = a.io_threads;
+  so.api_key = a.api_key;
+  so.chat_template = a.chat_template;
+  so.max_body_bytes = a.max_body_bytes;
+  so.served_model_name = a.served_model_name.empty() ? std::filesystem::path(a.model).stem().string()
+                                                     : a.served_model_name;
+  auto server = server::HttpServer::create(loop->get(), *model, so, &clock);
+  if (!server.ok()) {
+    std::fprintf(stderr, "error: %s\n", server.status().message().c_str());
+    return 1;
+  }
+  (*loop)->start();
+  if (Status s = (*server)->start(); !s.ok()) {
+    std::fprintf(stderr, "error: %s\n", s.message().c_str());
+    (*loop)->stop();
+    return 1;
+  }
+  const std::string host = a.host.find(':') != std::string::npos ? "[" + a.host + "]" : a.host;
+  std::printf("ecoserve listening on http://%s:%u (model %s, policy %s)\n", host.c_str(), (*server)->port(),
+              so.served_model_name.c_str(), a.policy.c_str());
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::fprintf(stderr, "[ecoserve] %s: draining (up to %.0f s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+               a.drain_timeout);
+  (*server)->begin_drain();
+  (*loop)->begin_drain();
+  wait_until([&] { return (*loop)->idle() && (*server)->active_requests() == 0; }, a.drain_timeout);
+  (*loop)->stop();  // aborts whatever is left
+  wait_until([&] { return (*server)->active_requests() == 0; }, 2.0);
+  (*server)->stop();
+  loop->reset();  // its pending sinks reference connections of the server
+  server->reset();
+  std::fprintf(stderr, "[ecoserve] stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<ServeArgs>();
+  auto* cmd = app.add_subcommand(
+      "serve", "Serve one model over an OpenAI-compatible HTTP API (/v1/completions, /v1/chat/completions, "
+               "/v1/models, /health, /metrics). SIGINT/SIGTERM drain and exit 0.");
+  cmd->add_option("-m,--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--policy", a->policy, "instance scheduling policy: prefill-first (vLLM) or chunked (Sarathi-Serve)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"prefill-first", "chunked"}));
+  cmd->add_option("-t,--threads", a->threads, "compute threads; 0 = all cores")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--host", a->host, "address to bind")->capture_default_str();
+  cmd->add_option("--port", a->port, "TCP port; 0 = pick a free port (printed at start-up)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--io-threads", a->io_threads, "HTTP I/O threads")->capture_default_str()->check(CLI::Range(1, 64));
+  cmd->add_option("--max-num-seqs", a->max_num_seqs, "most sequences in a running batch")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "token budget of one step")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--chunk-size", a->chunk_size, "largest prefill chunk (chunked policy); 0 = the token budget")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--kv-cache-mb", a->kv_cache_mb, "KV-cache memory in MiB (sets the number of blocks)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--block-size", a->block_size, "KV block size in tokens")->capture_default_str()->check(CLI::Range(1, 4096));
+  cmd->add_option("-c,--ctx-size", a->ctx, "context length per request; 0 = the model's")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-waiting", a->max_waiting, "waiting-queue bound; requests beyond it get HTTP 429")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--api-key", a->api_key, "require 'Authorization: Bearer KEY' on /v1/* (default: no key)");
+  cmd->add_option("--chat-template", a->chat_template,
+                  "chat template: llama-2, llama-3, chatml, zephyr or mistral (default: detected from the GGUF, "
+                  "chatml when unknown)")
+      ->check(CLI::IsMember({"llama-2", "llama2", "llama-3", "llama3", "chatml", "zephyr", "mistral"}));
+  cmd->add_option("--served-model-name", a->served_model_name,
+                  "model name clients must use (default: the GGUF file name without extension)");
+  cmd->add_option("--drain-timeout", a->drain_timeout,
+                  "on SIGINT/SIGTERM, seconds to let running requests finish before aborting them")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--enable-prefix-caching,!--no-prefix-caching", a->prefix_caching,
+                "share the KV blocks of common prompt prefixes (default: on)");
+  cmd->add_option("--preemption-mode", a->preemption_mode,
+                  "when KV blocks run out: recompute (drop and requeue) or swap (to host memory)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"recompute", "swap"}));
+  cmd->add_option("--swap-space-mb", a->swap_mb, "host memory for swapped-out KV in MiB; 0 = as much as the KV cache")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-body-bytes", a->max_body_bytes, "largest request body; larger ones get HTTP 413")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 32));
+  cmd->callback([a, &exit_code] { exit_code = run_serve(*a); });
+}
+
+}  // namespace ecoserve::apps

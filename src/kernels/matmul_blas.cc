@@ -1,0 +1,65 @@
+// OpenBLAS-backed path of matmul for large batches (see matmul_kernels.h).
+#include <cblas.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <mutex>
+
+#include "base/fp16.h"
+#include "kernels/matmul_kernels.h"
+#include "kernels/quant.h"
+
+namespace ecoserve::kernels::detail {
+namespace {
+
+// Weight rows dequantized per sgemm call: big enough to amortize OpenBLAS's
+// packing of the activations, small enough to stay in L2.
+constexpr std::int64_t kPanelRows = 128;
+
+// Our ThreadPool provides the parallelism; OpenBLAS must not start its own
+// threads (it would oversubscribe the cores shared by every engine).
+void make_openblas_single_threaded() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
+void dequantize_q8_0_row(const std::uint8_t* src, float* dst, std::int64_t cols) {
+  const auto* b = reinterpret_cast<const BlockQ8_0*>(src);
+  for (std::int64_t i = 0; i < cols / kQK8_0; ++i) {
+    const __m256 d = _mm256_set1_ps(fp16_to_fp32(b[i].d));
+    for (int k = 0; k < 4; ++k) {
+      const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b[i].qs + 8 * k));
+      _mm256_storeu_ps(dst + 32 * i + 8 * k, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q))));
+    }
+  }
+}
+
+}  // namespace
+
+std::size_t blas_panel_floats(std::int64_t cols) { return static_cast<std::size_t>(kPanelRows * cols); }
+
+void matmul_blas_rows(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const float* x,
+                      std::int64_t n_tokens, std::int64_t r0, std::int64_t r1, float* y, std::int64_t y_stride,
+                      float* panel) {
+  make_openblas_single_threaded();
+  const int n = static_cast<int>(n_tokens), k = static_cast<int>(cols), ldy = static_cast<int>(y_stride);
+  if (type == GgmlType::kF32) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, static_cast<int>(r1 - r0), k, 1.0f, x, k,
+                reinterpret_cast<const float*>(w + r0 * row_bytes), k, 0.0f, y + r0, ldy);
+    return;
+  }
+  for (std::int64_t p = r0; p < r1; p += kPanelRows) {
+    const std::int64_t pe = std::min(r1, p + kPanelRows);
+    for (std::int64_t r = p; r < pe; ++r) {
+      if (type == GgmlType::kQ8_0) {
+        dequantize_q8_0_row(w + r * row_bytes, panel + (r - p) * cols, cols);
+      } else {
+        dequantize_row(type, w + r * row_bytes, panel + (r - p) * cols, cols);
+      }
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, static_cast<int>(pe - p), k, 1.0f, x, k, panel, k, 0.0f,
+                y + p, ldy);
+  }
+}
+
+}  // namespace ecoserve::kernels::detail

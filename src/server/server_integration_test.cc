@@ -1,0 +1,443 @@
+// End-to-end tests: spawn `ecoserve serve --port 0` as a child process on
+// 127.0.0.1 with the tiny TinyStories model and talk to it over HTTP with a
+// small Boost.Beast client.
+#include <utility>  // before Boost.Asio (1.74 awaitable.hpp needs std::exchange)
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <utility>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "base/test_data.h"
+
+namespace ecoserve::server {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+using nlohmann::json;
+
+constexpr const char* kModel = "models/tinystories-656k-q8_0.gguf";
+constexpr const char* kPrompt = "Once upon a time";
+
+std::string ecoserve_binary() { return std::string(ECOSERVE_BINARY_DIR) + "/ecoserve"; }
+
+// A child `ecoserve serve` process.
+class ServerProcess {
+ public:
+  // Empty error string on success.
+  std::string start(const std::vector<std::string>& extra) {
+    auto model = shared_data_path(kModel);
+    std::vector<std::string> args = {ecoserve_binary(), "serve", "--model", *model, "--port", "0", "--threads", "1",
+                                     "--drain-timeout", "5"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    int fds[2];
+    if (pipe(fds) != 0) return "pipe failed";
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(fds[1], STDOUT_FILENO);
+      close(fds[0]);
+      close(fds[1]);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(fds[1]);
+    out_fd_ = fds[0];
+    std::string line;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline) {
+      pollfd p{out_fd_, POLLIN, 0};
+      if (poll(&p, 1, 1000) <= 0) continue;
+      char c;
+      ssize_t n = read(out_fd_, &c, 1);
+      if (n <= 0) return "server exited before printing its URL";
+      if (c != '\n') {
+        line += c;
+        continue;
+      }
+      const std::string marker = "ecoserve listening on http://127.0.0.1:";
+      if (line.rfind(marker, 0) == 0) {
+        port_ = static_cast<uint16_t>(std::stoi(line.substr(marker.size())));
+        return "";
+      }
+      line.clear();
+    }
+    return "timed out waiting for the server URL";
+  }
+
+  // SIGTERM and wait; returns the exit status (or -1).
+  int stop() {
+    if (pid_ <= 0) return -1;
+    kill(pid_, SIGTERM);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    if (out_fd_ >= 0) close(out_fd_);
+    out_fd_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  ~ServerProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  uint16_t port() const { return port_; }
+
+ private:
+  pid_t pid_ = -1;
+  int out_fd_ = -1;
+  uint16_t port_ = 0;
+};
+
+struct Reply {
+  int status = 0;
+  std::string body;
+  std::string content_type;
+  json j() const { return json::parse(body, nullptr, false); }
+};
+
+void set_timeouts(tcp::socket& s, int seconds) {
+  timeval tv{seconds, 0};
+  setsockopt(s.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(s.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+Reply request(uint16_t port, http::verb verb, const std::string& target, const std::string& body = "",
+              const std::map<std::string, std::string>& headers = {}) {
+  net::io_context ioc;
+  tcp::socket s(ioc);
+  s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
+  set_timeouts(s, 30);
+  http::request<http::string_body> req(verb, target, 11);
+  req.set(http::field::host, "127.0.0.1");
+  if (!body.empty() || verb == http::verb::post) {
+    req.set(http::field::content_type, "application/json");
+    req.body() = body;
+    req.prepare_payload();
+  }
+  for (const auto& [k, v] : headers) req.set(k, v);
+  beast::error_code ec;
+  http::write(s, req, ec);
+  Reply r;
+  beast::flat_buffer buf;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(64 << 20);
+  http::read(s, buf, parser, ec);
+  if (ec) {
+    r.status = -1;
+    r.body = ec.message();
+    return r;
+  }
+  auto res = parser.release();
+  r.status = static_cast<int>(res.result_int());
+  r.body = res.body();
+  r.content_type = std::string(res[http::field::content_type]);
+  return r;
+}
+
+Reply post(uint16_t port, const std::string& target, const json& body,
+           const std::map<std::string, std::string>& headers = {}) {
+  return request(port, http::verb::post, target, body.dump(), headers);
+}
+
+// The `data:` payloads of an SSE body, in order ("[DONE]" included).
+std::vector<std::string> sse_payloads(const std::string& body) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while ((pos = body.find("data: ", pos)) != std::string::npos) {
+    size_t end = body.find("\n\n", pos);
+    if (end == std::string::npos) break;
+    out.push_back(body.substr(pos + 6, end - pos - 6));
+    pos = end + 2;
+  }
+  return out;
+}
+
+double metric_value(const std::string& text, const std::string& name) {
+  size_t pos = text.find("\n" + name + "{");
+  if (pos == std::string::npos) return -1.0;
+  size_t sp = text.find("} ", pos);
+  return std::stod(text.substr(sp + 2, text.find('\n', sp) - sp - 2));
+}
+
+class ServerIntegration : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!shared_data_path(kModel)) return;
+    if (!std::filesystem::exists(ecoserve_binary())) return;
+    server_ = new ServerProcess();
+    start_error_ = new std::string(server_->start({"--max-num-seqs", "64", "--kv-cache-mb", "32"}));
+  }
+  static void TearDownTestSuite() {
+    if (server_) {
+      EXPECT_EQ(server_->stop(), 0) << "SIGTERM must drain and exit 0";
+      delete server_;
+      server_ = nullptr;
+    }
+    delete start_error_;
+    start_error_ = nullptr;
+  }
+  void SetUp() override {
+    if (!shared_data_path(kModel)) GTEST_SKIP() << missing_data_message(kModel);
+    if (!std::filesystem::exists(ecoserve_binary())) GTEST_SKIP() << "no ecoserve binary at " << ecoserve_binary();
+    ASSERT_TRUE(start_error_->empty()) << *start_error_;
+  }
+  uint16_t port() const { return server_->port(); }
+
+  // `ecoserve generate` greedy text for kPrompt (what follows the echoed prompt).
+  static std::string generate_reference(int n) {
+    const std::string cmd = ecoserve_binary() + " generate -q --threads 1 --temp 0 -n " + std::to_string(n) +
+                            " --model '" + *shared_data_path(kModel) + "' --prompt '" + kPrompt + "'";
+    FILE* f = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[4096];
+    size_t k;
+    while ((k = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, k);
+    EXPECT_EQ(pclose(f), 0);
+    EXPECT_EQ(out.rfind(kPrompt, 0), 0u) << out;
+    out = out.substr(std::string(kPrompt).size());
+    if (!out.empty() && out.back() == '\n') out.pop_back();
+    return out;
+  }
+
+  static ServerProcess* server_;
+  static std::string* start_error_;
+};
+ServerProcess* ServerIntegration::server_ = nullptr;
+std::string* ServerIntegration::start_error_ = nullptr;
+
+TEST_F(ServerIntegration, GreedyCompletionEqualsGenerateAndStreamConcatenates) {
+  const std::string expected = generate_reference(40);
+  ASSERT_FALSE(expected.empty());
+  json req = {{"model", "tinystories-656k-q8_0"}, {"prompt", kPrompt}, {"max_tokens", 40}, {"temperature", 0}};
+  Reply r = post(port(), "/v1/completions", req);
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = r.j();
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["choices"][0]["text"], expected);
+  EXPECT_EQ(j["usage"]["total_tokens"].get<int>(),
+            j["usage"]["prompt_tokens"].get<int>() + j["usage"]["completion_tokens"].get<int>());
+  const std::string reason = j["choices"][0]["finish_reason"];
+  EXPECT_TRUE(reason == "length" || reason == "stop") << reason;
+  if (reason == "length") EXPECT_EQ(j["usage"]["completion_tokens"], 40);
+
+  req["stream"] = true;
+  req["stream_options"] = {{"include_usage", true}};
+  Reply s = post(port(), "/v1/completions", req);
+  ASSERT_EQ(s.status, 200) << s.body;
+  EXPECT_EQ(s.content_type.rfind("text/event-stream", 0), 0u);
+  auto events = sse_payloads(s.body);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  std::string text;
+  for (size_t i = 0; i + 2 < events.size(); ++i) {
+    json c = json::parse(events[i]);
+    EXPECT_EQ(c["object"], "text_completion");
+    text += c["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_EQ(text, expected);
+  json usage = json::parse(events[events.size() - 2]);
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["completion_tokens"], j["usage"]["completion_tokens"]);
+}
+
+TEST_F(ServerIntegration, StopStringIsNeverEmitted) {
+  const std::string full = generate_reference(40);
+  ASSERT_GT(full.size(), 12u);
+  const std::string stop = full.substr(8, 4);
+  const size_t cut = full.find(stop);
+  for (bool stream : {false, true}) {
+    json req = {{"prompt", kPrompt}, {"max_tokens", 40}, {"temperature", 0}, {"stop", json::array({stop})},
+                {"stream", stream}};
+    Reply r = post(port(), "/v1/completions", req);
+    ASSERT_EQ(r.status, 200) << r.body;
+    std::string text, reason;
+    if (!stream) {
+      text = r.j()["choices"][0]["text"];
+      reason = r.j()["choices"][0]["finish_reason"];
+    } else {
+      for (const auto& e : sse_payloads(r.body)) {
+        if (e == "[DONE]") continue;
+        json c = json::parse(e);
+        text += c["choices"][0]["text"].get<std::string>();
+        if (!c["choices"][0]["finish_reason"].is_null()) reason = c["choices"][0]["finish_reason"];
+      }
+    }
+    EXPECT_EQ(text, full.substr(0, cut)) << "stream=" << stream;
+    EXPECT_EQ(reason, "stop");
+  }
+}
+
+TEST_F(ServerIntegration, ChatStreamStartsWithAssistantRoleAndNChoices) {
+  json req = {{"messages", json::array({{{"role", "user"}, {"content", "Tell me a story"}}})},
+              {"max_tokens", 8}, {"stream", true}, {"n", 2}, {"seed", 3}};
+  Reply r = post(port(), "/v1/chat/completions", req);
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto events = sse_payloads(r.body);
+  ASSERT_GE(events.size(), 3u);
+  json first = json::parse(events[0]);
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  std::set<int> finished;
+  for (const auto& e : events) {
+    if (e == "[DONE]") continue;
+    json c = json::parse(e);
+    if (!c["choices"][0]["finish_reason"].is_null()) finished.insert(c["choices"][0]["index"].get<int>());
+  }
+  EXPECT_EQ(finished, (std::set<int>{0, 1}));
+
+  req["stream"] = false;
+  req["logprobs"] = true;
+  req["top_logprobs"] = 2;
+  Reply nr = post(port(), "/v1/chat/completions", req);
+  ASSERT_EQ(nr.status, 200) << nr.body;
+  json j = nr.j();
+  ASSERT_EQ(j["choices"].size(), 2u);
+  EXPECT_EQ(j["choices"][1]["index"], 1);
+  EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
+  auto& content = j["choices"][0]["logprobs"]["content"];
+  ASSERT_FALSE(content.empty());
+  EXPECT_EQ(content[0]["top_logprobs"].size(), 2u);
+  EXPECT_LE(content[0]["logprob"].get<double>(), 0.0);
+}
+
+TEST_F(ServerIntegration, ModelsHealthAndMetrics) {
+  Reply m = request(port(), http::verb::get, "/v1/models");
+  ASSERT_EQ(m.status, 200);
+  EXPECT_EQ(m.j()["data"][0]["id"], "tinystories-656k-q8_0");
+  EXPECT_EQ(request(port(), http::verb::get, "/health").status, 200);
+  Reply met = request(port(), http::verb::get, "/metrics");
+  ASSERT_EQ(met.status, 200);
+  EXPECT_NE(met.body.find("# TYPE ecoserve:time_to_first_token_seconds histogram"), std::string::npos);
+  EXPECT_NE(met.body.find("ecoserve:kv_cache_usage_perc{model_name=\"tinystories-656k-q8_0\"}"), std::string::npos);
+}
+
+TEST_F(ServerIntegration, BadInputsGetExactStatusCodes) {
+  auto code = [&](const std::string& body, const std::string& target = "/v1/completions") {
+    Reply r = request(port(), http::verb::post, target, body);
+    if (r.status >= 400) {
+      json e = r.j();
+      EXPECT_TRUE(e.contains("error") && e["error"].contains("message") && e["error"].contains("type") &&
+                  e["error"].contains("param") && e["error"].contains("code"))
+          << r.body;
+    }
+    return r.status;
+  };
+  EXPECT_EQ(code(R"({"prompt": "x",)"), 400);                                  // malformed JSON
+  EXPECT_EQ(code(R"({"prompt": "x", "max_tokens": "ten"})"), 400);             // wrong type
+  EXPECT_EQ(code(R"({"prompt": "x", "temperature": -1})"), 400);               // out of range
+  EXPECT_EQ(code(R"({"prompt": "x", "max_tokens": 1000000})"), 400);           // over the context
+  EXPECT_EQ(code(R"({"model": "gpt-4", "prompt": "x"})"), 404);                // unknown model
+  EXPECT_EQ(code(R"({"messages": "hi"})", "/v1/chat/completions"), 400);       // wrong type (chat)
+  EXPECT_EQ(code(R"({"prompt": "x"})", "/v1/nope"), 404);                      // unknown route
+  EXPECT_EQ(request(port(), http::verb::get, "/v1/completions").status, 405);  // wrong method
+  Reply over = post(port(), "/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 1000000}});
+  EXPECT_NE(over.j()["error"]["message"].get<std::string>().find("maximum context length"), std::string::npos);
+  std::string big = R"({"prompt": ")" + std::string(5 << 20, 'a') + "\"}";
+  EXPECT_EQ(code(big), 413);
+}
+
+TEST_F(ServerIntegration, SixtyFourConcurrentStreamsComplete) {
+  constexpr int kStreams = 64;
+  std::atomic<int> completed{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kStreams; ++i) {
+    threads.emplace_back([&, i] {
+      json req = {{"prompt", kPrompt}, {"max_tokens", 12}, {"stream", true}, {"seed", i}, {"temperature", 0.8}};
+      Reply r = post(port(), "/v1/completions", req);
+      auto ev = sse_payloads(r.body);
+      if (r.status == 200 && !ev.empty() && ev.back() == "[DONE]") ++completed;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(completed.load(), kStreams);
+}
+
+TEST_F(ServerIntegration, DisconnectMidStreamFreesKvCache) {
+  {
+    net::io_context ioc;
+    tcp::socket s(ioc);
+    s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port()));
+    set_timeouts(s, 30);
+    const std::string body = json{{"prompt", kPrompt}, {"max_tokens", 400},
+                                  {"ignore_eos", true}, {"stream", true}}.dump();
+    const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                            "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    net::write(s, net::buffer(req));
+    std::string got;
+    char buf[512];
+    while (got.find("\"text\":") == std::string::npos) {  // a token chunk, not only headers
+      beast::error_code ec;
+      size_t n = s.read_some(net::buffer(buf), ec);
+      ASSERT_FALSE(ec) << ec.message();
+      got.append(buf, n);
+    }
+    s.close();
+  }
+  double usage = -1.0;
+  for (int i = 0; i < 250; ++i) {
+    usage = metric_value(request(port(), http::verb::get, "/metrics").body, "ecoserve:kv_cache_usage_perc");
+    if (usage == 0.0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(usage, 0.0);
+}
+
+TEST(ServerIntegrationLimits, ApiKeyAndWaitingQueueBound) {
+  if (!shared_data_path(kModel)) GTEST_SKIP() << missing_data_message(kModel);
+  if (!std::filesystem::exists(ecoserve_binary())) GTEST_SKIP() << "no ecoserve binary";
+  ServerProcess server;
+  ASSERT_EQ(server.start({"--api-key", "sekret", "--max-waiting", "1", "--max-num-seqs", "1"}), "");
+  const json req = {{"prompt", kPrompt}, {"max_tokens", 4}};
+  EXPECT_EQ(post(server.port(), "/v1/completions", req).status, 401);
+  EXPECT_EQ(post(server.port(), "/v1/completions", req, {{"Authorization", "Bearer wrong"}}).status, 401);
+  EXPECT_EQ(post(server.port(), "/v1/completions", req, {{"Authorization", "Bearer sekret"}}).status, 200);
+  EXPECT_EQ(request(server.port(), http::verb::get, "/health").status, 200);  // open without a key
+
+  // A burst of long requests: one runs, one waits, the rest find the queue full.
+  constexpr int kBurst = 8;
+  std::vector<int> codes(kBurst);
+  std::vector<std::thread> threads;
+  const json long_req = {{"prompt", kPrompt}, {"max_tokens", 200}, {"ignore_eos", true}};
+  for (int i = 0; i < kBurst; ++i) {
+    threads.emplace_back([&, i] {
+      codes[i] = post(server.port(), "/v1/completions", long_req, {{"Authorization", "Bearer sekret"}}).status;
+    });
+  }
+  for (auto& t : threads) t.join();
+  const int ok = static_cast<int>(std::count(codes.begin(), codes.end(), 200));
+  const int busy = static_cast<int>(std::count(codes.begin(), codes.end(), 429));
+  EXPECT_GE(ok, 1);
+  EXPECT_GE(busy, 1);
+  EXPECT_EQ(ok + busy, kBurst);
+  EXPECT_EQ(server.stop(), 0);
+}
+
+}  // namespace
+}  // namespace ecoserve::server
