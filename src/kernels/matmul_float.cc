@@ -15,9 +15,8 @@ constexpr int kRows = 4;
 constexpr int kTokens = 3;
 // Tokens whose activations are kept hot (L2) while the weight rows stream past.
 constexpr std::int64_t kActChunkBytes = 160 * 1024;
-// Software prefetch: a tile's rows are contiguous in memory, and it sweeps the
-// bytes kPrefetchBytes ahead of its linear position.
-constexpr std::int64_t kPrefetchBytes = 0;
+// No software prefetch here: float rows are long enough (3 KiB+) for the
+// hardware prefetcher, and a sweep 4 KiB ahead measured 10% slower.
 
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -55,22 +54,14 @@ inline __m256 load_x_tail(const float* x, int n) {
 
 template <GgmlType kType, int R, int T>
 void tile(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const float* x, float* y,
-          std::int64_t y_stride, std::int64_t pf_ahead) {
+          std::int64_t y_stride) {
   __m256 acc[R][T];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   const std::int64_t full = cols & ~std::int64_t{7};
-  constexpr std::int64_t kElem = kType == GgmlType::kF32 ? 4 : 2;
   for (std::int64_t c = 0; c < full; c += 8) {
-    if (pf_ahead > 0) {
-      const std::uint8_t* p = w + pf_ahead + c * kElem * R;
-#pragma GCC unroll 8
-      for (std::int64_t off = 0; off < 8 * kElem * R; off += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
-      }
-    }
     __m256 wv[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) wv[r] = load8<kType>(w + r * row_bytes, c);
@@ -94,8 +85,7 @@ void tile(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const
     for (int r = 0; r < R; ++r) y[t * y_stride + r] = hsum(acc[r][t]);
 }
 
-using TileFn = void (*)(const std::uint8_t*, std::size_t, std::int64_t, const float*, float*, std::int64_t,
-                        std::int64_t);
+using TileFn = void (*)(const std::uint8_t*, std::size_t, std::int64_t, const float*, float*, std::int64_t);
 
 template <GgmlType kType, int R, int... Ts>
 constexpr void fill_row(TileFn* out, std::integer_sequence<int, Ts...>) {
@@ -118,19 +108,13 @@ void rows_impl(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, 
                std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride) {
   static constexpr auto kTable = make_table<kType>(std::make_integer_sequence<int, kRows>{});
   const std::int64_t chunk = std::max<std::int64_t>(kTokens, kActChunkBytes / (cols * 4) / kTokens * kTokens);
-  const std::int64_t pf_ahead = kPrefetchBytes;
-  // The first tiles are not covered by the tiles' own prefetches.
-  const std::int64_t head = std::min<std::int64_t>(pf_ahead, (r1 - r0) * row_bytes);
-  for (std::int64_t off = 0; off < head; off += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(w + r0 * row_bytes + off), _MM_HINT_T0);
   for (std::int64_t tc = t0; tc < t1; tc += chunk) {
     const std::int64_t te = std::min(t1, tc + chunk);
     for (std::int64_t r = r0; r < r1; r += kRows) {
       const int nr = static_cast<int>(std::min<std::int64_t>(kRows, r1 - r));
       for (std::int64_t t = tc; t < te; t += kTokens) {
         const int nt = static_cast<int>(std::min<std::int64_t>(kTokens, te - t));
-        kTable.fns[nr - 1][nt - 1](w + r * row_bytes, row_bytes, cols, x + t * cols, y + t * y_stride + r, y_stride,
-                                   t == tc ? pf_ahead : 0);
+        kTable.fns[nr - 1][nt - 1](w + r * row_bytes, row_bytes, cols, x + t * cols, y + t * y_stride + r, y_stride);
       }
     }
   }
