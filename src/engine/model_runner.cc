@@ -1,10 +1,12 @@
 #include "engine/model_runner.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
+#include "kernels/attention.h"
 #include "kernels/ops.h"
 
 namespace ecoserve::engine {
@@ -24,8 +26,20 @@ const policy::SamplingParams& greedy_params() {
 
 }  // namespace
 
+// One piece of a layer's attention: a sequence's whole chunk for one KV head (GEMM
+// path), or one (token, head) pair.
+struct AttnUnit {
+  int32_t seq;
+  int32_t head;  // KV head for chunk units, query head otherwise
+  int64_t row;   // token row (non-chunk units)
+  bool chunk;
+};
+
+// Runs of at least this many tokens use the GEMM attention kernel.
+constexpr int64_t kChunkAttentionMinTokens = 8;
+
 struct ModelRunner::Impl {
-  explicit Impl(ThreadPool* pool) : kctx(pool) {}
+  explicit Impl(ThreadPool* pool) : kctx(pool), attn_scratch(pool->num_threads()) {}
 
   kernels::KernelContext kctx;
   // Per layer: [block][slot][kv_head][head_dim] floats.
@@ -36,6 +50,9 @@ struct ModelRunner::Impl {
   // Per-step scratch, grown as needed and reused.
   std::vector<int32_t> tok, pos, seq_of;
   std::vector<float> x, xn, q, k, v, attn, tmp, gate, up, cos_sin, logits;
+  std::vector<AttnUnit> attn_units;
+  std::vector<int64_t> seq_first_row;
+  std::vector<kernels::AttentionScratch> attn_scratch;  // one per pool thread
 };
 
 ModelRunner::~ModelRunner() = default;
@@ -176,6 +193,32 @@ StatusOr<StepOutput> ModelRunner::execute(const policy::StepPlan& plan) {
       }
     }
   }
+  // Attention work units, the same for every layer: a long run of one sequence is one
+  // GEMM unit per KV head, other tokens one unit per (token, head); largest first.
+  m.attn_units.clear();
+  m.seq_first_row.resize(plan.seqs.size());
+  {
+    int64_t t = 0;
+    std::vector<std::pair<int64_t, AttnUnit>> costed;
+    for (size_t s = 0; s < plan.seqs.size(); ++s) {
+      const auto& seq = plan.seqs[s];
+      const int64_t n_q = static_cast<int64_t>(seq.tokens.size());
+      m.seq_first_row[s] = t;
+      if (n_q >= kChunkAttentionMinTokens) {
+        const int64_t cost = n_q * (seq.num_computed + n_q) * group;
+        for (int32_t kvh = 0; kvh < c.n_head_kv; ++kvh) costed.push_back({cost, AttnUnit{static_cast<int32_t>(s), kvh, -1, true}});
+      } else {
+        for (int64_t i = 0; i < n_q; ++i) {
+          for (int32_t h = 0; h < c.n_head; ++h) {
+            costed.push_back({seq.num_computed + i + 1, AttnUnit{static_cast<int32_t>(s), h, t + i, false}});
+          }
+        }
+      }
+      t += n_q;
+    }
+    std::stable_sort(costed.begin(), costed.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (const auto& [cost, unit] : costed) m.attn_units.push_back(unit);
+  }
   m.x.resize(T * d);
   m.xn.resize(T * d);
   m.q.resize(T * q_dim);
@@ -230,35 +273,24 @@ StatusOr<StepOutput> ModelRunner::execute(const policy::StepPlan& plan) {
       }
     });
 
-    // Paged attention: one unit per (token, head), causal over the sequence's cache.
-    pool.parallel_for(T * c.n_head, 8, [&](int64_t b, int64_t e) {
-      std::vector<float> scores;
-      for (int64_t u = b; u < e; ++u) {
-        const int64_t t = u / c.n_head;
-        const int32_t h = static_cast<int32_t>(u % c.n_head);
-        const int32_t kvh = h / group;
-        const auto& table = plan.seqs[m.seq_of[t]].block_table;
-        const int32_t n_ctx = m.pos[t] + 1;
-        const float* qh = m.q.data() + t * q_dim + h * hd;
-        scores.resize(n_ctx);
-        float mx = -std::numeric_limits<float>::infinity();
-        for (int32_t j = 0; j < n_ctx; ++j) {
-          const float* kr = kc + (static_cast<size_t>(table[j / B].value) * B + j % B) * kv_dim + kvh * hd;
-          scores[j] = kernels::dot(qh, kr, hd) * scale;
-          mx = std::max(mx, scores[j]);
+    // Paged attention, causal over each sequence's cache; units handed out dynamically.
+    const kernels::AttentionDims dims{c.n_head, c.n_head_kv, static_cast<int32_t>(hd), scale};
+    std::atomic<size_t> next_unit{0};
+    pool.run([&](int thread, int) {
+      kernels::AttentionScratch& scratch = m.attn_scratch[thread];
+      for (size_t u = next_unit.fetch_add(1); u < m.attn_units.size(); u = next_unit.fetch_add(1)) {
+        const AttnUnit& unit = m.attn_units[u];
+        const auto& seq = plan.seqs[unit.seq];
+        const kernels::PagedKvView kv{kc, vc, kv_dim, B, seq.block_table};
+        if (unit.chunk) {
+          const int64_t t0 = m.seq_first_row[unit.seq];
+          kernels::attend_chunk(m.q.data() + t0 * q_dim, q_dim, static_cast<int32_t>(seq.tokens.size()),
+                                seq.num_computed, unit.head, kv, dims, m.attn.data() + t0 * q_dim, q_dim, scratch);
+        } else {
+          const int64_t t = unit.row;
+          kernels::attend_one(m.q.data() + t * q_dim + unit.head * hd, unit.head / group, m.pos[t] + 1, kv, dims,
+                              m.attn.data() + t * q_dim + unit.head * hd, scratch);
         }
-        double sum = 0.0;
-        for (int32_t j = 0; j < n_ctx; ++j) {
-          scores[j] = std::exp(scores[j] - mx);
-          sum += scores[j];
-        }
-        float* oh = m.attn.data() + t * q_dim + h * hd;
-        std::fill(oh, oh + hd, 0.0f);
-        for (int32_t j = 0; j < n_ctx; ++j) {
-          const float* vr = vc + (static_cast<size_t>(table[j / B].value) * B + j % B) * kv_dim + kvh * hd;
-          kernels::axpy(scores[j], vr, oh, hd);
-        }
-        kernels::scale_inplace(oh, static_cast<float>(1.0 / sum), hd);
       }
     });
 

@@ -16,13 +16,6 @@ namespace {
 // packing of the activations, small enough to stay in L2.
 constexpr std::int64_t kPanelRows = 128;
 
-// Our ThreadPool provides the parallelism; OpenBLAS must not start its own
-// threads (it would oversubscribe the cores shared by every engine).
-void make_openblas_single_threaded() {
-  static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
-}
-
 void dequantize_q8_0_row(const std::uint8_t* src, float* dst, std::int64_t cols) {
   const auto* b = reinterpret_cast<const BlockQ8_0*>(src);
   for (std::int64_t i = 0; i < cols / kQK8_0; ++i) {
@@ -35,6 +28,11 @@ void dequantize_q8_0_row(const std::uint8_t* src, float* dst, std::int64_t cols)
 }
 
 }  // namespace
+
+void make_openblas_single_threaded() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
 
 std::size_t blas_panel_floats(std::int64_t cols) { return static_cast<std::size_t>(kPanelRows * cols); }
 

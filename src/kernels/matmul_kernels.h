@@ -59,6 +59,9 @@ void matmul_float_rows(GgmlType type, const std::uint8_t* w, std::size_t row_byt
 // OpenBLAS's, so results differ in the last bits from the tile kernels (and,
 // for quantized weights, by the activation rounding the tile kernels do).
 std::size_t blas_panel_floats(std::int64_t cols);
+// Our ThreadPool provides the parallelism; OpenBLAS must not start its own threads
+// (they would oversubscribe the cores shared by every engine). Idempotent.
+void make_openblas_single_threaded();
 void matmul_blas_rows(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const float* x,
                       std::int64_t n_tokens, std::int64_t r0, std::int64_t r1, float* y, std::int64_t y_stride,
                       float* panel);
