@@ -10,10 +10,12 @@
 
 #include "apps/ecoserve/commands.h"
 #include "base/clock.h"
+#include "base/log.h"
 #include "engine/model_runner.h"
 #include "instance/instance_loop.h"
 #include "model/llama_model.h"
 #include "server/http_server.h"
+#include "server/server_metrics.h"
 
 namespace ecoserve::apps {
 
@@ -87,6 +89,11 @@ int run_serve(const ServeArgs& a) {
   if (a.preemption_mode == "swap" && io.num_swap_blocks == 0) {
     io.num_swap_blocks = (*runner)->num_kv_blocks();  // as much host memory as device KV by default
   }
+  const std::string served_model_name =
+      a.served_model_name.empty() ? std::filesystem::path(a.model).stem().string() : a.served_model_name;
+  // Per-step scheduler/execute measurements, fed on the loop thread (ServerMetrics is thread-safe).
+  auto step_metrics = std::make_shared<server::ServerMetrics>(served_model_name);
+  io.on_step = [step_metrics](const instance::StepStats& st) { step_metrics->observe_step(st); };
   SteadyClock clock;
   auto loop = instance::InstanceLoop::create(std::move(*runner), io, &clock);
   if (!loop.ok()) {
@@ -100,8 +107,8 @@ int run_serve(const ServeArgs& a) {
   so.api_key = a.api_key;
   so.chat_template = a.chat_template;
   so.max_body_bytes = a.max_body_bytes;
-  so.served_model_name = a.served_model_name.empty() ? std::filesystem::path(a.model).stem().string()
-                                                     : a.served_model_name;
+  so.served_model_name = served_model_name;
+  so.metrics = step_metrics;  // /metrics also exports the per-step histograms
   auto server = server::HttpServer::create(loop->get(), *model, so, &clock);
   if (!server.ok()) {
     std::fprintf(stderr, "error: %s\n", server.status().message().c_str());
@@ -126,6 +133,10 @@ int run_serve(const ServeArgs& a) {
   (*loop)->begin_drain();
   wait_until([&] { return (*loop)->idle() && (*server)->active_requests() == 0; }, a.drain_timeout);
   (*loop)->stop();  // aborts whatever is left
+  // The scheduler-overhead figure: plan time per step (median, p99) and its share of the step.
+  const std::string summary = server::format_step_summary(step_metrics->step_summary());
+  spdlog::info("{}", summary);
+  if (!spdlog::should_log(spdlog::level::info)) std::fprintf(stderr, "[ecoserve] %s\n", summary.c_str());
   wait_until([&] { return (*server)->active_requests() == 0; }, 2.0);
   (*server)->stop();
   loop->reset();  // its pending sinks reference connections of the server

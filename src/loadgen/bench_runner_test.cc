@@ -1,7 +1,6 @@
 // BenchmarkRunner against the in-test fake OpenAI server (real sockets on 127.0.0.1).
 // Latencies here are wall-clock; assertions use margins far larger than scheduling noise.
-// TODO(integration): `ecoserve bench` against `ecoserve serve` with the tiny model: 200 requests,
-// 0 errors, TTFT/E2E within the server /metrics histogram buckets (issue 4); not written yet.
+// The integration against `ecoserve serve` is bench_server_integration_test.cc.
 #include "loadgen/bench_runner.h"
 
 #include <cmath>
@@ -164,20 +163,29 @@ TEST_F(RunnerTest, RequestBodyIsOpenAiCompatible) {
             R"("stream_options":{"include_usage":true},"temperature":0.0})");
 }
 
-// The fake server's TTFT is 2 ms + 10 ms x (arrivals in the previous 100 ms). With
-// evenly spaced arrivals at rate r, that load is floor(0.1 r) (away from the boundary),
-// so TTFT <= 40 ms holds iff load <= 3 iff r < 40 req/s: the knee is 40 req/s.
-// (Pass: load 3 -> 32 ms; fail: load 4 -> 42 ms.) Only the first 3 requests of a probe
-// see a lighter load, so a failing rate has attainment 3/60 = 5% < 90%.
+// Knee by hand. The fake server's TTFT is 5 ms + 15 ms x load, load = the earlier
+// arrivals within the last 975 ms. With evenly spaced arrivals at rate r the steady load
+// is floor(0.975 r), and the SLO (TTFT <= 5 + 15 x 38.5 = 582.5 ms) holds iff load <= 38
+// iff r < 39 / 0.975 = 40 req/s: the knee is 40 req/s.
+// Bisection over [5, 85] in 3 steps probes 45 (fail), 25 (pass), 35 (pass): best 35, within
+// one step (10) of the knee. Every probe is 12.5% or more away from the knee, so the margins
+// are large against scheduling noise on a loaded machine:
+//  - at 35 req/s the load is 34 (arrival 35 is 25 ms outside the window); failing needs
+//    load 39, i.e. arrival 39 (at -1114 ms) pulled 139 ms into the window, and the TTFT of
+//    load 34-35 (515-530 ms) is 52+ ms under the SLO;
+//  - at 45 req/s the load is 43; passing needs 5 arrivals (108 ms) out of the window, and
+//    noise only makes TTFT longer. Only the first 39 of 60 requests see load <= 38, so the
+//    attainment is at most 65% < 90%.
+// Each probe gets a fresh fake server, so one probe's arrivals never load the next.
 TEST_F(RunnerTest, GoodputSearchFindsTheKnee) {
-  auto server = FakeOpenAiServer::start({.base_ttft_ms = 2, .per_load_ms = 10, .busy_ms = 100, .tpot_ms = 2});
-  ASSERT_TRUE(server.ok());
-  BenchmarkRunner runner(options_for((*server)->port()), clock_, builder_);
+  const FakeServerOptions fake{.base_ttft_ms = 5, .per_load_ms = 15, .busy_ms = 975, .tpot_ms = 2};
   auto w = workload(60, 4);
   MetricsOptions mo;
-  mo.slo.ttft_ms = 40;
-  GoodputSearchOptions so{.min_rate = 8, .max_rate = 68, .steps = 4, .target_attainment = 0.9};
+  mo.slo.ttft_ms = 5 + 15 * 38.5;
+  GoodputSearchOptions so{.min_rate = 5, .max_rate = 85, .steps = 3, .target_attainment = 0.9};
   auto probe = [&](double rate) -> StatusOr<GoodputProbe> {
+    ECO_ASSIGN_OR_RETURN(auto server, FakeOpenAiServer::start(fake));
+    BenchmarkRunner runner(options_for(server->port()), clock_, builder_);
     ECO_ASSIGN_OR_RETURN(auto arrivals, ArrivalProcess::create({.rate = rate, .burstiness = INFINITY}));
     auto times = arrivals.times(w.size());
     ECO_ASSIGN_OR_RETURN(auto res, runner.run(w, times));
@@ -186,14 +194,18 @@ TEST_F(RunnerTest, GoodputSearchFindsTheKnee) {
   };
   auto result = goodput_search(so, probe);
   ASSERT_TRUE(result.ok()) << result.status().to_string();
+  ASSERT_EQ(result->probes.size(), 3u);
+  EXPECT_DOUBLE_EQ(result->probes[0].rate, 45);
+  EXPECT_FALSE(result->probes[0].pass) << "attainment " << result->probes[0].attainment;
+  EXPECT_LE(result->probes[0].attainment, 0.66);
+  EXPECT_DOUBLE_EQ(result->probes[1].rate, 25);
+  EXPECT_TRUE(result->probes[1].pass) << "attainment " << result->probes[1].attainment;
+  EXPECT_DOUBLE_EQ(result->probes[2].rate, 35);
+  EXPECT_TRUE(result->probes[2].pass) << "attainment " << result->probes[2].attainment;
+  EXPECT_DOUBLE_EQ(result->resolution, 10.0);
   ASSERT_TRUE(result->best_rate.has_value());
-  EXPECT_DOUBLE_EQ(result->resolution, 60.0 / 16);
-  EXPECT_LE(std::abs(*result->best_rate - 40.0), result->resolution)
-      << "best " << *result->best_rate;
-  ASSERT_EQ(result->probes.size(), 4u);
-  EXPECT_DOUBLE_EQ(result->probes[0].rate, 38);  // first midpoint: passes
-  EXPECT_TRUE(result->probes[0].pass);
-  EXPECT_FALSE(result->probes[1].pass);          // 53 req/s
+  EXPECT_DOUBLE_EQ(*result->best_rate, 35);
+  EXPECT_LE(std::abs(*result->best_rate - 40.0), result->resolution);
 }
 
 TEST(GoodputSearch, BisectsAgainstAPureModel) {

@@ -122,6 +122,18 @@ BenchmarkMetrics compute_metrics(std::span<const RequestRecord> records, double 
         static_cast<double>(m.total_input_tokens + m.total_output_tokens) / duration_s;
   }
   auto bins = output_tokens_per_second(records, 1.0);
+  // The last 1 s bin may cover only part of a second: rate it over the time it covers
+  // (a run shorter than 1 s is one such bin), or drop it when that is under half a bin.
+  if (!bins.empty() && duration_s > 0) {
+    const double covered = duration_s - static_cast<double>(bins.size() - 1);
+    if (covered > 0 && covered < 1.0) {
+      if (covered >= 0.5 || bins.size() == 1) {
+        bins.back() /= covered;
+      } else {
+        bins.pop_back();
+      }
+    }
+  }
   if (!bins.empty()) m.max_output_throughput = *std::max_element(bins.begin(), bins.end());
   m.slo_enabled = options.slo.enabled();
   if (m.slo_enabled) {

@@ -143,6 +143,14 @@ TEST(Metrics, TokensPerSecondBins) {
   EXPECT_DOUBLE_EQ(bins[2], 1);
   auto m = compute_metrics(rs, 3.0, {});
   EXPECT_DOUBLE_EQ(m.max_output_throughput, 4);
+  // A run of 2.2 s: the last bin covers 0.2 s (< half a bin) and is dropped.
+  m = compute_metrics(rs, 2.2, {});
+  EXPECT_DOUBLE_EQ(m.max_output_throughput, 4);
+  // A run of 0.8 s: its only bin is rated over 0.8 s.
+  std::vector<RequestRecord> short_run;
+  short_run.push_back(make(0.0, {0.2, 0.4, 0.6}, 3));
+  m = compute_metrics(short_run, 0.8, {});
+  EXPECT_DOUBLE_EQ(m.max_output_throughput, 3 / 0.8);
 }
 
 }  // namespace

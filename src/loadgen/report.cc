@@ -208,21 +208,36 @@ Status write_plots(const std::string& dir, std::span<const RequestRecord> record
     if (auto t = tpot_s(r)) tpot.push_back(*t * 1000);
     for (double g : itl_s(r)) itl.push_back(g * 1000);
   }
-  auto cdf = [&](const char* file, const char* title, const char* label, std::vector<double> v) -> Status {
-    SvgPlot plot(title, label, "fraction of requests");
+  auto cdf = [&](const char* file, const char* title, const char* label, const char* unit,
+                 std::vector<double> v) -> Status {
+    SvgPlot plot(title, label, fmt::format("fraction of {}", unit));
     plot.set_y_range(0, 1);
-    plot.add({.name = fmt::format("{} (n={})", title, v.size()), .points = cdf_points(std::move(v)), .step = true});
+    plot.add({.name = fmt::format("{} (n={} {})", title, v.size(), unit), .points = cdf_points(std::move(v)),
+              .step = true});
     return write_text(base / file, plot.render());
   };
-  ECO_RETURN_IF_ERROR(cdf("ttft_cdf.svg", "TTFT CDF", "time to first token (ms)", ttft));
-  ECO_RETURN_IF_ERROR(cdf("tpot_cdf.svg", "TPOT CDF", "time per output token (ms)", tpot));
-  ECO_RETURN_IF_ERROR(cdf("e2e_cdf.svg", "E2E latency CDF", "end-to-end latency (ms)", e2e));
-  ECO_RETURN_IF_ERROR(cdf("itl_cdf.svg", "ITL CDF", "inter-token latency (ms)", itl));
+  ECO_RETURN_IF_ERROR(cdf("ttft_cdf.svg", "TTFT CDF", "time to first token (ms)", "requests", ttft));
+  ECO_RETURN_IF_ERROR(cdf("tpot_cdf.svg", "TPOT CDF", "time per output token (ms)", "requests", tpot));
+  ECO_RETURN_IF_ERROR(cdf("e2e_cdf.svg", "E2E latency CDF", "end-to-end latency (ms)", "requests", e2e));
+  ECO_RETURN_IF_ERROR(cdf("itl_cdf.svg", "ITL CDF", "inter-token latency (ms)", "token gaps", itl));
   {
     auto bins = output_tokens_per_second(records, 1.0);
+    // The last bin is usually partial: rate over the part the run covered, or dropped when
+    // that part is under half a bin (a rate over a sliver would be noise).
+    double last_s = 0;
+    for (const auto& r : records)
+      if (r.success && !r.chunk_s.empty()) last_s = std::max(last_s, r.chunk_s.back());
     SvgPlot plot("Output tokens per second", "time since start (s)", "tokens/s");
-    SvgSeries s{.name = "output tok/s (1 s bins)"};
-    for (std::size_t i = 0; i < bins.size(); ++i) s.points.emplace_back(static_cast<double>(i) + 0.5, bins[i]);
+    SvgSeries s{.name = "output tokens/s (1 s bins)", .markers = bins.size() <= 30};
+    for (std::size_t i = 0; i < bins.size(); ++i) {
+      const double start = static_cast<double>(i);
+      const double covered = std::min(1.0, last_s - start);
+      if (i + 1 == bins.size() && covered < 1.0) {
+        if (covered >= 0.5) s.points.emplace_back(start + covered / 2, bins[i] / covered);
+        continue;
+      }
+      s.points.emplace_back(start + 0.5, bins[i]);
+    }
     plot.add(std::move(s));
     ECO_RETURN_IF_ERROR(write_text(base / "throughput.svg", plot.render()));
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
 
 #include <fmt/format.h>
 
@@ -33,6 +34,80 @@ std::string tick_label(double v) {
   while (!s.empty() && s.back() == '0') s.pop_back();
   if (!s.empty() && s.back() == '.') s.pop_back();
   return s;
+}
+
+// Approximate width of `s` in pixels at font-size 12 sans-serif (about 0.6 em per
+// character; wide enough for digits and lower case, so the legend box never clips).
+double text_width(const std::string& s) { return 7.0 * static_cast<double>(s.size()); }
+
+// The legend: a white, framed box inside the plot area, in whichever corner covers the
+// fewest data (points and sampled segments), so it never hides the curves' interesting part.
+std::string render_legend(const std::vector<SvgSeries>& series, const std::function<double(double)>& X,
+                          const std::function<double(double)>& Y, double left, double top, double pw, double ph) {
+  if (series.empty()) return "";
+  constexpr double kPad = 8, kRow = 18, kSample = 24, kGap = 6, kInset = 8;
+  double text_w = 0;
+  for (const auto& s : series) text_w = std::max(text_w, text_width(s.name));
+  const double w = std::min(pw - 2 * kInset, kPad + kSample + kGap + text_w + kPad);
+  const double h = kPad + kRow * static_cast<double>(series.size()) + kPad - 6;
+  // Candidate corners: top-right, bottom-right, top-left, bottom-left.
+  const double xs[2] = {left + pw - kInset - w, left + kInset};
+  const double ys[2] = {top + kInset, top + ph - kInset - h};
+  std::vector<std::pair<double, double>> px;  // data in pixels, segments sampled
+  for (const auto& s : series) {
+    bool have_prev = false;
+    double prev_x = 0, prev_y = 0;
+    for (auto [x, y] : s.points) {
+      if (!std::isfinite(x) || !std::isfinite(y)) continue;
+      const double cx = X(x), cy = Y(y);
+      if (have_prev) {
+        for (int k = 1; k < 16; ++k) {
+          const double f = k / 16.0;
+          // A step series goes horizontally first, then vertically.
+          if (s.step && f < 0.5)
+            px.emplace_back(prev_x + 2 * f * (cx - prev_x), prev_y);
+          else if (s.step)
+            px.emplace_back(cx, prev_y + (2 * f - 1) * (cy - prev_y));
+          else
+            px.emplace_back(prev_x + f * (cx - prev_x), prev_y + f * (cy - prev_y));
+        }
+      }
+      px.emplace_back(cx, cy);
+      prev_x = cx;
+      prev_y = cy;
+      have_prev = true;
+    }
+  }
+  double bx = xs[0], by = ys[0];
+  size_t best = SIZE_MAX;
+  for (double cy : ys) {
+    for (double cx : xs) {
+      size_t n = 0;
+      for (auto [x, y] : px) n += x >= cx - 4 && x <= cx + w + 4 && y >= cy - 4 && y <= cy + h + 4;
+      if (n < best) {
+        best = n;
+        bx = cx;
+        by = cy;
+      }
+    }
+  }
+  std::string o = fmt::format(
+      "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"white\" fill-opacity=\"0.9\" "
+      "stroke=\"#bbb\"/>\n",
+      bx, by, w, h);
+  for (std::size_t i = 0; i < series.size(); ++i) {
+    const auto& s = series[i];
+    const char* color = kColors[i % kColors.size()];
+    const double ly = by + kPad + kRow * static_cast<double>(i) + 6;  // middle of the row
+    o += fmt::format(
+        "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"2\"{}/>\n",
+        bx + kPad, ly, bx + kPad + kSample, ly, color, s.dashed ? " stroke-dasharray=\"6 4\"" : "");
+    if (s.markers)
+      o += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\" fill=\"{}\"/>\n", bx + kPad + kSample / 2, ly,
+                       color);
+    o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n", bx + kPad + kSample + kGap, ly + 4, esc(s.name));
+  }
+  return o;
 }
 
 }  // namespace
@@ -146,12 +221,8 @@ std::string SvgPlot::render(int width, int height) const {
       for (auto [x, y] : s.points)
         if (std::isfinite(x) && std::isfinite(y))
           o += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\" fill=\"{}\"/>\n", X(x), Y(y), color);
-    // Legend entry.
-    double ly = top + 14 + 16.0 * static_cast<double>(i);
-    o += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"2\"/>\n",
-                     left + pw - 150, ly - 4, left + pw - 130, ly - 4, color);
-    o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n", left + pw - 124, ly, esc(s.name));
   }
+  o += render_legend(series_, X, Y, left, top, pw, ph);
   o += "</svg>\n";
   return o;
 }

@@ -76,7 +76,7 @@ struct ServerState {
   ChatTemplateKind chat_template = ChatTemplateKind::kChatml;
   std::string bos_text = "<s>";
   std::string eos_text = "</s>";
-  std::unique_ptr<ServerMetrics> metrics;
+  std::shared_ptr<ServerMetrics> metrics;
 
   net::io_context ioc;
   std::optional<tcp::acceptor> acceptor;
@@ -801,7 +801,7 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::create(instance::InstanceLoop*
   const model::Tokenizer& tok = impl->model->tokenizer();
   if (tok.bos_id() >= 0) impl->bos_text = std::string(tok.token_text(tok.bos_id()));
   if (tok.eos_id() >= 0) impl->eos_text = std::string(tok.token_text(tok.eos_id()));
-  impl->metrics = std::make_unique<ServerMetrics>(options.served_model_name);
+  impl->metrics = options.metrics ? options.metrics : std::make_shared<ServerMetrics>(options.served_model_name);
   std::random_device rd;
   impl->id_salt = (static_cast<uint64_t>(rd()) << 32) ^ rd();
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));

@@ -27,6 +27,8 @@
 
 namespace ecoserve::server {
 
+class ServerMetrics;
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 8000;                 // 0 = pick a free port (see HttpServer::port())
@@ -36,6 +38,8 @@ struct ServerOptions {
   std::string chat_template;            // template name override; "" = detect from the GGUF
   int64_t max_body_bytes = 4ll << 20;   // larger bodies get 413
   double health_timeout_seconds = 5.0;  // /health is 503 when the loop's heartbeat is older
+  // Metrics shared with the caller (e.g. also fed by InstanceOptions::on_step); null = the server makes its own.
+  std::shared_ptr<ServerMetrics> metrics;
 };
 
 class HttpServer {

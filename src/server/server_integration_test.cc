@@ -3,12 +3,9 @@
 // small Boost.Beast client.
 #include <utility>  // before Boost.Asio (1.74 awaitable.hpp needs std::exchange)
 
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/time.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -28,6 +25,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "base/subprocess.h"
 #include "base/test_data.h"
 
 namespace ecoserve::server {
@@ -44,7 +42,7 @@ constexpr const char* kPrompt = "Once upon a time";
 
 std::string ecoserve_binary() { return std::string(ECOSERVE_BINARY_DIR) + "/ecoserve"; }
 
-// A child `ecoserve serve` process.
+// A child `ecoserve serve` process (base/subprocess.h) and the port it printed.
 class ServerProcess {
  public:
   // Empty error string on success.
@@ -53,65 +51,18 @@ class ServerProcess {
     std::vector<std::string> args = {ecoserve_binary(), "serve", "--model", *model, "--port", "0", "--threads", "1",
                                      "--drain-timeout", "5"};
     args.insert(args.end(), extra.begin(), extra.end());
-    int fds[2];
-    if (pipe(fds) != 0) return "pipe failed";
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(fds[1], STDOUT_FILENO);
-      close(fds[0]);
-      close(fds[1]);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    close(fds[1]);
-    out_fd_ = fds[0];
-    std::string line;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (std::chrono::steady_clock::now() < deadline) {
-      pollfd p{out_fd_, POLLIN, 0};
-      if (poll(&p, 1, 1000) <= 0) continue;
-      char c;
-      ssize_t n = read(out_fd_, &c, 1);
-      if (n <= 0) return "server exited before printing its URL";
-      if (c != '\n') {
-        line += c;
-        continue;
-      }
-      const std::string marker = "ecoserve listening on http://127.0.0.1:";
-      if (line.rfind(marker, 0) == 0) {
-        port_ = static_cast<uint16_t>(std::stoi(line.substr(marker.size())));
-        return "";
-      }
-      line.clear();
-    }
-    return "timed out waiting for the server URL";
+    if (Status s = process_.start(args); !s.ok()) return s.to_string();
+    auto rest = process_.wait_for_line("ecoserve listening on http://127.0.0.1:", std::chrono::seconds(30));
+    if (!rest.ok()) return rest.status().to_string();
+    port_ = static_cast<uint16_t>(std::stoi(*rest));
+    return "";
   }
-
-  // SIGTERM and wait; returns the exit status (or -1).
-  int stop() {
-    if (pid_ <= 0) return -1;
-    kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    if (out_fd_ >= 0) close(out_fd_);
-    out_fd_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-  ~ServerProcess() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
+  // SIGTERM and wait; returns the exit status.
+  int stop() { return process_.stop(SIGTERM); }
   uint16_t port() const { return port_; }
 
  private:
-  pid_t pid_ = -1;
-  int out_fd_ = -1;
+  Subprocess process_;
   uint16_t port_ = 0;
 };
 

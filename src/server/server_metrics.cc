@@ -15,6 +15,12 @@ constexpr double kTpot[] = {0.01, 0.025, 0.05, 0.075, 0.1,  0.15, 0.2,  0.3,  0.
                             0.75, 1.0,   2.5,  5.0,   7.5,  10.0, 20.0, 40.0, 80.0};
 constexpr double kLatency[] = {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
                                30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+// 1-2.5-5 per decade.
+constexpr double kPlan[] = {1e-6,   2.5e-6, 5e-6, 1e-5,   2.5e-5, 5e-5, 1e-4,   2.5e-4,
+                            5e-4,   1e-3,   2.5e-3, 5e-3, 0.01,   0.025, 0.05,  0.1};
+constexpr double kExecute[] = {1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05,
+                               0.1,  0.25,   0.5,  1.0,  2.5,    5.0,  10.0, 30.0};
+constexpr double kNumSeqs[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
 
 void render_scalar(std::string& out, const std::string& name, const char* type, const std::string& help,
                    const std::string& labels, double value) {
@@ -27,6 +33,36 @@ void render_scalar(std::string& out, const std::string& name, const char* type, 
 std::span<const double> ttft_buckets() { return kTtft; }
 std::span<const double> tpot_buckets() { return kTpot; }
 std::span<const double> request_latency_buckets() { return kLatency; }
+std::span<const double> plan_time_buckets() { return kPlan; }
+std::span<const double> step_execute_buckets() { return kExecute; }
+std::span<const double> step_num_seqs_buckets() { return kNumSeqs; }
+
+double percentile_of(std::vector<double>& v, double q) {
+  if (v.empty()) return 0.0;
+  const double rank = std::clamp(q, 0.0, 100.0) / 100.0 * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(rank));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  std::nth_element(v.begin(), v.begin() + lo, v.end());
+  const double a = v[lo];
+  if (hi == lo) return a;
+  const double b = *std::min_element(v.begin() + lo + 1, v.end());  // the (lo+1)-th smallest
+  return a + (rank - static_cast<double>(lo)) * (b - a);
+}
+
+std::string format_step_summary(const StepSummary& s) {
+  auto t = [](double sec) {
+    if (sec < 1e-3) return fmt::format("{:.1f} us", sec * 1e6);
+    if (sec < 1.0) return fmt::format("{:.2f} ms", sec * 1e3);
+    return fmt::format("{:.3f} s", sec);
+  };
+  std::string out = fmt::format("scheduler overhead: {} steps", s.steps);
+  if (s.samples < s.steps) out += fmt::format(" (last {} sampled)", s.samples);
+  out += fmt::format(", plan p50 {} p99 {}, execute p50 {} p99 {}, plan share of step p50 {:.2f}% p99 {:.2f}% "
+                     "total {:.2f}%",
+                     t(s.plan_p50_s), t(s.plan_p99_s), t(s.execute_p50_s), t(s.execute_p99_s),
+                     s.plan_share_p50_perc, s.plan_share_p99_perc, s.plan_share_total_perc);
+  return out;
+}
 
 std::string prometheus_number(double v) {
   if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
@@ -70,13 +106,64 @@ void Histogram::render(std::string& out, const std::string& name, const std::str
   out += fmt::format("{}_count{{{}}} {}\n", name, labels, count_);
 }
 
-ServerMetrics::ServerMetrics(std::string model_name)
+ServerMetrics::ServerMetrics(std::string model_name, size_t step_sample_capacity)
     : labels_("model_name=\"" + prometheus_escape(model_name) + "\""),
       ttft_(kTtft),
       tpot_(kTpot),
       itl_(kTpot),
       e2e_(kLatency),
-      queue_(kLatency) {}
+      queue_(kLatency),
+      plan_(kPlan),
+      execute_(kExecute),
+      num_seqs_(kNumSeqs),
+      ring_capacity_(std::max<size_t>(1, step_sample_capacity)) {
+  ring_.reserve(std::min<size_t>(ring_capacity_, 4096));
+}
+
+void ServerMetrics::observe_step(const instance::StepStats& st) {
+  std::lock_guard lock(step_mu_);
+  plan_.observe(st.plan_seconds);
+  execute_.observe(st.execute_seconds);
+  num_seqs_.observe(st.num_seqs);
+  const StepSample sample{st.plan_seconds, st.execute_seconds};
+  if (ring_.size() < ring_capacity_) {
+    ring_.push_back(sample);
+  } else {
+    ring_[ring_next_] = sample;
+  }
+  ring_next_ = (ring_next_ + 1) % ring_capacity_;
+  ++steps_;
+}
+
+StepSummary ServerMetrics::step_summary() const {
+  std::vector<StepSample> samples;
+  StepSummary s;
+  {
+    std::lock_guard lock(step_mu_);
+    samples = ring_;
+    s.steps = steps_;
+  }
+  s.samples = static_cast<int64_t>(samples.size());
+  if (samples.empty()) return s;
+  std::vector<double> plan, execute, share;
+  double plan_sum = 0, step_sum = 0;
+  for (const StepSample& x : samples) {
+    plan.push_back(x.plan_s);
+    execute.push_back(x.execute_s);
+    const double step = x.plan_s + x.execute_s;
+    share.push_back(step > 0 ? 100.0 * x.plan_s / step : 0.0);
+    plan_sum += x.plan_s;
+    step_sum += step;
+  }
+  s.plan_p50_s = percentile_of(plan, 50);
+  s.plan_p99_s = percentile_of(plan, 99);
+  s.execute_p50_s = percentile_of(execute, 50);
+  s.execute_p99_s = percentile_of(execute, 99);
+  s.plan_share_p50_perc = percentile_of(share, 50);
+  s.plan_share_p99_perc = percentile_of(share, 99);
+  s.plan_share_total_perc = step_sum > 0 ? 100.0 * plan_sum / step_sum : 0.0;
+  return s;
+}
 
 void ServerMetrics::observe_ttft(double s) { std::lock_guard lock(mu_); ttft_.observe(s); }
 void ServerMetrics::observe_tpot(double s) { std::lock_guard lock(mu_); tpot_.observe(s); }
@@ -115,6 +202,13 @@ std::string ServerMetrics::render(const instance::InstanceStatus& st) const {
               labels_);
   queue_.render(out, "ecoserve:request_queue_time_seconds", "Histogram of time spent waiting in the queue in seconds.",
                 labels_);
+  std::lock_guard step_lock(step_mu_);
+  plan_.render(out, "ecoserve:scheduler_plan_seconds", "Histogram of the scheduler's planning time per step in seconds.",
+               labels_);
+  execute_.render(out, "ecoserve:step_execute_seconds",
+                  "Histogram of the forward-pass (execute) time per step in seconds.", labels_);
+  num_seqs_.render(out, "ecoserve:step_num_seqs", "Histogram of the number of sequences in each step's batch.",
+                   labels_);
   return out;
 }
 
