@@ -69,6 +69,11 @@ int run_generate(const GenerateArgs& a) {
   go.sampling.seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
   go.sampling.has_seed = true;
 
+  if (static_cast<int64_t>(prompt.size()) + a.n > (*runner)->max_context()) {
+    std::fprintf(stderr, "error: the prompt (%zu tokens) + max tokens (%d) exceeds the context of %d tokens\n",
+                 prompt.size(), a.n, (*runner)->max_context());
+    return 1;
+  }
   model::IncrementalDetokenizer detok(tok, /*render_special=*/false, /*strip_leading_space=*/false);
   std::fputs(a.prompt.c_str(), stdout);
   std::fflush(stdout);

@@ -59,10 +59,11 @@ class InstanceLoopTest : public ::testing::Test {
     model_ = *m;
   }
 
-  std::unique_ptr<engine::ModelRunner> runner(int32_t blocks = 256) {
+  std::unique_ptr<engine::ModelRunner> runner(int32_t blocks = 256, int32_t host_blocks = 0) {
     engine::EngineOptions eo;
     eo.num_threads = 1;
     eo.num_kv_blocks = blocks;
+    eo.num_host_blocks = host_blocks;
     auto r = engine::ModelRunner::create(model_, eo);
     EXPECT_TRUE(r.ok());
     return std::move(r).value();
@@ -118,6 +119,45 @@ TEST_F(InstanceLoopTest, ConcurrentGreedyRequestsMatchSingleSequenceGeneration) 
     }
     (*loop)->stop();
     EXPECT_DOUBLE_EQ((*loop)->status().kv_usage, 0.0);
+  }
+}
+
+// Too few KV blocks for all requests at once: the scheduler preempts (recompute, or
+// swap to the host pool and back) and every request still gets exactly the tokens it
+// gets alone.
+TEST_F(InstanceLoopTest, PreemptionByRecomputeAndSwapKeepsOutputsExact) {
+  const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "Tom and Sue went to the park",
+                                            "One day", "The sun was hot", "Mia had a red ball"};
+  const int32_t n = 60;
+  for (const char* mode : {"recompute", "swap"}) {
+    InstanceOptions opt;
+    opt.preemption_mode = mode;
+    opt.enable_prefix_caching = false;
+    // 6 requests x up to ~70 tokens need ~30 blocks of 16; give 12.
+    auto loop = InstanceLoop::create(runner(12, 64), opt, &clock_);
+    ASSERT_TRUE(loop.ok()) << loop.status().to_string();
+    (*loop)->start();
+    Collector c;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      auto req = request(i + 1, prompts[i], n);
+      req.sampling.ignore_eos = true;
+      ASSERT_TRUE((*loop)->submit(std::move(req), c.sink()).ok());
+    }
+    c.wait_finished(static_cast<int>(prompts.size()));
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      auto req = request(i + 1, prompts[i], n);
+      auto r = runner();
+      engine::Generator gen(*r);
+      engine::GenerateOptions go;
+      go.sampling = req.sampling;
+      go.sampling.ignore_eos = true;
+      auto want = gen.generate(req.prompt, go);
+      ASSERT_TRUE(want.ok());
+      EXPECT_EQ(c.tokens(i + 1), want->tokens) << mode << ": prompt '" << prompts[i] << "'";
+      EXPECT_EQ(c.events(i + 1).back().finish_reason, "length");
+    }
+    EXPECT_GT((*loop)->status().preemptions, 0) << mode;
+    (*loop)->stop();
   }
 }
 
