@@ -10,6 +10,7 @@
 
 #include "kernels/matmul_kernels.h"
 #include "kernels/ops.h"
+#include "kernels/vec_math.h"
 
 namespace ecoserve::kernels {
 
@@ -25,10 +26,26 @@ inline const float* row_of(const float* base, const PagedKvView& kv, int32_t pos
 
 // In place: row[0..n) = softmax(row[0..n)), row[n..len) = 0.
 void softmax_prefix(float* row, int32_t n, int32_t len) {
-  float mx = -std::numeric_limits<float>::infinity();
-  for (int32_t j = 0; j < n; ++j) mx = std::max(mx, row[j]);
+  __m256 vmx = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  int32_t j = 0;
+  for (; j + 8 <= n; j += 8) vmx = _mm256_max_ps(vmx, _mm256_loadu_ps(row + j));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, vmx);
+  float mx = lanes[0];
+  for (int i = 1; i < 8; ++i) mx = std::max(mx, lanes[i]);
+  for (; j < n; ++j) mx = std::max(mx, row[j]);
+  const __m256 vm = _mm256_set1_ps(mx);
+  __m256 vsum = _mm256_setzero_ps();
+  j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(row + j), vm));
+    _mm256_storeu_ps(row + j, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  _mm256_store_ps(lanes, vsum);
   double sum = 0.0;
-  for (int32_t j = 0; j < n; ++j) {
+  for (int i = 0; i < 8; ++i) sum += lanes[i];
+  for (; j < n; ++j) {
     row[j] = std::exp(row[j] - mx);
     sum += row[j];
   }

@@ -1,4 +1,5 @@
 #include "kernels/ops.h"
+#include "kernels/vec_math.h"
 
 #include <gtest/gtest.h>
 
@@ -57,6 +58,41 @@ TEST(OpsTest, SiluMul) {
   EXPECT_FLOAT_EQ(out[0], 0.0f);
   EXPECT_NEAR(out[1], 2.0f / (1.0f + std::exp(-1.0f)), 1e-6);
   EXPECT_NEAR(out[2], -2.0f / (1.0f + std::exp(2.0f)), 1e-6);
+}
+
+}  // namespace
+}  // namespace ecoserve::kernels
+
+namespace ecoserve::kernels {
+namespace {
+
+TEST(VecMathTest, Exp8MatchesStdExp) {
+  for (float base : {-100.0f, -87.0f, -20.0f, -1.0f, -0.3f, 0.0f, 0.2f, 1.0f, 10.0f, 80.0f}) {
+    alignas(32) float x[8], y[8];
+    for (int i = 0; i < 8; ++i) x[i] = base + 0.137f * i;
+    _mm256_store_ps(y, exp8(_mm256_load_ps(x)));
+    for (int i = 0; i < 8; ++i) {
+      const double want = std::exp(static_cast<double>(x[i]));
+      if (x[i] < -87.3f) {
+        EXPECT_EQ(y[i], 0.0f) << x[i];
+      } else {
+        EXPECT_NEAR(y[i] / want, 1.0, 5e-7) << x[i];
+      }
+    }
+  }
+}
+
+TEST(OpsTest, SiluMulVectorPathMatchesScalar) {
+  std::vector<float> g(37), u(37), out(37);
+  for (int i = 0; i < 37; ++i) {
+    g[i] = -6.0f + 0.33f * i;
+    u[i] = 0.5f + 0.01f * i;
+  }
+  silu_mul(g.data(), u.data(), 37, out.data());
+  for (int i = 0; i < 37; ++i) {
+    const double want = g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i];
+    EXPECT_NEAR(out[i], want, 1e-6 * std::max(1.0, std::abs(want))) << i;
+  }
 }
 
 }  // namespace
