@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string_view>
 
 #include "base/fp16.h"
 #include "base/status.h"
@@ -277,13 +278,19 @@ void quant_q6_k(const float* x, BlockQ6_K* y, std::int64_t nb) {
   }
 }
 
+// Blocks in a row of n elements of `type`; aborts, naming `fn`, when the type is
+// unsupported or n is not a whole number of blocks.
+std::int64_t checked_block_count(GgmlType type, std::int64_t n, std::string_view fn) {
+  const TypeTraits* t = type_traits(type);
+  ECO_CHECK_MSG(t && t->supported, "{}: unsupported type {}", fn, type_name(type));
+  ECO_CHECK_MSG(n % t->block_elems == 0, "{}: n={} not a multiple of {}", fn, n, t->block_elems);
+  return n / t->block_elems;
+}
+
 }  // namespace
 
 void dequantize_row(GgmlType type, const void* src, float* dst, std::int64_t n) {
-  const TypeTraits* t = type_traits(type);
-  ECO_CHECK_MSG(t && t->supported, "dequantize_row: unsupported type {}", type_name(type));
-  ECO_CHECK_MSG(n % t->block_elems == 0, "dequantize_row: n={} not a multiple of {}", n, t->block_elems);
-  const std::int64_t nb = n / t->block_elems;
+  const std::int64_t nb = checked_block_count(type, n, "dequantize_row");
   switch (type) {
     case GgmlType::kF32:
       std::memcpy(dst, src, static_cast<std::size_t>(n) * 4);
@@ -307,10 +314,7 @@ void dequantize_row(GgmlType type, const void* src, float* dst, std::int64_t n) 
 }
 
 void quantize_row(GgmlType type, const float* src, void* dst, std::int64_t n) {
-  const TypeTraits* t = type_traits(type);
-  ECO_CHECK_MSG(t && t->supported, "quantize_row: unsupported type {}", type_name(type));
-  ECO_CHECK_MSG(n % t->block_elems == 0, "quantize_row: n={} not a multiple of {}", n, t->block_elems);
-  const std::int64_t nb = n / t->block_elems;
+  const std::int64_t nb = checked_block_count(type, n, "quantize_row");
   switch (type) {
     case GgmlType::kF32:
       std::memcpy(dst, src, static_cast<std::size_t>(n) * 4);

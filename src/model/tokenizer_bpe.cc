@@ -3,10 +3,11 @@
 // printable characters with GPT-2's byte-to-unicode table, and adjacent symbols
 // are merged lowest merge rank first (leftmost on ties).
 #include <array>
-#include <queue>
+#include <optional>
 #include <unordered_map>
 
 #include "model/pretokenizer.h"
+#include "model/tokenizer_merge.h"
 #include "model/tokenizer_utf8.h"
 #include "model/tokenizer_vocab.h"
 
@@ -38,6 +39,7 @@ class BpeTokenizer final : public VocabTokenizer {
       : VocabTokenizer(std::move(data)), pre_(std::move(pre)), ranks_(std::move(ranks)) {
     const std::string_view p = pre_name();
     ignore_merges_ = p == "llama3" || p == "llama-v3" || p == "llama-bpe" || p == "falcon3";
+    for (int b = 0; b < 256; ++b) byte_tokens_[b] = lookup(std::string(1, static_cast<char>(b)));
   }
 
  protected:
@@ -50,12 +52,12 @@ class BpeTokenizer final : public VocabTokenizer {
       text = sanitized;
     }
     std::string word;
-    std::vector<Symbol> symbols;
     std::string key;
+    SymbolMerger merger;
     for (std::string_view w : pre_->split(text)) {
       word.clear();
       for (char c : w) word += map_.byte_to_utf8[static_cast<std::uint8_t>(c)];
-      encode_word(word, symbols, key, out);
+      encode_word(word, merger, key, out);
     }
   }
 
@@ -81,22 +83,18 @@ class BpeTokenizer final : public VocabTokenizer {
   }
 
  private:
-  struct Symbol {
-    int prev;
-    int next;
-    std::size_t offset;
-    std::size_t n;
-  };
-
-  int rank(std::string_view word, const Symbol& l, const Symbol& r, std::string& key) const {
-    key.assign(word.substr(l.offset, l.n));
+  // Merge rank of the pair `merged` split at `left_size`, as a merge priority
+  // (lower rank merges first); std::nullopt when the pair is not a merge.
+  std::optional<int> priority(std::string_view merged, std::size_t left_size, std::string& key) const {
+    key.assign(merged.substr(0, left_size));
     key += '\xFF';
-    key.append(word.substr(r.offset, r.n));
+    key.append(merged.substr(left_size));
     auto it = ranks_.find(key);
-    return it == ranks_.end() ? -1 : it->second;
+    if (it == ranks_.end()) return std::nullopt;
+    return -it->second;
   }
 
-  void encode_word(std::string_view word, std::vector<Symbol>& symbols, std::string& key,
+  void encode_word(std::string_view word, SymbolMerger& merger, std::string& key,
                    std::vector<std::int32_t>& out) const {
     if (word.empty()) return;
     if (ignore_merges_) {
@@ -106,67 +104,18 @@ class BpeTokenizer final : public VocabTokenizer {
         return;
       }
     }
-    symbols.clear();
-    for (std::size_t off = 0; off < word.size();) {
-      const std::size_t len = std::min(utf8::sequence_length(word[off]), word.size() - off);
-      const int index = static_cast<int>(symbols.size());
-      symbols.push_back(Symbol{index - 1, off + len == word.size() ? -1 : index + 1, off, len});
-      off += len;
-    }
-
-    struct Bigram {
-      int left;
-      int right;
-      int rank;
-      std::size_t size;
-    };
-    struct Greater {
-      bool operator()(const Bigram& l, const Bigram& r) const {
-        return l.rank > r.rank || (l.rank == r.rank && l.left > r.left);
-      }
-    };
-    std::priority_queue<Bigram, std::vector<Bigram>, Greater> queue;
-    auto try_add = [&](int left, int right) {
-      if (left < 0 || right < 0) return;
-      const int r = rank(word, symbols[left], symbols[right], key);
-      if (r < 0) return;
-      queue.push(Bigram{left, right, r, symbols[left].n + symbols[right].n});
-    };
-    for (int i = 1; i < static_cast<int>(symbols.size()); ++i) try_add(i - 1, i);
-
-    while (!queue.empty()) {
-      const Bigram b = queue.top();
-      queue.pop();
-      Symbol& l = symbols[b.left];
-      Symbol& r = symbols[b.right];
-      if (l.n == 0 || r.n == 0 || l.n + r.n != b.size) continue;  // stale
-      l.n += r.n;
-      r.n = 0;
-      l.next = r.next;
-      if (r.next >= 0) symbols[r.next].prev = b.left;
-      try_add(l.prev, b.left);
-      try_add(b.left, l.next);
-    }
-
-    for (int i = 0; i != -1; i = symbols[i].next) {
-      const Symbol& s = symbols[i];
-      const std::string_view piece = word.substr(s.offset, s.n);
-      const std::int32_t id = lookup(piece);
-      if (id >= 0) {
-        out.push_back(id);
-        continue;
-      }
-      // Not in the vocabulary: single-byte tokens where they exist (llama.cpp).
-      for (char c : piece) {
-        const std::int32_t bid = lookup(std::string_view(&c, 1));
-        if (bid >= 0) out.push_back(bid);
-      }
-    }
+    merger.reset(word, [](std::string_view t, std::size_t off) { return utf8::sequence_length(t[off]); });
+    merger.merge<int>([&](std::string_view merged, std::size_t left_size) {
+      return priority(merged, left_size, key);
+    });
+    // Not in the vocabulary: single-byte tokens where they exist (llama.cpp).
+    merger.emit([this](std::string_view piece) { return lookup(piece); }, byte_tokens_, out);
   }
 
   ByteMap map_;
   std::unique_ptr<Pretokenizer> pre_;
   std::unordered_map<std::string, int> ranks_;
+  std::array<std::int32_t, 256> byte_tokens_{};  // the token of each lone byte, -1 if none
   bool ignore_merges_ = false;
 };
 

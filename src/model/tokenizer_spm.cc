@@ -4,8 +4,9 @@
 // highest-scoring token (leftmost on ties), byte fallback to <0xNN> tokens.
 #include <array>
 #include <cstdio>
-#include <queue>
+#include <optional>
 
+#include "model/tokenizer_merge.h"
 #include "model/tokenizer_utf8.h"
 #include "model/tokenizer_vocab.h"
 
@@ -55,74 +56,19 @@ class SpmTokenizer final : public VocabTokenizer {
     }
     if (text.empty()) return;
 
-    struct Symbol {
-      int prev;
-      int next;
-      std::size_t offset;
-      std::size_t n;
-    };
-    std::vector<Symbol> symbols;
-    symbols.reserve(text.size());
-    for (std::size_t off = 0; off < text.size();) {
-      // One symbol per valid character; an invalid byte is a symbol of its own (llama.cpp
-      // would let a bad lead byte swallow the next bytes, e.g. a following "▁").
-      const utf8::DecodedChar d = utf8::decode_char(text, off);
-      const std::size_t len = d.status == utf8::CharStatus::kValid ? d.length : 1;
-      const int index = static_cast<int>(symbols.size());
-      symbols.push_back(Symbol{index - 1, off + len == text.size() ? -1 : index + 1, off, len});
-      off += len;
-    }
-
-    struct Bigram {
-      int left;
-      int right;
-      float score;
-      std::size_t size;
-    };
-    struct Less {
-      bool operator()(const Bigram& l, const Bigram& r) const {
-        return l.score < r.score || (l.score == r.score && l.left > r.left);
-      }
-    };
-    std::priority_queue<Bigram, std::vector<Bigram>, Less> queue;
-    const std::string_view tv(text);
-    auto try_add = [&](int left, int right) {
-      if (left < 0 || right < 0) return;
-      const std::size_t size = symbols[left].n + symbols[right].n;
-      const std::int32_t id = lookup(tv.substr(symbols[left].offset, size));
-      if (id < 0) return;
-      const float score = data().scores.empty() ? 0.0f : data().scores[id];
-      queue.push(Bigram{left, right, score, size});
-    };
-    for (int i = 1; i < static_cast<int>(symbols.size()); ++i) try_add(i - 1, i);
-
-    while (!queue.empty()) {
-      const Bigram b = queue.top();
-      queue.pop();
-      Symbol& l = symbols[b.left];
-      Symbol& r = symbols[b.right];
-      if (l.n == 0 || r.n == 0 || l.n + r.n != b.size) continue;  // stale
-      l.n += r.n;
-      r.n = 0;
-      l.next = r.next;
-      if (r.next >= 0) symbols[r.next].prev = b.left;
-      try_add(l.prev, b.left);
-      try_add(b.left, l.next);
-    }
-
-    for (int i = 0; i != -1; i = symbols[i].next) {
-      const Symbol& s = symbols[i];
-      const std::string_view piece = tv.substr(s.offset, s.n);
-      const std::int32_t id = lookup(piece);
-      if (id >= 0) {
-        out.push_back(id);
-        continue;
-      }
-      for (char c : piece) {
-        const std::int32_t bid = byte_to_token_[static_cast<std::uint8_t>(c)];
-        if (bid >= 0) out.push_back(bid);
-      }
-    }
+    SymbolMerger merger;
+    // One symbol per valid character; an invalid byte is a symbol of its own (llama.cpp
+    // would let a bad lead byte swallow the next bytes, e.g. a following "▁").
+    merger.reset(text, [](std::string_view t, std::size_t off) -> std::size_t {
+      const utf8::DecodedChar d = utf8::decode_char(t, off);
+      return d.status == utf8::CharStatus::kValid ? d.length : 1;
+    });
+    merger.merge<float>([this](std::string_view merged, std::size_t /*left_size*/) -> std::optional<float> {
+      const std::int32_t id = lookup(merged);
+      if (id < 0) return std::nullopt;
+      return data().scores.empty() ? 0.0f : data().scores[id];
+    });
+    merger.emit([this](std::string_view piece) { return lookup(piece); }, byte_to_token_, out);
   }
 
   std::string normal_piece(std::int32_t id) const override {

@@ -14,11 +14,7 @@ using R = std::vector<RunDecision>;
 constexpr int32_t kBs = 4;
 
 PolicyOptions opts(int32_t chunk = 8, int32_t tokens = 16, int32_t seqs = 8) {
-  PolicyOptions o;
-  o.max_num_seqs = seqs;
-  o.max_num_batched_tokens = tokens;
-  o.chunk_size = chunk;
-  return o;
+  return policy_options(seqs, tokens, chunk);
 }
 
 TEST(ChunkedPrefillPolicyTest, DecodesFirstThenPartialThenNewChunks) {

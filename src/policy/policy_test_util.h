@@ -53,6 +53,16 @@ inline std::vector<RequestId> ids(std::initializer_list<uint64_t> l) {
   return v;
 }
 
+// Policy limits: at most `seqs` running requests, `tokens` new tokens per step,
+// `chunk` prefill tokens per request per step (0: only the token budget).
+inline PolicyOptions policy_options(int32_t seqs, int32_t tokens, int32_t chunk = 0) {
+  PolicyOptions o;
+  o.max_num_seqs = seqs;
+  o.max_num_batched_tokens = tokens;
+  o.chunk_size = chunk;
+  return o;
+}
+
 inline InstanceView make_view(int32_t free_blocks, int32_t total_blocks, int32_t block_size) {
   InstanceView v;
   v.num_free_blocks = free_blocks;

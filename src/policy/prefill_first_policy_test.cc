@@ -11,12 +11,7 @@ using namespace ecoserve::policy::testing;
 using R = std::vector<RunDecision>;
 constexpr int32_t kBs = 4;
 
-PolicyOptions opts(int32_t seqs = 4, int32_t tokens = 16) {
-  PolicyOptions o;
-  o.max_num_seqs = seqs;
-  o.max_num_batched_tokens = tokens;
-  return o;
-}
+PolicyOptions opts(int32_t seqs = 4, int32_t tokens = 16) { return policy_options(seqs, tokens); }
 
 TEST(PrefillFirstPolicyTest, AdmitsWholePromptsFcfsWithinTokenBudget) {
   PrefillFirstPolicy p(opts());

@@ -104,6 +104,20 @@ std::span<const int32_t> Scheduler::output_tokens(RequestId id) const {
   return std::span<const int32_t>(r.tokens).subspan(r.prompt_len);
 }
 
+std::unique_ptr<Scheduler::Request> Scheduler::new_request(RequestSpec&& spec) {
+  auto r = std::make_unique<Request>();
+  r->id = spec.id;
+  r->priority = spec.priority;
+  r->arrival = spec.arrival;
+  r->seq_no = next_seq_no_++;
+  r->sampling = std::move(spec.sampling);
+  r->seed = spec.seed;
+  r->prompt_len = static_cast<int32_t>(spec.prompt.size());
+  r->tokens = std::move(spec.prompt);
+  r->tokens.reserve(r->tokens.size() + std::min(r->sampling.max_tokens, 4096));
+  return r;
+}
+
 Status Scheduler::add_request(RequestSpec spec) {
   if (policy_->role() == InstanceRole::kDecode) {
     return failed_precondition_error("request {}: a decode instance takes requests with computed KV only",
@@ -127,16 +141,7 @@ Status Scheduler::add_request(RequestSpec spec) {
   if (requests_.count(spec.id) || held_.count(spec.id)) {
     return already_exists_error("request {} already exists", spec.id.value);
   }
-  auto r = std::make_unique<Request>();
-  r->id = spec.id;
-  r->priority = spec.priority;
-  r->arrival = spec.arrival;
-  r->seq_no = next_seq_no_++;
-  r->sampling = std::move(spec.sampling);
-  r->seed = spec.seed;
-  r->prompt_len = static_cast<int32_t>(prompt_len);
-  r->tokens = std::move(spec.prompt);
-  r->tokens.reserve(r->tokens.size() + std::min(r->sampling.max_tokens, 4096));
+  std::unique_ptr<Request> r = new_request(std::move(spec));
   if (options_.enable_prefix_caching) kv::PrefixCache::extend_hashes(r->tokens, options_.block_size, &r->hashes);
   Request* p = r.get();
   requests_.emplace(p->id, std::move(r));
@@ -174,16 +179,7 @@ StatusOr<std::vector<BlockId>> Scheduler::add_computed_request(RequestSpec spec,
     return resource_exhausted_error("request {}: needs {} KV blocks, {} free", spec.id.value, need,
                                     cache_.num_free());
   }
-  auto r = std::make_unique<Request>();
-  r->id = spec.id;
-  r->priority = spec.priority;
-  r->arrival = spec.arrival;
-  r->seq_no = next_seq_no_++;
-  r->sampling = std::move(spec.sampling);
-  r->seed = spec.seed;
-  r->prompt_len = static_cast<int32_t>(prompt_len);
-  r->tokens = std::move(spec.prompt);
-  r->tokens.reserve(r->tokens.size() + std::min(r->sampling.max_tokens, 4096));
+  std::unique_ptr<Request> r = new_request(std::move(spec));
   r->tokens.insert(r->tokens.end(), output_tokens.begin(), output_tokens.end());
   r->num_computed = num_computed;
   r->num_cached_prompt_tokens = 0;

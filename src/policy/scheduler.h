@@ -165,6 +165,9 @@ class Scheduler {
   static bool before(const Request* a, const Request* b);
   void insert_sorted(std::vector<Request*>& queue, Request* r);
   void remove_from(std::vector<Request*>& queue, Request* r);
+  // A fresh Request from an already validated spec: identity, sampling, prompt
+  // (tokens reserved for up to 4096 outputs); no blocks, state kWaiting.
+  std::unique_ptr<Request> new_request(RequestSpec&& spec);
   void build_view();
   int32_t max_prefix_blocks(const Request& r) const;
   void release_blocks(Request& r);

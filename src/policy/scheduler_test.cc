@@ -17,6 +17,7 @@ namespace ecoserve::policy {
 namespace {
 
 using testing::at_ms;
+using testing::policy_options;
 constexpr int32_t kBs = 4;
 
 // A fake engine with a simulated KV cache: each slot holds the token id whose KV it
@@ -97,11 +98,7 @@ Scheduler::Options sched_opts(int32_t num_blocks, PreemptionMode mode = Preempti
 }
 
 PolicyOptions pol(int32_t seqs = 8, int32_t tokens = 64, int32_t chunk = 0) {
-  PolicyOptions p;
-  p.max_num_seqs = seqs;
-  p.max_num_batched_tokens = tokens;
-  p.chunk_size = chunk;
-  return p;
+  return policy_options(seqs, tokens, chunk);
 }
 
 struct Harness {
