@@ -10,8 +10,9 @@
 //     model's decode tokens/s at batch n if matmuls were all it did.
 //   BM_PrefillMatmuls/type/512/threads: the same for a 512-token prompt with
 //     the output layer for the last token only (prefill tokens/s bound).
-//   BM_OpenBlasSgemm: OpenBLAS sgemm on the same F32 shapes, for reference.
-// type: 0 = f32, 8 = q8_0. Run e.g.
+//   BM_OpenBlasSgemm / BM_OpenBlasSgemv: OpenBLAS on the same F32 shapes, for
+//     reference (sgemv: the 32000x768 output layer, one token).
+// type: 0 = f32, 1 = f16, 2 = q4_0, 8 = q8_0, 12 = q4_k, 14 = q6_k. Run e.g.
 //   build/bench/kernels_bench --benchmark_filter='Model|Prefill'
 #include <benchmark/benchmark.h>
 #include <cblas.h>
@@ -128,6 +129,30 @@ BENCHMARK(BM_OpenBlasSgemm)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
+// Reference point for single-token decode: OpenBLAS sgemv (single-threaded) on
+// the F32 output-layer shape (98 MB, streamed from DRAM like in the engine);
+// compare BM_Matmul/type:0/rows:32000/cols:768/n:1/threads:1.
+void BM_OpenBlasSgemv(benchmark::State& state) {
+  const std::int64_t rows = state.range(0), cols = state.range(1);
+  openblas_set_num_threads(1);
+  const Weights& w = cached_weights(GgmlType::kF32, rows, cols, 0);
+  const std::vector<float> x = make_acts(cols);
+  std::vector<float> y(rows);
+  for (auto _ : state) {
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(rows), static_cast<int>(cols), 1.0f,
+                reinterpret_cast<const float*>(w.bytes.data()), static_cast<int>(cols), x.data(), 1, 0.0f, y.data(), 1);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(w.bytes.size()));
+}
+BENCHMARK(BM_OpenBlasSgemv)
+    ->ArgNames({"rows", "cols"})
+    ->Args({kVocab, kDim})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
 // All linear layers of the model for n tokens; output layer for out_tokens of them.
 void run_model(benchmark::State& state, std::int64_t n, std::int64_t out_tokens) {
   const GgmlType type = type_arg(state.range(0));
@@ -174,6 +199,10 @@ void BM_PrefillMatmuls(benchmark::State& state) { run_model(state, state.range(1
 
 constexpr std::int64_t kF32 = static_cast<std::int64_t>(GgmlType::kF32);
 constexpr std::int64_t kQ8 = static_cast<std::int64_t>(GgmlType::kQ8_0);
+constexpr std::int64_t kF16 = static_cast<std::int64_t>(GgmlType::kF16);
+constexpr std::int64_t kQ4_0 = static_cast<std::int64_t>(GgmlType::kQ4_0);
+constexpr std::int64_t kQ4_K = static_cast<std::int64_t>(GgmlType::kQ4_K);
+constexpr std::int64_t kQ6_K = static_cast<std::int64_t>(GgmlType::kQ6_K);
 
 void matmul_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"type", "rows", "cols", "n", "threads"});
@@ -186,8 +215,11 @@ void matmul_args(benchmark::internal::Benchmark* b) {
 void model_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"type", "n", "threads"});
   for (std::int64_t type : {kQ8, kF32})
-    for (std::int64_t n : {1, 8, 32, 64})
+    for (std::int64_t n : {1, 2, 3, 4, 8, 32, 64})
       for (std::int64_t threads : {1, 2}) b->Args({type, n, threads});
+  // The other weight types at decode (their bytes are left zero: speed does not depend on values).
+  for (std::int64_t type : {kF16, kQ4_0, kQ4_K, kQ6_K})
+    for (std::int64_t n : {1, 8}) b->Args({type, n, 1});
 }
 
 void prefill_args(benchmark::internal::Benchmark* b) {

@@ -7,6 +7,8 @@
 // thread that computes it (one 8-lane accumulator per element, columns in
 // ascending order, then a fixed horizontal sum), so results are bitwise
 // identical for a token computed alone or inside a batch, at any thread count.
+// Up to 4 tokens take a multi-stream GEMV loop (several far-apart row ranges
+// read at once, for memory bandwidth) with that same per-element arithmetic.
 #pragma once
 
 #include <cstddef>

@@ -109,7 +109,7 @@ TEST(MatmulTest, MatchesFloat64ReferenceForEveryTypeShapeAndThreadCount) {
   for (const Case& c : kCases) {
     for (std::int64_t rows : {1, 5, 37, 70}) {
       const Matrix m = make_matrix(c.type, rows, c.cols, seed++);
-      for (std::int64_t n : {1, 3, 7, 32, 65, 130}) {  // 65, 130: the OpenBLAS path
+      for (std::int64_t n : {1, 2, 3, 4, 7, 32, 65, 130}) {  // 65, 130: the OpenBLAS path
         const std::vector<float> x = make_acts(n, c.cols, seed++);
         for (ThreadPool* pool : {&pool1, &pool2}) {
           KernelContext ctx(pool);
@@ -145,10 +145,16 @@ TEST(MatmulTest, BitwiseSameAloneOrBatchedAndAtAnyThreadCount) {
       matmul(m.view(), x.data() + t * cols, 1, alone.data(), ctx1);
       ASSERT_EQ(std::memcmp(alone.data(), batched.data() + t * rows, rows * 4), 0) << type_name(type) << " token " << t;
     }
-    // A sub-batch starting mid-way matches too (different tile alignment).
-    std::vector<float> sub(5 * rows);
-    matmul(m.view(), x.data() + 11 * cols, 5, sub.data(), ctx2);
-    EXPECT_EQ(std::memcmp(sub.data(), batched.data() + 11 * rows, sub.size() * 4), 0) << type_name(type);
+    // Sub-batches starting mid-way match too (different tile alignment; 2-4
+    // tokens take the multi-stream gemv path, 5 the tiles).
+    for (std::int64_t k : {2, 3, 4, 5}) {
+      for (KernelContext* ctx : {&ctx1, &ctx2}) {
+        std::vector<float> sub(k * rows);
+        matmul(m.view(), x.data() + 11 * cols, k, sub.data(), *ctx);
+        EXPECT_EQ(std::memcmp(sub.data(), batched.data() + 11 * rows, sub.size() * 4), 0)
+            << type_name(type) << " sub-batch of " << k << " threads " << ctx->pool->num_threads();
+      }
+    }
   }
 }
 
