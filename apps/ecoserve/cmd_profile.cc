@@ -17,6 +17,7 @@ namespace ecoserve::apps {
 namespace {
 
 struct ProfileArgs {
+  bool mmap = false;  // map the GGUF instead of reading it into huge pages
   std::string model;
   std::vector<int32_t> threads = {1, 2};
   int32_t prompt_len = 512;
@@ -85,7 +86,7 @@ StatusOr<double> measure_decode(engine::ModelRunner& r, const ProfileArgs& a, in
 }
 
 int run_profile(const ProfileArgs& a) {
-  auto model = model::LlamaModel::load(a.model);
+  auto model = model::LlamaModel::load(a.model, a.mmap ? model::GgufFile::Load::kMmap : model::GgufFile::Load::kReadHugePages);
   if (!model.ok()) {
     std::fprintf(stderr, "error: %s\n", model.status().message().c_str());
     return 1;
@@ -145,6 +146,8 @@ void add_profile_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<ProfileArgs>();
   auto* eng = cmd->add_subcommand("engine", "Prefill tok/s for one prompt and decode tok/s at several batch sizes");
   eng->add_option("-m,--model", args->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+  eng->add_flag("--mmap", args->mmap,
+                  "map the model file (shared page cache, less memory) instead of reading it into huge-page memory (faster decode)");
   eng->add_option("-t,--threads", args->threads, "thread counts to measure")->capture_default_str()->delimiter(',');
   eng->add_option("--prompt-len", args->prompt_len, "prefill prompt length")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   eng->add_option("--batches", args->batches, "decode batch sizes")->capture_default_str()->delimiter(',');

@@ -22,6 +22,7 @@ namespace ecoserve::apps {
 namespace {
 
 struct ServeArgs {
+  bool mmap = false;  // map the GGUF instead of reading it into huge pages
   std::string model;
   std::string policy = "chunked";
   int32_t threads = 0;
@@ -60,7 +61,7 @@ int run_serve(const ServeArgs& a) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  auto model = model::LlamaModel::load(a.model);
+  auto model = model::LlamaModel::load(a.model, a.mmap ? model::GgufFile::Load::kMmap : model::GgufFile::Load::kReadHugePages);
   if (!model.ok()) {
     std::fprintf(stderr, "error: %s\n", model.status().message().c_str());
     return 1;
@@ -153,6 +154,8 @@ void add_serve_command(CLI::App& app, int& exit_code) {
       "serve", "Serve one model over an OpenAI-compatible HTTP API (/v1/completions, /v1/chat/completions, "
                "/v1/models, /health, /metrics). SIGINT/SIGTERM drain and exit 0.");
   cmd->add_option("-m,--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+  cmd->add_flag("--mmap", a->mmap,
+                  "map the model file (shared page cache, less memory) instead of reading it into huge-page memory (faster decode)");
   cmd->add_option("--policy", a->policy, "instance scheduling policy: prefill-first (vLLM) or chunked (Sarathi-Serve)")
       ->capture_default_str()
       ->check(CLI::IsMember({"prefill-first", "chunked"}));

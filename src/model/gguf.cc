@@ -371,10 +371,10 @@ std::int64_t GgufTensor::num_elements() const {
 // ---------------- GgufFile ----------------
 
 GgufFile::~GgufFile() {
-  if (mapping_ != nullptr) munmap(mapping_, size_);
+  if (mapping_ != nullptr) munmap(mapping_, mapping_bytes_);
 }
 
-StatusOr<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
+StatusOr<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path, Load load) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
@@ -390,14 +390,41 @@ StatusOr<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
   f->path_ = path;
   f->size_ = static_cast<std::size_t>(st.st_size);
   if (f->size_ > 0) {
-    void* m = mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (m == MAP_FAILED) {
-      const int err = errno;
-      ::close(fd);
-      return internal_error("gguf: cannot mmap '{}': {}", path, std::strerror(err));
+    if (load == Load::kMmap) {
+      f->mapping_bytes_ = f->size_;
+      void* m = mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (m == MAP_FAILED) {
+        const int err = errno;
+        ::close(fd);
+        return internal_error("gguf: cannot mmap '{}': {}", path, std::strerror(err));
+      }
+      f->mapping_ = m;
+    } else {
+      constexpr std::size_t kHugePage = 2u << 20;
+      f->mapping_bytes_ = (f->size_ + kHugePage - 1) / kHugePage * kHugePage;
+      void* m = mmap(nullptr, f->mapping_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (m == MAP_FAILED) {
+        const int err = errno;
+        ::close(fd);
+        return resource_exhausted_error("gguf: cannot allocate {} bytes for '{}': {}", f->size_, path,
+                                        std::strerror(err));
+      }
+      f->mapping_ = m;
+      madvise(m, f->mapping_bytes_, MADV_HUGEPAGE);  // a hint; fine if THP is off
+      std::size_t off = 0;
+      while (off < f->size_) {
+        const ssize_t n = pread(fd, static_cast<char*>(m) + off, f->size_ - off, static_cast<off_t>(off));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+          const int err = n < 0 ? errno : EIO;
+          ::close(fd);
+          return data_loss_error("gguf: reading '{}' failed at byte {}: {}", path, off, std::strerror(err));
+        }
+        off += static_cast<std::size_t>(n);
+      }
+      mprotect(m, f->mapping_bytes_, PROT_READ);
     }
-    f->mapping_ = m;
-    f->base_ = static_cast<const std::uint8_t*>(m);
+    f->base_ = static_cast<const std::uint8_t*>(f->mapping_);
   }
   ::close(fd);
   Status s = f->parse();

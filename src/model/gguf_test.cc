@@ -557,3 +557,28 @@ TEST(GgufRealFileTest, TinyStories656k) {
 
 }  // namespace
 }  // namespace ecoserve::model
+
+namespace ecoserve::model {
+namespace {
+
+TEST(GgufLoadModeTest, ReadIntoHugePagesEqualsMmap) {
+  auto path = shared_data_path("models/tinystories-656k-q8_0.gguf");
+  if (!path) GTEST_SKIP() << missing_data_message("models/tinystories-656k-q8_0.gguf");
+  auto a = GgufFile::open(*path, GgufFile::Load::kMmap);
+  auto b = GgufFile::open(*path, GgufFile::Load::kReadHugePages);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ((*a)->tensors().size(), (*b)->tensors().size());
+  EXPECT_EQ((*a)->metadata().size(), (*b)->metadata().size());
+  for (size_t i = 0; i < (*a)->tensors().size(); ++i) {
+    const auto& ta = (*a)->tensors()[i];
+    const auto& tb = (*b)->tensors()[i];
+    ASSERT_EQ(ta.nbytes, tb.nbytes);
+    EXPECT_NE(ta.data, tb.data);
+    EXPECT_EQ(std::memcmp(ta.data, tb.data, ta.nbytes), 0) << ta.name;
+  }
+  EXPECT_EQ(GgufFile::open("/nonexistent.gguf", GgufFile::Load::kReadHugePages).status().code(),
+            StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace ecoserve::model

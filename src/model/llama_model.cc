@@ -66,8 +66,8 @@ class TensorLoader {
 
 }  // namespace
 
-StatusOr<std::shared_ptr<const LlamaModel>> LlamaModel::load(const std::string& path) {
-  ECO_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::open(path));
+StatusOr<std::shared_ptr<const LlamaModel>> LlamaModel::load(const std::string& path, GgufFile::Load load) {
+  ECO_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::open(path, load));
   return from_gguf(std::move(file));
 }
 

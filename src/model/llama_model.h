@@ -55,7 +55,10 @@ class LlamaModel {
  public:
   // NOT_FOUND for a missing file; INVALID_ARGUMENT naming the architecture for an
   // unsupported one, or the tensor/key that is missing or has the wrong shape/type.
-  static StatusOr<std::shared_ptr<const LlamaModel>> load(const std::string& path);
+  // load = GgufFile::Load::kReadHugePages copies the weights into huge-page memory
+  // (faster decode); kMmap maps the file (less memory, shared between processes).
+  static StatusOr<std::shared_ptr<const LlamaModel>> load(const std::string& path,
+                                                          GgufFile::Load load = GgufFile::Load::kReadHugePages);
   static StatusOr<std::shared_ptr<const LlamaModel>> from_gguf(std::unique_ptr<GgufFile> file);
 
   const LlamaConfig& config() const { return config_; }
