@@ -32,7 +32,7 @@ struct ServeArgs {
   int32_t max_num_seqs = 64;
   int32_t max_num_batched_tokens = 512;
   int32_t chunk_size = 0;
-  int32_t kv_cache_mb = 256;
+  int32_t kv_cache_mb = 0;  // 0 = auto
   int32_t block_size = 16;
   int32_t ctx = 0;
   int32_t max_waiting = 256;
@@ -69,14 +69,32 @@ int run_serve(const ServeArgs& a) {
   engine::EngineOptions eo;
   eo.num_threads = a.threads;
   eo.block_size = a.block_size;
-  eo.kv_cache_bytes = static_cast<int64_t>(a.kv_cache_mb) << 20;
   eo.max_context = a.ctx;
+  const auto& cfg = (*model)->config();
+  const int64_t context = a.ctx > 0 ? a.ctx : cfg.n_ctx_train;
+  const int64_t block_bytes = 2ll * cfg.n_layer * a.block_size * cfg.kv_dim() * static_cast<int64_t>(sizeof(float));
+  if (a.kv_cache_mb > 0) {
+    eo.kv_cache_bytes = static_cast<int64_t>(a.kv_cache_mb) << 20;
+  } else {
+    // Auto: room for max_num_seqs full-context sequences, at most a quarter of RAM. The
+    // memory is reserved, not committed: it is touched only as blocks fill.
+    const int64_t ram = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+    const int64_t want = (a.max_num_seqs * context + a.block_size) / a.block_size * block_bytes;
+    eo.kv_cache_bytes = std::max(block_bytes * ((context + a.block_size - 1) / a.block_size), std::min(want, ram / 4));
+  }
+  if (a.preemption_mode == "swap") {
+    // Host memory for swapped-out blocks: --swap-space-mb, or as much as the device KV.
+    eo.num_host_blocks = static_cast<int32_t>(a.swap_mb > 0 ? (static_cast<int64_t>(a.swap_mb) << 20) / block_bytes
+                                                            : eo.kv_cache_bytes / block_bytes);
+  }
   auto runner = engine::ModelRunner::create(*model, eo);
   if (!runner.ok()) {
     std::fprintf(stderr, "error: %s\n", runner.status().message().c_str());
     return 1;
   }
-  const int64_t block_bytes = (*runner)->kv_bytes_per_block();
+  std::fprintf(stderr, "[ecoserve] KV cache: %d blocks of %d tokens (%.0f MiB reserved), %d host swap blocks\n",
+               (*runner)->num_kv_blocks(), a.block_size,
+               (*runner)->num_kv_blocks() * static_cast<double>(block_bytes) / (1 << 20), (*runner)->num_host_blocks());
   instance::InstanceOptions io;
   io.policy = a.policy;
   io.max_num_seqs = a.max_num_seqs;
@@ -85,11 +103,6 @@ int run_serve(const ServeArgs& a) {
   io.max_waiting = a.max_waiting;
   io.enable_prefix_caching = a.prefix_caching;
   io.preemption_mode = a.preemption_mode;
-  io.num_swap_blocks =
-      block_bytes > 0 ? static_cast<int32_t>((static_cast<int64_t>(a.swap_mb) << 20) / block_bytes) : 0;
-  if (a.preemption_mode == "swap" && io.num_swap_blocks == 0) {
-    io.num_swap_blocks = (*runner)->num_kv_blocks();  // as much host memory as device KV by default
-  }
   const std::string served_model_name =
       a.served_model_name.empty() ? std::filesystem::path(a.model).stem().string() : a.served_model_name;
   // Per-step scheduler/execute measurements, fed on the loop thread (ServerMetrics is thread-safe).
@@ -176,7 +189,7 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--chunk-size", a->chunk_size, "largest prefill chunk (chunked policy); 0 = the token budget")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--kv-cache-mb", a->kv_cache_mb, "KV-cache memory in MiB (sets the number of blocks)")
+  cmd->add_option("--kv-cache-mb", a->kv_cache_mb, "KV-cache memory in MiB (sets the number of blocks); 0 = room for --max-num-seqs full-context sequences, at most 1/4 of RAM (reserved lazily)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--block-size", a->block_size, "KV block size in tokens")->capture_default_str()->check(CLI::Range(1, 4096));

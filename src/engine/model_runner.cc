@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "base/zeroed_buffer.h"
 #include "kernels/attention.h"
 #include "kernels/ops.h"
 
@@ -43,9 +44,9 @@ struct ModelRunner::Impl {
 
   kernels::KernelContext kctx;
   // Per layer: [block][slot][kv_head][head_dim] floats.
-  std::vector<std::vector<float>> k_cache, v_cache;
+  std::vector<ZeroedBuffer<float>> k_cache, v_cache;
   // Host swap pool, same layout: [host block][slot][kv_head][head_dim] per layer.
-  std::vector<std::vector<float>> k_host, v_host;
+  std::vector<ZeroedBuffer<float>> k_host, v_host;
 
   // Per-step scratch, grown as needed and reused.
   std::vector<int32_t> tok, pos, seq_of;
@@ -86,12 +87,17 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(std::shared_ptr<const
   r->pool_ = std::make_unique<ThreadPool>(options.num_threads);
   r->impl_ = std::make_unique<Impl>(r->pool_.get());
   const size_t per_layer = static_cast<size_t>(r->num_blocks_) * options.block_size * c.kv_dim();
-  r->impl_->k_cache.assign(c.n_layer, std::vector<float>(per_layer, 0.0f));
-  r->impl_->v_cache.assign(c.n_layer, std::vector<float>(per_layer, 0.0f));
   if (options.num_host_blocks < 0) return invalid_argument_error("engine: negative num_host_blocks");
   const size_t host_per_layer = static_cast<size_t>(options.num_host_blocks) * options.block_size * c.kv_dim();
-  r->impl_->k_host.assign(c.n_layer, std::vector<float>(host_per_layer, 0.0f));
-  r->impl_->v_host.assign(c.n_layer, std::vector<float>(host_per_layer, 0.0f));
+  // Reserved, not committed: pages appear as blocks are first written.
+  for (int32_t l = 0; l < c.n_layer; ++l) {
+    for (auto [pool, n] : {std::pair{&r->impl_->k_cache, per_layer}, std::pair{&r->impl_->v_cache, per_layer},
+                           std::pair{&r->impl_->k_host, host_per_layer}, std::pair{&r->impl_->v_host, host_per_layer}}) {
+      auto buf = ZeroedBuffer<float>::create(n);
+      if (!buf.ok()) return buf.status().with_prefix("engine: KV cache");
+      pool->push_back(std::move(buf).value());
+    }
+  }
   return r;
 }
 
@@ -158,7 +164,7 @@ StatusOr<StepOutput> ModelRunner::execute(const policy::StepPlan& plan) {
   }
   {
     const size_t n = static_cast<size_t>(B) * c.kv_dim();
-    auto move_block = [&](std::vector<std::vector<float>>& from, std::vector<std::vector<float>>& to, BlockId src,
+    auto move_block = [&](std::vector<ZeroedBuffer<float>>& from, std::vector<ZeroedBuffer<float>>& to, BlockId src,
                           BlockId dst) {
       for (int32_t l = 0; l < c.n_layer; ++l) {
         std::memcpy(to[l].data() + dst.value * n, from[l].data() + src.value * n, n * sizeof(float));

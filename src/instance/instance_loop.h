@@ -83,8 +83,7 @@ struct InstanceOptions {
   int32_t chunk_size = 512;
   int32_t max_waiting = 256;         // submit() fails with RESOURCE_EXHAUSTED beyond this
   bool enable_prefix_caching = true;
-  std::string preemption_mode = "recompute";  // | "swap"
-  int32_t num_swap_blocks = 0;
+  std::string preemption_mode = "recompute";  // | "swap" (host blocks: EngineOptions::num_host_blocks)
   Duration idle_heartbeat = from_ms(200);   // how often an idle loop wakes to beat
   StepObserver on_step;              // called on the loop thread after every step (optional)
 };

@@ -1,0 +1,61 @@
+// ZeroedBuffer<T>: zero-initialized memory straight from the OS (anonymous mmap).
+// Pages are committed on first touch, so a large KV-cache budget costs no memory
+// and no start-up time until it is used. Move-only; not thread-safe to move.
+#pragma once
+
+#include <sys/mman.h>
+
+#include <cstddef>
+#include <cstring>
+#include <utility>
+
+#include "base/status.h"
+
+namespace ecoserve {
+
+template <typename T>
+class ZeroedBuffer {
+ public:
+  ZeroedBuffer() = default;
+  ZeroedBuffer(ZeroedBuffer&& o) noexcept : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  ZeroedBuffer& operator=(ZeroedBuffer&& o) noexcept {
+    if (this != &o) {
+      release();
+      data_ = std::exchange(o.data_, nullptr);
+      size_ = std::exchange(o.size_, 0);
+    }
+    return *this;
+  }
+  ZeroedBuffer(const ZeroedBuffer&) = delete;
+  ZeroedBuffer& operator=(const ZeroedBuffer&) = delete;
+  ~ZeroedBuffer() { release(); }
+
+  // RESOURCE_EXHAUSTED when the address space cannot be reserved.
+  static StatusOr<ZeroedBuffer> create(std::size_t count) {
+    ZeroedBuffer b;
+    if (count == 0) return b;
+    void* p = mmap(nullptr, count * sizeof(T), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (p == MAP_FAILED) {
+      return resource_exhausted_error("cannot reserve {} bytes: {}", count * sizeof(T), std::strerror(errno));
+    }
+    b.data_ = static_cast<T*>(p);
+    b.size_ = count;
+    return b;
+  }
+
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  std::size_t size() const { return size_; }
+
+ private:
+  void release() {
+    if (data_ != nullptr) munmap(data_, size_ * sizeof(T));
+    data_ = nullptr;
+    size_ = 0;
+  }
+  T* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace ecoserve
