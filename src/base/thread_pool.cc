@@ -3,12 +3,31 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <chrono>
 
 namespace ecoserve {
 
 namespace {
-constexpr int kSpinIterations = 20000;  // ~0.3 ms of pause instructions before sleeping
+// How long an idle worker (or a caller waiting for workers) spins before sleeping on
+// a futex. The forward pass issues a job every few microseconds, with serial gaps
+// (sampling, streaming a token) of tens of microseconds between steps: spinning
+// through those keeps dispatch at ~0.1 us instead of a futex wake-up each time.
+constexpr auto kSpinBudget = std::chrono::microseconds(2000);
+constexpr int kSpinCheckEvery = 256;  // pause instructions between clock reads
+
+// Spins while pred() is true, up to kSpinBudget; returns pred()'s last value.
+template <typename Pred>
+bool spin_while(Pred pred) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpinBudget;
+  while (true) {
+    for (int i = 0; i < kSpinCheckEvery; ++i) {
+      if (!pred()) return false;
+      _mm_pause();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return pred();
+  }
 }
+}  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
   if (num_threads <= 0) num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -27,11 +46,8 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::worker_main(int index) {
   std::uint64_t seen = 0;
   while (true) {
-    std::uint64_t g = generation_.load(std::memory_order_acquire);
-    for (int i = 0; i < kSpinIterations && g == seen; ++i) {
-      _mm_pause();
-      g = generation_.load(std::memory_order_acquire);
-    }
+    std::uint64_t g = seen;
+    spin_while([&] { return (g = generation_.load(std::memory_order_acquire)) == seen; });
     if (g == seen) {
       generation_.wait(seen, std::memory_order_acquire);
       continue;
@@ -53,10 +69,7 @@ void ThreadPool::run(FunctionRef<void(int, int)> fn) {
   generation_.fetch_add(1, std::memory_order_acq_rel);
   generation_.notify_all();
   fn(0, num_threads_);
-  for (int i = 0; i < kSpinIterations; ++i) {
-    if (pending_.load(std::memory_order_acquire) == 0) return;
-    _mm_pause();
-  }
+  if (!spin_while([&] { return pending_.load(std::memory_order_acquire) != 0; })) return;
   int p;
   while ((p = pending_.load(std::memory_order_acquire)) != 0) pending_.wait(p, std::memory_order_acquire);
 }
