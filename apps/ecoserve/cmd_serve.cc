@@ -72,7 +72,7 @@ int run_serve(const ServeArgs& a) {
   eo.max_context = a.ctx;
   const auto& cfg = (*model)->config();
   const int64_t context = a.ctx > 0 ? a.ctx : cfg.n_ctx_train;
-  const int64_t block_bytes = 2ll * cfg.n_layer * a.block_size * cfg.kv_dim() * static_cast<int64_t>(sizeof(float));
+  const int64_t block_bytes = engine::ModelRunner::kv_bytes_per_block(cfg, a.block_size);
   if (a.kv_cache_mb > 0) {
     eo.kv_cache_bytes = static_cast<int64_t>(a.kv_cache_mb) << 20;
   } else {

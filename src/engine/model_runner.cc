@@ -58,9 +58,8 @@ struct ModelRunner::Impl {
 
 ModelRunner::~ModelRunner() = default;
 
-int64_t ModelRunner::kv_bytes_per_block() const {
-  const auto& c = model_->config();
-  return 2ll * c.n_layer * options_.block_size * c.kv_dim() * static_cast<int64_t>(sizeof(float));
+int64_t ModelRunner::kv_bytes_per_block(const model::LlamaConfig& c, int32_t block_size) {
+  return 2ll * c.n_layer * block_size * c.kv_dim() * static_cast<int64_t>(sizeof(float));
 }
 
 StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(std::shared_ptr<const model::LlamaModel> model,

@@ -81,7 +81,9 @@ class ModelRunner {
   int32_t num_host_blocks() const { return options_.num_host_blocks; }
   int32_t max_context() const { return max_context_; }
   int32_t num_threads() const { return pool_->num_threads(); }
-  int64_t kv_bytes_per_block() const;
+  int64_t kv_bytes_per_block() const { return kv_bytes_per_block(model_->config(), options_.block_size); }
+  // Bytes of KV one block of block_size tokens takes for a model (float32 K and V, every layer).
+  static int64_t kv_bytes_per_block(const model::LlamaConfig& config, int32_t block_size);
 
   void copy_block(BlockId src, BlockId dst);
 

@@ -225,8 +225,11 @@ std::vector<int32_t> test_prompt(const model::LlamaModel& m, size_t n) {
   return out;
 }
 
-// Engine logits at every position, with one-token steps (the decode path).
-std::vector<std::vector<float>> engine_stepwise(ModelRunner& runner, const std::vector<int32_t>& tokens) {
+// Engine logits at every position t of `tokens`: with one-token steps (decode path,
+// stepwise = true), or by running tokens[0, t] as one prefill chunk (stepwise = false).
+// The two modes use different blocks and request ids.
+std::vector<std::vector<float>> engine_logits_per_position(ModelRunner& runner, const std::vector<int32_t>& tokens,
+                                                           bool stepwise) {
   const auto params = greedy();
   std::vector<std::vector<float>> out;
   const int32_t bs = runner.block_size();
@@ -234,35 +237,14 @@ std::vector<std::vector<float>> engine_stepwise(ModelRunner& runner, const std::
   for (size_t t = 0; t < tokens.size(); ++t) {
     policy::StepPlan plan;
     policy::SeqStep s;
-    s.id = RequestId(1);
-    s.num_computed = static_cast<int32_t>(t);
-    s.tokens = {tokens[t]};
-    s.block_table = blocks(0, nb);
-    s.sample = true;
-    s.return_logits = true;
-    s.sampling = &params;
-    plan.seqs.push_back(s);
-    auto r = runner.execute(plan);
-    EXPECT_TRUE(r.ok()) << r.status().to_string();
-    if (!r.ok()) return out;
-    out.push_back(r->seqs.at(0).logits);
-  }
-  return out;
-}
-
-// Engine logits of the last token of tokens[0, t] run as one prefill chunk, for every t.
-std::vector<std::vector<float>> engine_prefix_chunks(ModelRunner& runner, const std::vector<int32_t>& tokens) {
-  const auto params = greedy();
-  std::vector<std::vector<float>> out;
-  const int32_t bs = runner.block_size();
-  const int32_t nb = (static_cast<int32_t>(tokens.size()) + bs - 1) / bs;
-  for (size_t t = 0; t < tokens.size(); ++t) {
-    policy::StepPlan plan;
-    policy::SeqStep s;
-    s.id = RequestId(2);
-    s.num_computed = 0;
-    s.tokens.assign(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(t + 1));
-    s.block_table = blocks(nb, nb);  // other blocks than engine_stepwise
+    s.id = RequestId(stepwise ? 1 : 2);
+    s.num_computed = stepwise ? static_cast<int32_t>(t) : 0;
+    if (stepwise) {
+      s.tokens = {tokens[t]};
+    } else {
+      s.tokens.assign(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(t + 1));
+    }
+    s.block_table = blocks(stepwise ? 0 : nb, nb);
     s.sample = true;
     s.return_logits = true;
     s.sampling = &params;
@@ -289,8 +271,8 @@ void check_against_reference(const std::shared_ptr<const model::LlamaModel>& mod
   auto runner = ModelRunner::create(model, opt);
   ASSERT_TRUE(runner.ok()) << runner.status().to_string();
 
-  const auto step = engine_stepwise(**runner, tokens);
-  const auto chunk = engine_prefix_chunks(**runner, tokens);
+  const auto step = engine_logits_per_position(**runner, tokens, /*stepwise=*/true);
+  const auto chunk = engine_logits_per_position(**runner, tokens, /*stepwise=*/false);
   ASSERT_EQ(step.size(), tokens.size());
   ASSERT_EQ(chunk.size(), tokens.size());
   const size_t vocab = static_cast<size_t>(model->config().n_vocab);
