@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Builds (incrementally) and runs every test: GoogleTest suites via ctest, then the
-# Node test that drives the server with the official `openai` client.
+# Node tests: the official `openai` client against the server, and llama.cpp (the
+# prebuilt CPU build in node-llama-cpp) loading ecoserve's GGUF files and checking
+# greedy output. --omit=optional skips node-llama-cpp's GPU builds; --ignore-scripts
+# keeps its postinstall from trying to download or compile anything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
 (cd build && ctest --output-on-failure -j2 --timeout 300)
 if [ -f tests/node/package.json ]; then
-  (cd tests/node && npm ci --no-audit --no-fund --loglevel=error && ECOSERVE_BIN="$PWD/../../build/ecoserve" node --test)
+  (cd tests/node && npm ci --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error && ECOSERVE_BIN="$PWD/../../build/ecoserve" node --test)
 fi

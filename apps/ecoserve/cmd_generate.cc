@@ -3,6 +3,8 @@
 #include <random>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "apps/ecoserve/commands.h"
 #include "engine/generator.h"
 #include "engine/model_runner.h"
@@ -31,6 +33,7 @@ struct GenerateArgs {
   bool no_bos = false;
   bool ignore_eos = false;
   bool quiet = false;
+  bool json = false;  // one JSON object (ids, text, timings) instead of streamed text
 };
 
 int run_generate(const GenerateArgs& a) {
@@ -76,22 +79,43 @@ int run_generate(const GenerateArgs& a) {
     return 1;
   }
   model::IncrementalDetokenizer detok(tok, /*render_special=*/false, /*strip_leading_space=*/false);
-  std::fputs(a.prompt.c_str(), stdout);
-  std::fflush(stdout);
+  if (!a.json) {
+    std::fputs(a.prompt.c_str(), stdout);
+    std::fflush(stdout);
+  }
+  std::string text;
   engine::Generator gen(**runner);
   auto r = gen.generate(prompt, go, [&](int32_t id) {
     std::string piece = detok.push(id);
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
-    std::fflush(stdout);
+    if (a.json) {
+      text += piece;
+    } else {
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    }
     return true;
   });
   std::string rest = detok.flush();
-  std::fwrite(rest.data(), 1, rest.size(), stdout);
-  std::fputc('\n', stdout);
   if (!r.ok()) {
+    if (!a.json) std::fputc('\n', stdout);
     std::fprintf(stderr, "error: %s\n", r.status().message().c_str());
     return 1;
   }
+  if (a.json) {
+    text += rest;
+    nlohmann::json j = {{"prompt_ids", prompt},
+                        {"ids", r->tokens},
+                        {"text", text},
+                        {"finish_reason", r->finish_reason},
+                        {"prefill_seconds", r->prefill_seconds},
+                        {"decode_seconds", r->decode_seconds},
+                        {"threads", (*runner)->num_threads()}};
+    // Invalid UTF-8 (a byte-fallback piece cut by max_tokens) is replaced, never an exception.
+    std::puts(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return 0;
+  }
+  std::fwrite(rest.data(), 1, rest.size(), stdout);
+  std::fputc('\n', stdout);
   if (!a.quiet) {
     const size_t n = r->tokens.size();
     std::fprintf(stderr,
@@ -128,6 +152,8 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--no-bos", args->no_bos, "do not add the BOS token");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "keep generating after end-of-generation tokens");
   cmd->add_flag("-q,--quiet", args->quiet, "no timing line on stderr");
+  cmd->add_flag("--json", args->json,
+                "print one JSON object (prompt_ids, ids, text, finish_reason, timings) instead of streaming text");
   cmd->callback([args, &exit_code] { exit_code = run_generate(*args); });
 }
 

@@ -404,7 +404,9 @@ void quantize_acts(const float* x, std::int64_t cols, std::int64_t t0, std::int6
       m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
       m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
       const float amax = _mm_cvtss_f32(m4);
-      const float db = amax / 127.0f;
+      // The block scale is rounded to fp16, as llama.cpp stores it in its Q8_0 activation
+      // blocks (block_q8_0.d), so integer dots scale identically and greedy output agrees.
+      const float db = fp16_to_fp32(fp32_to_fp16(amax / 127.0f));
       const __m256 id = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
       __m256i iv[4];
       for (int k = 0; k < 4; ++k) {
