@@ -10,6 +10,7 @@
 
 #include "apps/ecoserve/commands.h"
 #include "engine/model_runner.h"
+#include "kernels/machine_peak.h"
 #include "model/llama_model.h"
 
 namespace ecoserve::apps {
@@ -27,7 +28,66 @@ struct ProfileArgs {
   int32_t repeats = 2;
   int32_t block_size = 16;
   bool json = false;
+  bool roofline = false;  // also print each figure's roofline bound from measured machine peaks
 };
+
+// What one token costs the model: the matmul work and the weight bytes a step
+// reads once whatever its batch (layers + output projection), and the KV bytes
+// and attention work per token of context.
+struct ModelCost {
+  double weight_bytes = 0;        // all linear-layer weights
+  double macs_per_token = 0;      // linear layers + output projection
+  double layer_macs_per_token = 0;  // linear layers only (prefill samples one token)
+  double kv_bytes_per_ctx = 0;    // K and V (f32) of one context token, all layers
+  double attn_macs_per_ctx = 0;   // q.k and p.v per context token, all layers
+  bool int8 = false;              // quantized weights: int8 dot kernels, else float FMA
+};
+
+ModelCost model_cost(const model::LlamaModel& m) {
+  ModelCost c;
+  auto add = [&](const kernels::WeightView& w, bool layer) {
+    c.weight_bytes += static_cast<double>(w.row_bytes) * w.rows;
+    c.macs_per_token += static_cast<double>(w.rows) * w.cols;
+    if (layer) c.layer_macs_per_token += static_cast<double>(w.rows) * w.cols;
+  };
+  for (const auto& l : m.layers()) {
+    for (const auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) add(*w, true);
+  }
+  add(m.output(), false);
+  const auto& cfg = m.config();
+  const double head_dim = cfg.head_dim;
+  c.kv_bytes_per_ctx = 2.0 * cfg.n_layer * cfg.n_head_kv * head_dim * sizeof(float);
+  c.attn_macs_per_ctx = 2.0 * cfg.n_layer * cfg.n_head * head_dim;
+  const auto t = m.layers().empty() ? kernels::GgmlType::kF32 : m.layers()[0].wq.type;
+  c.int8 = !(t == kernels::GgmlType::kF32 || t == kernels::GgmlType::kF16 || t == kernels::GgmlType::kBF16);
+  return c;
+}
+
+// Roofline: a step can go no faster than reading its bytes at the measured
+// bandwidth, nor than its multiply-adds at the measured per-core peak times
+// the thread count (attention counted at the float peak).
+struct Bound {
+  double tokens_per_second = 0;
+  const char* limit = "";  // "memory" or "compute"
+};
+
+Bound decode_bound(const ModelCost& c, int32_t batch, int32_t context, double gbps, double peak_gmacs,
+                   double fma_gmacs) {
+  const double bytes = c.weight_bytes + batch * context * c.kv_bytes_per_ctx;
+  const double mem_s = bytes / (gbps * 1e9);
+  const double compute_s = batch * (c.macs_per_token / (peak_gmacs * 1e9) +
+                                    context * c.attn_macs_per_ctx / (fma_gmacs * 1e9));
+  return {batch / std::max(mem_s, compute_s), mem_s >= compute_s ? "memory" : "compute"};
+}
+
+Bound prefill_bound(const ModelCost& c, int32_t len, double gbps, double peak_gmacs, double fma_gmacs) {
+  const double mem_s = c.weight_bytes / (gbps * 1e9);
+  // Causal attention: token i attends to i + 1 positions.
+  const double attn = c.attn_macs_per_ctx * (static_cast<double>(len) * (len + 1) / 2);
+  const double compute_s = (len * c.layer_macs_per_token + (c.macs_per_token - c.layer_macs_per_token)) /
+                               (peak_gmacs * 1e9) + attn / (fma_gmacs * 1e9);
+  return {len / std::max(mem_s, compute_s), mem_s >= compute_s ? "memory" : "compute"};
+}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -100,10 +160,23 @@ int run_profile(const ProfileArgs& a) {
     return 1;
   }
   nlohmann::json results = nlohmann::json::array();
+  const ModelCost cost = model_cost(**model);
+  double fma_gmacs = 0, int8_gmacs = 0;
+  if (a.roofline) {
+    fma_gmacs = kernels::measure_f32_fma_gmacs(0.5);
+    int8_gmacs = kernels::measure_int8_dot_gmacs(0.5);
+  }
   if (!a.json) {
     std::printf("model: %s (%s, %.1fM params, %s)\n", a.model.c_str(), c.arch.c_str(), c.num_params / 1e6,
                 std::string(kernels::type_name((*model)->layers()[0].wq.type)).c_str());
-    std::printf("%-8s %-22s %12s\n", "threads", "test", "tokens/s");
+    if (a.roofline) {
+      std::printf("roofline inputs: %.1f MB of weights per step, %.1f M multiply-adds per token; per core: "
+                  "%.1f G float FMA-MAC/s, %.1f G int8-dot MAC/s (measured now)\n",
+                  cost.weight_bytes / 1e6, cost.macs_per_token / 1e6, fma_gmacs, int8_gmacs);
+      std::printf("%-8s %-22s %12s %12s %6s  %s\n", "threads", "test", "tokens/s", "roofline", "%", "bound");
+    } else {
+      std::printf("%-8s %-22s %12s\n", "threads", "test", "tokens/s");
+    }
   }
   std::mt19937 rng(1234);
   for (int32_t th : a.threads) {
@@ -116,22 +189,63 @@ int run_profile(const ProfileArgs& a) {
       std::fprintf(stderr, "error: %s\n", runner.status().message().c_str());
       return 1;
     }
-    auto report = [&](const std::string& test, StatusOr<double> v) {
+    double gbps = 0;
+    const double peak = th * (cost.int8 ? int8_gmacs : fma_gmacs);
+    if (a.roofline) {
+      ThreadPool pool(th);
+      gbps = kernels::measure_read_gbps(pool, 512u << 20);
+      if (!a.json) std::printf("%-8d read bandwidth %.1f GB/s (measured now)\n", th, gbps);
+    }
+    auto report = [&](const std::string& test, StatusOr<double> v, const Bound& bound) {
       if (!v.ok()) {
         std::fprintf(stderr, "error: %s\n", v.status().message().c_str());
         return false;
       }
       if (a.json) {
-        results.push_back({{"threads", th}, {"test", test}, {"tokens_per_second", *v}});
+        nlohmann::json r = {{"threads", th}, {"test", test}, {"tokens_per_second", *v}};
+        if (a.roofline) {
+          r["roofline_tokens_per_second"] = bound.tokens_per_second;
+          r["bound"] = bound.limit;
+        }
+        results.push_back(r);
+      } else if (a.roofline) {
+        std::printf("%-8d %-22s %12.1f %12.1f %5.0f%%  %s\n", th, test.c_str(), *v, bound.tokens_per_second,
+                    100.0 * *v / bound.tokens_per_second, bound.limit);
       } else {
         std::printf("%-8d %-22s %12.1f\n", th, test.c_str(), *v);
-        std::fflush(stdout);
       }
+      std::fflush(stdout);
       return true;
     };
-    if (!report("prefill pp" + std::to_string(a.prompt_len), measure_prefill(**runner, a, rng))) return 1;
+    const Bound pb = a.roofline ? prefill_bound(cost, a.prompt_len, gbps, peak, th * fma_gmacs) : Bound{};
+    if (!report("prefill pp" + std::to_string(a.prompt_len), measure_prefill(**runner, a, rng), pb)) return 1;
+    std::vector<std::pair<int32_t, double>> decoded;  // batch, tok/s
     for (int32_t b : a.batches) {
-      if (!report("decode batch " + std::to_string(b), measure_decode(**runner, a, b, rng))) return 1;
+      const Bound db = a.roofline ? decode_bound(cost, b, a.context, gbps, peak, th * fma_gmacs) : Bound{};
+      StatusOr<double> v = measure_decode(**runner, a, b, rng);
+      if (v.ok()) decoded.emplace_back(b, *v);
+      if (!report("decode batch " + std::to_string(b), v, db)) return 1;
+      // Batch 1 reads every weight once per token, so its rate proves a read
+      // bandwidth; when that beats the probe, the roofline uses it from here on.
+      const double implied = b == 1 ? *v * (cost.weight_bytes + a.context * cost.kv_bytes_per_ctx) / 1e9 : 0.0;
+      if (a.roofline && implied > gbps) {
+        gbps = implied;
+        if (!a.json) std::printf("%-8d (batch 1 read weights at %.1f GB/s, above the probe: the roofline uses that)\n",
+                                 th, gbps);
+      }
+    }
+    // Batched decode against batch 1, measured and at the roofline (which a
+    // batch-B / batch-1 target must fit under on this machine).
+    const auto one = std::find_if(decoded.begin(), decoded.end(), [](const auto& d) { return d.first == 1; });
+    if (a.roofline && !a.json && one != decoded.end() && decoded.size() > 1) {
+      const double roof1 = decode_bound(cost, 1, a.context, gbps, peak, th * fma_gmacs).tokens_per_second;
+      std::printf("%-8d speed-up over batch 1:", th);
+      for (const auto& [b, v] : decoded) {
+        if (b == 1) continue;
+        std::printf("  batch %d %.1fx (roofline %.1fx)", b, v / one->second,
+                    decode_bound(cost, b, a.context, gbps, peak, th * fma_gmacs).tokens_per_second / roof1);
+      }
+      std::printf("\n");
     }
   }
   if (a.json) std::printf("%s\n", results.dump(2).c_str());
@@ -156,6 +270,9 @@ void add_profile_command(CLI::App& app, int& exit_code) {
   eng->add_option("--repeats", args->repeats, "prefill repetitions (best is reported)")->capture_default_str()->check(CLI::Range(1, 100));
   eng->add_option("--block-size", args->block_size, "KV block size")->capture_default_str()->check(CLI::Range(1, 4096));
   eng->add_flag("--json", args->json, "print JSON instead of a table");
+  eng->add_flag("--roofline", args->roofline,
+                "measure this machine's peak multiply-add rate and read bandwidth, and print beside each figure the "
+                "fastest any kernel could go (memory- or compute-bound) and the share reached");
   eng->callback([args, &exit_code] { exit_code = run_profile(*args); });
 }
 

@@ -1,0 +1,25 @@
+#include "kernels/machine_peak.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace ecoserve::kernels {
+namespace {
+
+// Not a speed test: the measurements must run and give finite, positive rates
+// (a broken loop or a zero-length timing would give 0, inf or NaN).
+TEST(MachinePeakTest, MeasurementsAreFiniteAndPositive) {
+  const double fma = measure_f32_fma_gmacs(0.02);
+  const double int8 = measure_int8_dot_gmacs(0.02);
+  EXPECT_TRUE(std::isfinite(fma) && fma > 0) << fma;
+  EXPECT_TRUE(std::isfinite(int8) && int8 > 0) << int8;
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    const double bw = measure_read_gbps(pool, 8u << 20);
+    EXPECT_TRUE(std::isfinite(bw) && bw > 0) << bw << " threads " << threads;
+  }
+}
+
+}  // namespace
+}  // namespace ecoserve::kernels
