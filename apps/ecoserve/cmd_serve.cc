@@ -34,6 +34,7 @@ struct ServeArgs {
   int32_t chunk_size = 0;
   int32_t kv_cache_mb = 0;  // 0 = auto
   int32_t block_size = 16;
+  std::string kv_cache_dtype = "f32";  // f32 | f16
   int32_t ctx = 0;
   int32_t max_waiting = 256;
   std::string api_key;
@@ -70,9 +71,10 @@ int run_serve(const ServeArgs& a) {
   eo.num_threads = a.threads;
   eo.block_size = a.block_size;
   eo.max_context = a.ctx;
+  eo.kv_cache_type = *engine::parse_kv_cache_type(a.kv_cache_dtype);  // CLI checked the value
   const auto& cfg = (*model)->config();
   const int64_t context = a.ctx > 0 ? a.ctx : cfg.n_ctx_train;
-  const int64_t block_bytes = engine::ModelRunner::kv_bytes_per_block(cfg, a.block_size);
+  const int64_t block_bytes = engine::ModelRunner::kv_bytes_per_block(cfg, a.block_size, eo.kv_cache_type);
   if (a.kv_cache_mb > 0) {
     eo.kv_cache_bytes = static_cast<int64_t>(a.kv_cache_mb) << 20;
   } else {
@@ -92,8 +94,8 @@ int run_serve(const ServeArgs& a) {
     std::fprintf(stderr, "error: %s\n", runner.status().message().c_str());
     return 1;
   }
-  std::fprintf(stderr, "[ecoserve] KV cache: %d blocks of %d tokens (%.0f MiB reserved), %d host swap blocks\n",
-               (*runner)->num_kv_blocks(), a.block_size,
+  std::fprintf(stderr, "[ecoserve] KV cache: %d blocks of %d tokens, %s (%.0f MiB reserved), %d host swap blocks\n",
+               (*runner)->num_kv_blocks(), a.block_size, engine::kv_cache_type_name(eo.kv_cache_type),
                (*runner)->num_kv_blocks() * static_cast<double>(block_bytes) / (1 << 20), (*runner)->num_host_blocks());
   instance::InstanceOptions io;
   io.policy = a.policy;
@@ -193,6 +195,9 @@ void add_serve_command(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--block-size", a->block_size, "KV block size in tokens")->capture_default_str()->check(CLI::Range(1, 4096));
+  cmd->add_option("--kv-cache-dtype", a->kv_cache_dtype, "KV cache element type: f32 (exact) or f16 (half the memory and attention reads; llama.cpp's default)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "f16"}));
   cmd->add_option("-c,--ctx-size", a->ctx, "context length per request; 0 = the model's")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);

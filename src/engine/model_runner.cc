@@ -43,10 +43,11 @@ struct ModelRunner::Impl {
   explicit Impl(ThreadPool* pool) : kctx(pool), attn_scratch(pool->num_threads()) {}
 
   kernels::KernelContext kctx;
-  // Per layer: [block][slot][kv_head][head_dim] floats.
-  std::vector<ZeroedBuffer<float>> k_cache, v_cache;
+  // Per layer: [block][slot][kv_head][head_dim] values of elem_bytes each.
+  std::vector<ZeroedBuffer<uint8_t>> k_cache, v_cache;
   // Host swap pool, same layout: [host block][slot][kv_head][head_dim] per layer.
-  std::vector<ZeroedBuffer<float>> k_host, v_host;
+  std::vector<ZeroedBuffer<uint8_t>> k_host, v_host;
+  size_t elem_bytes = sizeof(float);  // 4 (F32) or 2 (F16)
 
   // Per-step scratch, grown as needed and reused.
   std::vector<int32_t> tok, pos, seq_of;
@@ -58,8 +59,23 @@ struct ModelRunner::Impl {
 
 ModelRunner::~ModelRunner() = default;
 
-int64_t ModelRunner::kv_bytes_per_block(const model::LlamaConfig& c, int32_t block_size) {
-  return 2ll * c.n_layer * block_size * c.kv_dim() * static_cast<int64_t>(sizeof(float));
+const char* kv_cache_type_name(KvCacheType t) { return t == KvCacheType::kF16 ? "f16" : "f32"; }
+
+StatusOr<KvCacheType> parse_kv_cache_type(std::string_view name) {
+  if (name == "f32") return KvCacheType::kF32;
+  if (name == "f16") return KvCacheType::kF16;
+  return invalid_argument_error("unknown KV cache type '{}' (expected f32 or f16)", name);
+}
+
+namespace {
+size_t kv_elem_bytes(KvCacheType t) { return t == KvCacheType::kF16 ? 2 : 4; }
+kernels::GgmlType kv_ggml_type(KvCacheType t) {
+  return t == KvCacheType::kF16 ? kernels::GgmlType::kF16 : kernels::GgmlType::kF32;
+}
+}  // namespace
+
+int64_t ModelRunner::kv_bytes_per_block(const model::LlamaConfig& c, int32_t block_size, KvCacheType type) {
+  return 2ll * c.n_layer * block_size * c.kv_dim() * static_cast<int64_t>(kv_elem_bytes(type));
 }
 
 StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(std::shared_ptr<const model::LlamaModel> model,
@@ -85,14 +101,16 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(std::shared_ptr<const
   }
   r->pool_ = std::make_unique<ThreadPool>(options.num_threads);
   r->impl_ = std::make_unique<Impl>(r->pool_.get());
-  const size_t per_layer = static_cast<size_t>(r->num_blocks_) * options.block_size * c.kv_dim();
+  r->impl_->elem_bytes = kv_elem_bytes(options.kv_cache_type);
+  const size_t per_layer = static_cast<size_t>(r->num_blocks_) * options.block_size * c.kv_dim() * r->impl_->elem_bytes;
   if (options.num_host_blocks < 0) return invalid_argument_error("engine: negative num_host_blocks");
-  const size_t host_per_layer = static_cast<size_t>(options.num_host_blocks) * options.block_size * c.kv_dim();
+  const size_t host_per_layer =
+      static_cast<size_t>(options.num_host_blocks) * options.block_size * c.kv_dim() * r->impl_->elem_bytes;
   // Reserved, not committed: pages appear as blocks are first written.
   for (int32_t l = 0; l < c.n_layer; ++l) {
     for (auto [pool, n] : {std::pair{&r->impl_->k_cache, per_layer}, std::pair{&r->impl_->v_cache, per_layer},
                            std::pair{&r->impl_->k_host, host_per_layer}, std::pair{&r->impl_->v_host, host_per_layer}}) {
-      auto buf = ZeroedBuffer<float>::create(n);
+      auto buf = ZeroedBuffer<uint8_t>::create(n);
       if (!buf.ok()) return buf.status().with_prefix("engine: KV cache");
       pool->push_back(std::move(buf).value());
     }
@@ -102,10 +120,10 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(std::shared_ptr<const
 
 void ModelRunner::copy_block(BlockId src, BlockId dst) {
   const auto& c = model_->config();
-  const size_t n = static_cast<size_t>(options_.block_size) * c.kv_dim();
+  const size_t n = static_cast<size_t>(options_.block_size) * c.kv_dim() * impl_->elem_bytes;  // bytes per block
   for (int32_t l = 0; l < c.n_layer; ++l) {
-    std::memcpy(impl_->k_cache[l].data() + dst.value * n, impl_->k_cache[l].data() + src.value * n, n * sizeof(float));
-    std::memcpy(impl_->v_cache[l].data() + dst.value * n, impl_->v_cache[l].data() + src.value * n, n * sizeof(float));
+    std::memcpy(impl_->k_cache[l].data() + dst.value * n, impl_->k_cache[l].data() + src.value * n, n);
+    std::memcpy(impl_->v_cache[l].data() + dst.value * n, impl_->v_cache[l].data() + src.value * n, n);
   }
 }
 
@@ -162,11 +180,11 @@ StatusOr<StepOutput> ModelRunner::execute(const policy::StepPlan& plan) {
     T += static_cast<int64_t>(s.tokens.size());
   }
   {
-    const size_t n = static_cast<size_t>(B) * c.kv_dim();
-    auto move_block = [&](std::vector<ZeroedBuffer<float>>& from, std::vector<ZeroedBuffer<float>>& to, BlockId src,
-                          BlockId dst) {
+    const size_t n = static_cast<size_t>(B) * c.kv_dim() * m.elem_bytes;  // bytes per block
+    auto move_block = [&](std::vector<ZeroedBuffer<uint8_t>>& from, std::vector<ZeroedBuffer<uint8_t>>& to,
+                          BlockId src, BlockId dst) {
       for (int32_t l = 0; l < c.n_layer; ++l) {
-        std::memcpy(to[l].data() + dst.value * n, from[l].data() + src.value * n, n * sizeof(float));
+        std::memcpy(to[l].data() + dst.value * n, from[l].data() + src.value * n, n);
       }
     };
     for (const auto& s : plan.swap_out) {
@@ -255,8 +273,9 @@ StatusOr<StepOutput> ModelRunner::execute(const policy::StepPlan& plan) {
     kernels::matmul(w.wk, m.xn.data(), T, m.k.data(), m.kctx);
     kernels::matmul(w.wv, m.xn.data(), T, m.v.data(), m.kctx);
 
-    float* kc = m.k_cache[l].data();
-    float* vc = m.v_cache[l].data();
+    uint8_t* kc = m.k_cache[l].data();
+    uint8_t* vc = m.v_cache[l].data();
+    const bool f16 = options_.kv_cache_type == KvCacheType::kF16;
     pool.parallel_for(T, row_grain, [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) {
         float* qt = m.q.data() + t * q_dim;
@@ -272,9 +291,14 @@ StatusOr<StepOutput> ModelRunner::execute(const policy::StepPlan& plan) {
         kernels::rope_apply(kt, c.n_head_kv, hd, c.rope_dim, c.rope_neox, cs);
         const auto& table = plan.seqs[m.seq_of[t]].block_table;
         const int32_t p = m.pos[t];
-        const size_t slot = (static_cast<size_t>(table[p / B].value) * B + p % B) * kv_dim;
-        std::memcpy(kc + slot, kt, kv_dim * sizeof(float));
-        std::memcpy(vc + slot, vt, kv_dim * sizeof(float));
+        const size_t slot = (static_cast<size_t>(table[p / B].value) * B + p % B) * kv_dim;  // in values
+        if (f16) {
+          kernels::fp32_to_fp16_row(kt, reinterpret_cast<uint16_t*>(kc) + slot, kv_dim);
+          kernels::fp32_to_fp16_row(vt, reinterpret_cast<uint16_t*>(vc) + slot, kv_dim);
+        } else {
+          std::memcpy(reinterpret_cast<float*>(kc) + slot, kt, kv_dim * sizeof(float));
+          std::memcpy(reinterpret_cast<float*>(vc) + slot, vt, kv_dim * sizeof(float));
+        }
       }
     });
 
@@ -286,7 +310,7 @@ StatusOr<StepOutput> ModelRunner::execute(const policy::StepPlan& plan) {
       for (size_t u = next_unit.fetch_add(1); u < m.attn_units.size(); u = next_unit.fetch_add(1)) {
         const AttnUnit& unit = m.attn_units[u];
         const auto& seq = plan.seqs[unit.seq];
-        const kernels::PagedKvView kv{kc, vc, kv_dim, B, seq.block_table};
+        const kernels::PagedKvView kv{kc, vc, kv_dim, B, seq.block_table, f16};
         if (unit.chunk) {
           const int64_t t0 = m.seq_first_row[unit.seq];
           kernels::attend_chunk(m.q.data() + t0 * q_dim, q_dim, static_cast<int32_t>(seq.tokens.size()),
@@ -369,16 +393,16 @@ StatusOr<std::vector<uint8_t>> ModelRunner::export_kv(std::span<const BlockId> b
   h.n_head_kv = c.n_head_kv;
   h.head_dim = c.head_dim;
   h.block_size = B;
-  h.dtype = static_cast<uint32_t>(kernels::GgmlType::kF32);
+  h.dtype = static_cast<uint32_t>(kv_ggml_type(options_.kv_cache_type));
   h.num_tokens = num_tokens;
-  const size_t row = static_cast<size_t>(c.kv_dim()) * sizeof(float);
+  const size_t row = static_cast<size_t>(c.kv_dim()) * impl_->elem_bytes;
   std::vector<uint8_t> bytes(sizeof(h) + 2ull * c.n_layer * num_tokens * row);
   std::memcpy(bytes.data(), &h, sizeof(h));
   uint8_t* p = bytes.data() + sizeof(h);
   for (int32_t l = 0; l < c.n_layer; ++l) {
     for (const auto* cache : {&impl_->k_cache[l], &impl_->v_cache[l]}) {
       for (int32_t t = 0; t < num_tokens; ++t, p += row) {
-        const size_t slot = (static_cast<size_t>(blocks[t / B].value) * B + t % B) * c.kv_dim();
+        const size_t slot = (static_cast<size_t>(blocks[t / B].value) * B + t % B) * row;  // in bytes
         std::memcpy(p, cache->data() + slot, row);
       }
     }
@@ -400,14 +424,20 @@ StatusOr<int32_t> ModelRunner::import_kv(std::span<const uint8_t> bytes, std::sp
                                      h.model_fingerprint, model_->fingerprint());
   }
   if (h.n_layer != static_cast<uint32_t>(c.n_layer) || h.n_head_kv != static_cast<uint32_t>(c.n_head_kv) ||
-      h.head_dim != static_cast<uint32_t>(c.head_dim) || h.dtype != static_cast<uint32_t>(kernels::GgmlType::kF32)) {
+      h.head_dim != static_cast<uint32_t>(c.head_dim)) {
     return failed_precondition_error("engine: KV shape {}x{}x{} does not match this engine's {}x{}x{}", h.n_layer,
                                      h.n_head_kv, h.head_dim, c.n_layer, c.n_head_kv, c.head_dim);
+  }
+  if (h.dtype != static_cast<uint32_t>(kv_ggml_type(options_.kv_cache_type))) {
+    const auto* traits = kernels::type_traits(static_cast<kernels::GgmlType>(h.dtype));
+    return failed_precondition_error("engine: KV values are {}, this engine's KV cache is {}",
+                                     traits ? traits->name : "an unknown type",
+                                     kv_cache_type_name(options_.kv_cache_type));
   }
   if (h.block_size != static_cast<uint32_t>(B)) {
     return failed_precondition_error("engine: KV block size {} differs from this engine's {}", h.block_size, B);
   }
-  const size_t row = static_cast<size_t>(c.kv_dim()) * sizeof(float);
+  const size_t row = static_cast<size_t>(c.kv_dim()) * impl_->elem_bytes;
   const uint64_t expected = sizeof(h) + 2ull * c.n_layer * h.num_tokens * row;
   if (bytes.size() != expected) {
     return invalid_argument_error("engine: KV blob has {} bytes, its header says {}", bytes.size(), expected);
@@ -424,7 +454,7 @@ StatusOr<int32_t> ModelRunner::import_kv(std::span<const uint8_t> bytes, std::sp
   for (int32_t l = 0; l < c.n_layer; ++l) {
     for (auto* cache : {&impl_->k_cache[l], &impl_->v_cache[l]}) {
       for (uint32_t t = 0; t < h.num_tokens; ++t, p += row) {
-        const size_t slot = (static_cast<size_t>(blocks[t / B].value) * B + t % B) * c.kv_dim();
+        const size_t slot = (static_cast<size_t>(blocks[t / B].value) * B + t % B) * row;  // in bytes
         std::memcpy(cache->data() + slot, p, row);
       }
     }

@@ -1,7 +1,7 @@
 // ModelRunner: executes one StepPlan as one batched forward pass.
 //
 // Owns the KV cache tensors (per layer, K and V in blocks of block_size tokens,
-// float32, [block][token][kv_head][head_dim]), a thread pool and scratch
+// float32 or fp16, [block][token][kv_head][head_dim]), a thread pool and scratch
 // buffers; shares the read-only LlamaModel. A plan mixes prefill chunks of any
 // length (continuing after tokens already cached) and single decode tokens for
 // many sequences: all tokens go through the linear layers together (weights are
@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "base/ids.h"
@@ -28,6 +29,16 @@
 
 namespace ecoserve::engine {
 
+// Element type of the KV cache. F32 (the default) keeps attention exact
+// against the float reference; F16 halves the cache's memory and the bytes
+// decode attention reads (values rounded to nearest-even fp16 when written,
+// widened exactly when read; llama.cpp's default cache type and vLLM's for
+// fp16 models).
+enum class KvCacheType { kF32, kF16 };
+const char* kv_cache_type_name(KvCacheType t);  // "f32" | "f16"
+// INVALID_ARGUMENT naming the accepted values for anything but "f32" / "f16".
+StatusOr<KvCacheType> parse_kv_cache_type(std::string_view name);
+
 struct EngineOptions {
   int32_t num_threads = 0;            // 0 = all hardware threads
   int32_t block_size = 16;            // tokens per KV block
@@ -35,6 +46,7 @@ struct EngineOptions {
   int32_t num_kv_blocks = 0;          // > 0 overrides kv_cache_bytes
   int32_t max_context = 0;            // 0 = the model's training context
   int32_t num_host_blocks = 0;        // host-memory swap pool (StepPlan::swap_out / swap_in)
+  KvCacheType kv_cache_type = KvCacheType::kF32;
 };
 
 struct SeqOutput {
@@ -60,7 +72,7 @@ struct KvExportHeader {
   uint32_t n_head_kv = 0;
   uint32_t head_dim = 0;
   uint32_t block_size = 0;
-  uint32_t dtype = 0;  // kernels::GgmlType of the stored values (F32)
+  uint32_t dtype = 0;  // kernels::GgmlType of the stored values (F32 or F16)
   uint32_t num_tokens = 0;
 };
 
@@ -81,16 +93,21 @@ class ModelRunner {
   int32_t num_host_blocks() const { return options_.num_host_blocks; }
   int32_t max_context() const { return max_context_; }
   int32_t num_threads() const { return pool_->num_threads(); }
-  int64_t kv_bytes_per_block() const { return kv_bytes_per_block(model_->config(), options_.block_size); }
-  // Bytes of KV one block of block_size tokens takes for a model (float32 K and V, every layer).
-  static int64_t kv_bytes_per_block(const model::LlamaConfig& config, int32_t block_size);
+  KvCacheType kv_cache_type() const { return options_.kv_cache_type; }
+  int64_t kv_bytes_per_block() const {
+    return kv_bytes_per_block(model_->config(), options_.block_size, options_.kv_cache_type);
+  }
+  // Bytes of KV one block of block_size tokens takes for a model (K and V, every layer).
+  static int64_t kv_bytes_per_block(const model::LlamaConfig& config, int32_t block_size,
+                                    KvCacheType type = KvCacheType::kF32);
 
   void copy_block(BlockId src, BlockId dst);
 
   // One sequence's KV (its first num_tokens tokens in `blocks`) as bytes with a header.
   StatusOr<std::vector<uint8_t>> export_kv(std::span<const BlockId> blocks, int32_t num_tokens) const;
   // Writes exported KV into `blocks` (at least ceil(num_tokens / block_size) of this
-  // runner's blocks). FAILED_PRECONDITION when the model, shapes or block size differ.
+  // runner's blocks). FAILED_PRECONDITION when the model, shapes, block size or
+  // KV cache type differ.
   // Returns the number of tokens imported.
   StatusOr<int32_t> import_kv(std::span<const uint8_t> bytes, std::span<const BlockId> blocks);
 

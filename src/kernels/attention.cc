@@ -18,10 +18,31 @@ namespace {
 
 constexpr int32_t kQueryTile = 64;
 
-inline const float* row_of(const float* base, const PagedKvView& kv, int32_t pos, int32_t kv_head, int32_t hd) {
+// Element offset of (pos, kv_head) in the cache.
+inline int64_t offset_of(const PagedKvView& kv, int32_t pos, int32_t kv_head, int32_t hd) {
   const int64_t slot = static_cast<int64_t>(kv.block_table[pos / kv.block_size].value) * kv.block_size +
                        pos % kv.block_size;
-  return base + slot * kv.kv_dim + static_cast<int64_t>(kv_head) * hd;
+  return slot * kv.kv_dim + static_cast<int64_t>(kv_head) * hd;
+}
+
+// The hd values of (pos, kv_head) as float32: in place for a float32 cache,
+// widened into `buf` for fp16.
+inline const float* row_of(const void* base, const PagedKvView& kv, int32_t pos, int32_t kv_head, int32_t hd,
+                           float* buf) {
+  const int64_t off = offset_of(kv, pos, kv_head, hd);
+  if (!kv.f16) return static_cast<const float*>(base) + off;
+  fp16_to_fp32_row(static_cast<const uint16_t*>(base) + off, buf, hd);
+  return buf;
+}
+
+// 8 values at element `off` of a K or V cache, as float32.
+template <bool kF16>
+inline __m256 load8(const void* base, int64_t off) {
+  if constexpr (kF16) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + off)));
+  } else {
+    return _mm256_loadu_ps(static_cast<const float*>(base) + off);
+  }
 }
 
 // In place: row[0..n) = softmax(row[0..n)), row[n..len) = 0.
@@ -66,7 +87,7 @@ inline float hsum8(__m256 v) {
 
 // attend_one for head_dim = 8 * NV: q and the output accumulators live in registers,
 // and positions are walked block by block without per-position index arithmetic.
-template <int NV>
+template <int NV, bool kF16>
 void attend_one_fixed(const float* q, int32_t kv_head, int32_t n_ctx, const PagedKvView& kv, float scale, float* out,
                       float* s) {
   constexpr int kHd = 8 * NV;
@@ -75,11 +96,10 @@ void attend_one_fixed(const float* q, int32_t kv_head, int32_t n_ctx, const Page
   const int32_t B = kv.block_size;
   for (int32_t j0 = 0; j0 < n_ctx; j0 += B) {
     const int32_t n = std::min(B, n_ctx - j0);
-    const float* kr = kv.k + static_cast<int64_t>(kv.block_table[j0 / B].value) * B * kv.kv_dim +
-                      static_cast<int64_t>(kv_head) * kHd;
+    int64_t kr = static_cast<int64_t>(kv.block_table[j0 / B].value) * B * kv.kv_dim + static_cast<int64_t>(kv_head) * kHd;
     for (int32_t j = 0; j < n; ++j, kr += kv.kv_dim) {
-      __m256 acc = _mm256_mul_ps(qv[0], _mm256_loadu_ps(kr));
-      for (int v = 1; v < NV; ++v) acc = _mm256_fmadd_ps(qv[v], _mm256_loadu_ps(kr + 8 * v), acc);
+      __m256 acc = _mm256_mul_ps(qv[0], load8<kF16>(kv.k, kr));
+      for (int v = 1; v < NV; ++v) acc = _mm256_fmadd_ps(qv[v], load8<kF16>(kv.k, kr + 8 * v), acc);
       s[j0 + j] = hsum8(acc) * scale;
     }
   }
@@ -88,14 +108,20 @@ void attend_one_fixed(const float* q, int32_t kv_head, int32_t n_ctx, const Page
   for (int v = 0; v < NV; ++v) o[v] = _mm256_setzero_ps();
   for (int32_t j0 = 0; j0 < n_ctx; j0 += B) {
     const int32_t n = std::min(B, n_ctx - j0);
-    const float* vr = kv.v + static_cast<int64_t>(kv.block_table[j0 / B].value) * B * kv.kv_dim +
-                      static_cast<int64_t>(kv_head) * kHd;
+    int64_t vr = static_cast<int64_t>(kv.block_table[j0 / B].value) * B * kv.kv_dim + static_cast<int64_t>(kv_head) * kHd;
     for (int32_t j = 0; j < n; ++j, vr += kv.kv_dim) {
       const __m256 w = _mm256_set1_ps(s[j0 + j]);
-      for (int v = 0; v < NV; ++v) o[v] = _mm256_fmadd_ps(w, _mm256_loadu_ps(vr + 8 * v), o[v]);
+      for (int v = 0; v < NV; ++v) o[v] = _mm256_fmadd_ps(w, load8<kF16>(kv.v, vr + 8 * v), o[v]);
     }
   }
   for (int v = 0; v < NV; ++v) _mm256_storeu_ps(out + 8 * v, o[v]);
+}
+
+template <int NV>
+void attend_one_fixed(const float* q, int32_t kv_head, int32_t n_ctx, const PagedKvView& kv, float scale, float* out,
+                      float* s) {
+  if (kv.f16) return attend_one_fixed<NV, true>(q, kv_head, n_ctx, kv, scale, out, s);
+  attend_one_fixed<NV, false>(q, kv_head, n_ctx, kv, scale, out, s);
 }
 
 }  // namespace
@@ -112,10 +138,12 @@ void attend_one(const float* q, int32_t kv_head, int32_t n_ctx, const PagedKvVie
     case 128: return attend_one_fixed<16>(q, kv_head, n_ctx, kv, d.scale, out, s);
     default: break;
   }
-  for (int32_t j = 0; j < n_ctx; ++j) s[j] = dot(q, row_of(kv.k, kv, j, kv_head, hd), hd) * d.scale;
+  scratch.k.resize(hd);
+  float* buf = scratch.k.data();
+  for (int32_t j = 0; j < n_ctx; ++j) s[j] = dot(q, row_of(kv.k, kv, j, kv_head, hd, buf), hd) * d.scale;
   softmax_prefix(s, n_ctx, n_ctx);
   std::fill(out, out + hd, 0.0f);
-  for (int32_t j = 0; j < n_ctx; ++j) axpy(s[j], row_of(kv.v, kv, j, kv_head, hd), out, hd);
+  for (int32_t j = 0; j < n_ctx; ++j) axpy(s[j], row_of(kv.v, kv, j, kv_head, hd, buf), out, hd);
 }
 
 void attend_chunk(const float* q, int64_t q_stride, int32_t n_q, int32_t start, int32_t kv_head,
@@ -129,8 +157,16 @@ void attend_chunk(const float* q, int64_t q_stride, int32_t n_q, int32_t start, 
   scratch.k.resize(static_cast<size_t>(n_ctx) * hd);
   scratch.v.resize(static_cast<size_t>(n_ctx) * hd);
   for (int32_t j = 0; j < n_ctx; ++j) {
-    std::memcpy(scratch.k.data() + static_cast<size_t>(j) * hd, row_of(kv.k, kv, j, kv_head, hd), hd * sizeof(float));
-    std::memcpy(scratch.v.data() + static_cast<size_t>(j) * hd, row_of(kv.v, kv, j, kv_head, hd), hd * sizeof(float));
+    float* kd = scratch.k.data() + static_cast<size_t>(j) * hd;
+    float* vd = scratch.v.data() + static_cast<size_t>(j) * hd;
+    const int64_t off = offset_of(kv, j, kv_head, hd);
+    if (kv.f16) {
+      fp16_to_fp32_row(static_cast<const uint16_t*>(kv.k) + off, kd, hd);
+      fp16_to_fp32_row(static_cast<const uint16_t*>(kv.v) + off, vd, hd);
+    } else {
+      std::memcpy(kd, static_cast<const float*>(kv.k) + off, hd * sizeof(float));
+      std::memcpy(vd, static_cast<const float*>(kv.v) + off, hd * sizeof(float));
+    }
   }
   scratch.scores.resize(static_cast<size_t>(kQueryTile) * n_ctx);
   float* s = scratch.scores.data();

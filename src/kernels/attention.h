@@ -1,5 +1,7 @@
-// Paged attention over a sequence's KV cache (float32, blocks of block_size tokens,
-// layout [block][slot][kv_head][head_dim]).
+// Paged attention over a sequence's KV cache (float32 or fp16 values, blocks of
+// block_size tokens, layout [block][slot][kv_head][head_dim]). fp16 K/V are
+// widened to float32 exactly as they are read, so the arithmetic is the float32
+// kernels' on the stored values.
 //
 // Two kernels with the same result up to float rounding:
 //  - attend_one: one query vector (one token, one head) against positions [0, n_ctx),
@@ -20,11 +22,12 @@
 namespace ecoserve::kernels {
 
 struct PagedKvView {
-  const float* k = nullptr;
-  const float* v = nullptr;
+  const void* k = nullptr;         // float32, or uint16_t fp16 when f16
+  const void* v = nullptr;
   int64_t kv_dim = 0;              // n_head_kv * head_dim
   int32_t block_size = 0;
   std::span<const BlockId> block_table;  // the sequence's blocks, in order
+  bool f16 = false;                // K and V hold fp16 values
 };
 
 struct AttentionDims {

@@ -4,6 +4,9 @@
 
 #include <cmath>
 #include <random>
+#include <vector>
+
+#include "base/fp16.h"
 
 namespace ecoserve::kernels {
 namespace {
@@ -74,6 +77,48 @@ TEST_P(AttentionTest, ChunkAndOneAgreeWithReferenceThroughScatteredBlocks) {
       }
     }
   }
+}
+
+// An fp16 cache gives bitwise the output of a float32 cache holding the same
+// (fp16-rounded) values: the kernels widen fp16 exactly and then do the same
+// float arithmetic. Both kernels, scattered blocks.
+TEST_P(AttentionTest, F16CacheEqualsF32CacheOfTheRoundedValues) {
+  const int n_head = 4, n_head_kv = 2, hd = GetParam(), block = 3, n_ctx = 41, kv_dim = n_head_kv * hd;
+  const int q_dim = n_head * hd, n_blocks = (n_ctx + block - 1) / block;
+  std::vector<BlockId> table;
+  for (int b = 0; b < n_blocks; ++b) table.push_back(BlockId((b * 7) % n_blocks));
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const size_t n = static_cast<size_t>(n_blocks) * block * kv_dim;
+  std::vector<float> k32(n), v32(n);
+  std::vector<uint16_t> k16(n), v16(n);
+  for (size_t i = 0; i < n; ++i) {
+    k16[i] = fp32_to_fp16(nd(rng));
+    v16[i] = fp32_to_fp16(nd(rng));
+    k32[i] = fp16_to_fp32(k16[i]);
+    v32[i] = fp16_to_fp32(v16[i]);
+  }
+  std::vector<float> q(static_cast<size_t>(n_ctx) * q_dim);
+  for (auto& x : q) x = nd(rng);
+  const PagedKvView kv32{k32.data(), v32.data(), kv_dim, block, table, false};
+  const PagedKvView kv16{k16.data(), v16.data(), kv_dim, block, table, true};
+  const AttentionDims dims{n_head, n_head_kv, hd, 1.0f / std::sqrt(static_cast<float>(hd))};
+  AttentionScratch scratch;
+  std::vector<float> a(hd), b(hd);
+  for (int t : {0, 5, 40}) {
+    for (int h = 0; h < n_head; ++h) {
+      const float* qh = q.data() + static_cast<size_t>(t) * q_dim + h * hd;
+      attend_one(qh, h / 2, t + 1, kv32, dims, a.data(), scratch);
+      attend_one(qh, h / 2, t + 1, kv16, dims, b.data(), scratch);
+      ASSERT_EQ(a, b) << "one t=" << t << " h=" << h;
+    }
+  }
+  std::vector<float> ca(q.size()), cb(q.size());
+  for (int kvh = 0; kvh < n_head_kv; ++kvh) {
+    attend_chunk(q.data(), q_dim, n_ctx, 0, kvh, kv32, dims, ca.data(), q_dim, scratch);
+    attend_chunk(q.data(), q_dim, n_ctx, 0, kvh, kv16, dims, cb.data(), q_dim, scratch);
+  }
+  EXPECT_EQ(ca, cb);
 }
 
 // 16, 32, 64, 128 take the register-blocked path; 24 the generic one.

@@ -1,9 +1,11 @@
 #include "kernels/ops.h"
-#include "kernels/vec_math.h"
 
 #include <immintrin.h>
 
 #include <cmath>
+
+#include "base/fp16.h"
+#include "kernels/vec_math.h"
 
 namespace ecoserve::kernels {
 
@@ -99,6 +101,22 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
     const float g = gate[i];
     out[i] = g / (1.0f + std::exp(-g)) * up[i];
   }
+}
+
+void fp32_to_fp16_row(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; ++i) y[i] = fp32_to_fp16(x[i]);
+}
+
+void fp16_to_fp32_row(const uint16_t* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i))));
+  }
+  for (; i < n; ++i) y[i] = fp16_to_fp32(x[i]);
 }
 
 }  // namespace ecoserve::kernels

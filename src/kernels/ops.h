@@ -30,4 +30,8 @@ void add_inplace(float* y, const float* x, int64_t n);
 // y[i] *= a.
 void scale_inplace(float* y, float a, int64_t n);
 
+// fp16 (IEEE half) rows: y[i] = x[i] rounded to nearest even, and back (exact).
+void fp32_to_fp16_row(const float* x, uint16_t* y, int64_t n);
+void fp16_to_fp32_row(const uint16_t* x, float* y, int64_t n);
+
 }  // namespace ecoserve::kernels

@@ -1,4 +1,6 @@
 #include "kernels/ops.h"
+
+#include "base/fp16.h"
 #include "kernels/vec_math.h"
 
 #include <gtest/gtest.h>
@@ -93,6 +95,25 @@ TEST(OpsTest, SiluMulVectorPathMatchesScalar) {
     const double want = g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i];
     EXPECT_NEAR(out[i], want, 1e-6 * std::max(1.0, std::abs(want))) << i;
   }
+}
+
+// Rows of any length (vector body + scalar tail) convert exactly as the scalar
+// F16C conversions do, round-to-nearest-even included, and back exactly.
+TEST(OpsTest, Fp16RowsConvertLikeTheScalarConversion) {
+  std::vector<float> x = {0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 1e-8f, 3.14159265f, 1.0f + 1.0f / 2048.0f,
+                          1.0f + 3.0f / 2048.0f, 7e4f, -1e-5f};  // the last: a subnormal half
+  for (int i = 0; i < 10; ++i) x.push_back(0.1f * static_cast<float>(i) - 0.37f);
+  std::vector<uint16_t> h(x.size());
+  fp32_to_fp16_row(x.data(), h.data(), static_cast<int64_t>(x.size()));
+  std::vector<float> back(x.size());
+  fp16_to_fp32_row(h.data(), back.data(), static_cast<int64_t>(h.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_EQ(h[i], fp32_to_fp16(x[i])) << "value " << x[i];
+    EXPECT_EQ(back[i], fp16_to_fp32(h[i])) << "value " << x[i];
+  }
+  EXPECT_EQ(h[7], 0x3C00);   // 1 + 2^-11 is a tie: rounds to even (1.0)
+  EXPECT_EQ(h[8], 0x3C02);   // 1 + 3 * 2^-11 is a tie: rounds to even (1 + 2^-9)
+  EXPECT_EQ(h[9], 0x7C00);   // above the largest half: infinity
 }
 
 }  // namespace
