@@ -92,6 +92,7 @@ void attend_one_fixed(const float* q, int32_t kv_head, int32_t n_ctx, const Page
                       float* s) {
   constexpr int kHd = 8 * NV;
   __m256 qv[NV];
+#pragma GCC unroll 16
   for (int v = 0; v < NV; ++v) qv[v] = _mm256_loadu_ps(q + 8 * v);
   const int32_t B = kv.block_size;
   for (int32_t j0 = 0; j0 < n_ctx; j0 += B) {
@@ -99,21 +100,25 @@ void attend_one_fixed(const float* q, int32_t kv_head, int32_t n_ctx, const Page
     int64_t kr = static_cast<int64_t>(kv.block_table[j0 / B].value) * B * kv.kv_dim + static_cast<int64_t>(kv_head) * kHd;
     for (int32_t j = 0; j < n; ++j, kr += kv.kv_dim) {
       __m256 acc = _mm256_mul_ps(qv[0], load8<kF16>(kv.k, kr));
+#pragma GCC unroll 16
       for (int v = 1; v < NV; ++v) acc = _mm256_fmadd_ps(qv[v], load8<kF16>(kv.k, kr + 8 * v), acc);
       s[j0 + j] = hsum8(acc) * scale;
     }
   }
   softmax_prefix(s, n_ctx, n_ctx);
   __m256 o[NV];
+#pragma GCC unroll 16
   for (int v = 0; v < NV; ++v) o[v] = _mm256_setzero_ps();
   for (int32_t j0 = 0; j0 < n_ctx; j0 += B) {
     const int32_t n = std::min(B, n_ctx - j0);
     int64_t vr = static_cast<int64_t>(kv.block_table[j0 / B].value) * B * kv.kv_dim + static_cast<int64_t>(kv_head) * kHd;
     for (int32_t j = 0; j < n; ++j, vr += kv.kv_dim) {
       const __m256 w = _mm256_set1_ps(s[j0 + j]);
+#pragma GCC unroll 16
       for (int v = 0; v < NV; ++v) o[v] = _mm256_fmadd_ps(w, load8<kF16>(kv.v, vr + 8 * v), o[v]);
     }
   }
+#pragma GCC unroll 16
   for (int v = 0; v < NV; ++v) _mm256_storeu_ps(out + 8 * v, o[v]);
 }
 
