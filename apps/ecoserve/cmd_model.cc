@@ -235,14 +235,12 @@ struct SynthArgs {
 int run_synth(const SynthArgs& a) {
   model::SynthOptions o;
   o.preset = a.preset;
-  if (a.type == "f32") {
-    o.type = kernels::GgmlType::kF32;
-  } else if (a.type == "q8_0") {
-    o.type = kernels::GgmlType::kQ8_0;
-  } else {
-    std::fprintf(stderr, "error: --type must be f32 or q8_0, got '%s'\n", a.type.c_str());
+  auto type = model::synth_type(a.type);
+  if (!type.ok()) {
+    print_error(type.status());
     return 2;
   }
+  o.type = *type;
   o.seed = a.seed;
   o.vocab_path = a.vocab;
   o.tied = a.tied;
@@ -310,8 +308,9 @@ void add_model_command(CLI::App& app, int& exit_code) {
                   "Shape: tiny (dim 64, 2 layers, GQA), 15m (stories15M), 110m (stories110M), 1b (TinyLlama-1.1B)")
         ->required()
         ->check(CLI::IsMember(model::synth_preset_names()));
-    c->add_option("--type", args->type, "Type of the 2-D weight matrices: f32 or q8_0 (norms are always f32)")
-        ->check(CLI::IsMember({"f32", "q8_0"}))
+    c->add_option("--type", args->type,
+                  "Type of the 2-D weight matrices (norms are always f32); q4_k and q6_k need presets 110m or 1b")
+        ->check(CLI::IsMember(model::synth_type_names()))
         ->capture_default_str();
     c->add_option("-o,--output", args->out, "Output GGUF file")->required();
     c->add_option("--seed", args->seed, "Seed of the random weights (same seed, same file)")->capture_default_str();

@@ -117,17 +117,61 @@ std::int64_t synth_param_count(const SynthPreset& p, std::int64_t n_vocab, bool 
   return n_vocab * d * (tied ? 1 : 2) + d + p.n_layers * per_layer;
 }
 
+namespace {
+
+struct SynthType {
+  const char* name;
+  GgmlType type;
+  std::uint32_t file_type;  // general.file_type (llama.cpp's LLAMA_FTYPE_*)
+};
+// Q4_K alone is llama.cpp's "Q4_K_S" file type (14); a Q4_K_M file mixes in Q6_K.
+constexpr SynthType kSynthTypes[] = {
+    {"f32", GgmlType::kF32, 0},   {"f16", GgmlType::kF16, 1},   {"q8_0", GgmlType::kQ8_0, 7},
+    {"q4_0", GgmlType::kQ4_0, 2}, {"q4_k", GgmlType::kQ4_K, 14}, {"q6_k", GgmlType::kQ6_K, 18},
+};
+
+const SynthType* find_synth_type(GgmlType t) {
+  for (const auto& st : kSynthTypes) {
+    if (st.type == t) return &st;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<std::string> synth_type_names() {
+  std::vector<std::string> names;
+  for (const auto& st : kSynthTypes) names.emplace_back(st.name);
+  return names;
+}
+
+StatusOr<GgmlType> synth_type(std::string_view name) {
+  for (const auto& st : kSynthTypes) {
+    if (name == st.name) return st.type;
+  }
+  return invalid_argument_error("synth: unknown weight type '{}' (expected one of {})", name,
+                                fmt::join(synth_type_names(), ", "));
+}
+
 Status build_synth_model(const SynthOptions& o, GgufWriter& w) {
   ECO_ASSIGN_OR_RETURN(SynthPreset p, synth_preset(o.preset));
-  if (o.type != GgmlType::kF32 && o.type != GgmlType::kQ8_0) {
-    return invalid_argument_error("synth: weight type must be f32 or q8_0, got {}", kernels::type_name(o.type));
+  const SynthType* st = find_synth_type(o.type);
+  if (st == nullptr) {
+    return invalid_argument_error("synth: weight type must be one of {}, got {}", fmt::join(synth_type_names(), ", "),
+                                  kernels::type_name(o.type));
+  }
+  const std::int64_t block = kernels::type_traits(o.type)->block_elems;
+  if (p.dim % block != 0 || p.ffn_dim % block != 0) {
+    return invalid_argument_error(
+        "synth: {} packs rows in blocks of {} values, but preset {} has dim {} and ffn_dim {} (use 110m or 1b)",
+        st->name, block, p.name, p.dim, p.ffn_dim);
   }
   const std::string vocab_path = o.vocab_path.empty() ? default_vocab_path() : o.vocab_path;
   auto vocab = GgufFile::open(vocab_path);
   if (!vocab.ok()) return vocab.status().with_prefix("synth: cannot read vocab");
 
   const std::int64_t d = p.dim, head_dim = p.dim / p.n_heads, kv = head_dim * p.n_kv_heads, f = p.ffn_dim;
-  const bool q8 = o.type == GgmlType::kQ8_0;
+  const bool quantized = o.type != GgmlType::kF32 && o.type != GgmlType::kF16;
   w.set_string("general.architecture", "llama");
   w.set_string("general.name", fmt::format("ecoserve-synth-{}-{}", p.name, kernels::type_name(o.type)));
   w.set_uint32("llama.context_length", static_cast<std::uint32_t>(p.context_length));
@@ -139,10 +183,10 @@ Status build_synth_model(const SynthOptions& o, GgufWriter& w) {
   w.set_uint32("llama.rope.dimension_count", static_cast<std::uint32_t>(head_dim));
   w.set_float32("llama.rope.freq_base", p.rope_base);
   w.set_float32("llama.attention.layer_norm_rms_epsilon", p.rms_eps);
-  w.set_uint32("general.file_type", q8 ? 7u : 0u);  // LLAMA_FTYPE_MOSTLY_Q8_0 / ALL_F32
+  w.set_uint32("general.file_type", st->file_type);
   ECO_ASSIGN_OR_RETURN(std::int64_t n_vocab, copy_vocab(**vocab, w));
   w.set_uint32("llama.vocab_size", static_cast<std::uint32_t>(n_vocab));
-  if (q8) w.set_uint32("general.quantization_version", 2);
+  if (quantized) w.set_uint32("general.quantization_version", 2);
 
   auto seed_of = [&](std::string_view name) {
     std::uint64_t s = o.seed ^ fnv1a(name);

@@ -36,9 +36,16 @@ struct SynthPreset {
 StatusOr<SynthPreset> synth_preset(std::string_view name);
 std::vector<std::string> synth_preset_names();
 
+// The weight types synth writes, by their ggml names ("f32", "f16", "q8_0",
+// "q4_0", "q4_k", "q6_k"), and the lookup; INVALID_ARGUMENT naming them otherwise.
+std::vector<std::string> synth_type_names();
+StatusOr<kernels::GgmlType> synth_type(std::string_view name);
+
 struct SynthOptions {
   std::string preset = "tiny";
-  kernels::GgmlType type = kernels::GgmlType::kF32;  // of the 2-D matrices: kF32 or kQ8_0
+  // Of the 2-D matrices: F32, F16, Q8_0, Q4_0, Q4_K or Q6_K (the K-quants need
+  // dim and ffn_dim to be multiples of 256: presets 110m and 1b).
+  kernels::GgmlType type = kernels::GgmlType::kF32;
   std::uint64_t seed = 1;
   std::string vocab_path;   // empty: default_vocab_path()
   bool tied = false;        // true: no output.weight (the token embedding is reused)

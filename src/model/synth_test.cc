@@ -159,5 +159,42 @@ TEST(SynthTest, GptVocabAndErrors) {
   EXPECT_NE(s.message().find("/nonexistent.gguf"), std::string::npos);
 }
 
+// Every weight type synth offers: the matrices carry it, norms stay F32, and
+// general.file_type is llama.cpp's code for it. K-quants need rows that are
+// whole 256-value blocks, which tiny (dim 64) is not: a clear error.
+TEST(SynthTest, EveryWeightTypeAndKQuantRowLengths) {
+  auto vocab = shared_data_path(kVocab);
+  if (!vocab) GTEST_SKIP() << missing_data_message(kVocab);
+  EXPECT_EQ(synth_type_names(), (std::vector<std::string>{"f32", "f16", "q8_0", "q4_0", "q4_k", "q6_k"}));
+  const std::pair<const char*, std::uint32_t> small[] = {{"f32", 0}, {"f16", 1}, {"q8_0", 7}, {"q4_0", 2}};
+  for (const auto& [name, file_type] : small) {
+    SynthOptions o;
+    o.vocab_path = *vocab;
+    auto type = synth_type(name);
+    ASSERT_TRUE(type.ok()) << name;
+    o.type = *type;
+    auto f = synth_bytes(o);
+    ASSERT_TRUE(f.ok()) << name << ": " << f.status().to_string();
+    EXPECT_EQ((*f)->find_tensor("blk.1.ffn_down.weight")->type, o.type) << name;
+    EXPECT_EQ((*f)->find_tensor("token_embd.weight")->type, o.type) << name;
+    EXPECT_EQ((*f)->find_tensor("blk.0.attn_norm.weight")->type, GgmlType::kF32) << name;
+    EXPECT_EQ(*(*f)->get_int("general.file_type"), static_cast<int64_t>(file_type)) << name;
+  }
+  for (const char* name : {"q4_k", "q6_k"}) {
+    SynthOptions o;
+    o.vocab_path = *vocab;
+    o.type = *synth_type(name);
+    GgufWriter w;
+    Status s = build_synth_model(o, w);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << name;
+    EXPECT_NE(s.message().find("blocks of 256"), std::string::npos) << s.to_string();
+    EXPECT_NE(s.message().find("110m"), std::string::npos) << s.to_string();
+  }
+  auto bad = synth_type("q5_k");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("q4_k"), std::string::npos) << bad.status().to_string();
+}
+
 }  // namespace
 }  // namespace ecoserve::model
