@@ -22,7 +22,7 @@ using testing::FakeServerOptions;
 
 std::vector<BenchRequest> workload(int n, int max_tokens) {
   std::vector<BenchRequest> w;
-  for (int i = 0; i < n; ++i) w.push_back({.index = i, .prompt = "hello world", .input_tokens = 2, .output_tokens = max_tokens});
+  for (int i = 0; i < n; ++i) w.push_back({.index = i, .prompt = "hello world", .input_tokens = 2, .output_tokens = max_tokens, .timestamp_s = {}});
   return w;
 }
 
@@ -83,7 +83,9 @@ TEST_F(RunnerTest, CountsChunksWithoutUsageAndHonoursMaxConcurrency) {
     EXPECT_EQ(r.output_tokens, 3);
     EXPECT_FALSE(r.output_tokens_from_usage);
     EXPECT_EQ(r.input_tokens, 2);  // from the workload
-    if (i > 0) EXPECT_GE(r.sent_s, res->records[i - 1].end_s);  // serialized
+    if (i > 0) {
+      EXPECT_GE(r.sent_s, res->records[i - 1].end_s);  // serialized
+    }
   }
 }
 
@@ -151,7 +153,7 @@ TEST_F(RunnerTest, UnresolvableHostCannotStart) {
 TEST_F(RunnerTest, RequestBodyIsOpenAiCompatible) {
   auto o = options_for(1);
   BenchmarkRunner runner(o, clock_, builder_);
-  BenchRequest r{.prompt = "hi", .output_tokens = 7};
+  BenchRequest r{.index = 0, .prompt = "hi", .input_tokens = 0, .output_tokens = 7, .timestamp_s = {}};
   EXPECT_EQ(runner.request_body(r),
             R"({"ignore_eos":true,"max_tokens":7,"model":"fake","prompt":"hi","stream":true,)"
             R"("stream_options":{"include_usage":true},"temperature":0.0})");

@@ -228,7 +228,7 @@ Status write_plots(const std::string& dir, std::span<const RequestRecord> record
     for (const auto& r : records)
       if (r.success && !r.chunk_s.empty()) last_s = std::max(last_s, r.chunk_s.back());
     SvgPlot plot("Output tokens per second", "time since start (s)", "tokens/s");
-    SvgSeries s{.name = "output tokens/s (1 s bins)", .markers = bins.size() <= 30};
+    SvgSeries s{.name = "output tokens/s (1 s bins)", .points = {}, .step = false, .markers = bins.size() <= 30};
     for (std::size_t i = 0; i < bins.size(); ++i) {
       const double start = static_cast<double>(i);
       const double covered = std::min(1.0, last_s - start);
@@ -246,7 +246,7 @@ Status write_plots(const std::string& dir, std::span<const RequestRecord> record
     std::sort(probes.begin(), probes.end(), [](const auto& a, const auto& b) { return a.rate < b.rate; });
     SvgPlot plot("SLO attainment vs request rate", "request rate (req/s)", "SLO attainment (%)");
     plot.set_y_range(0, 100);
-    SvgSeries s{.name = "attainment", .markers = true};
+    SvgSeries s{.name = "attainment", .points = {}, .step = false, .markers = true};
     for (const auto& p : probes) s.points.emplace_back(p.rate, p.attainment * 100);
     double x0 = probes.front().rate, x1 = probes.back().rate;
     plot.add(std::move(s));

@@ -196,7 +196,9 @@ TEST_F(ServerIntegration, GreedyCompletionEqualsGenerateAndStreamConcatenates) {
             j["usage"]["prompt_tokens"].get<int>() + j["usage"]["completion_tokens"].get<int>());
   const std::string reason = j["choices"][0]["finish_reason"];
   EXPECT_TRUE(reason == "length" || reason == "stop") << reason;
-  if (reason == "length") EXPECT_EQ(j["usage"]["completion_tokens"], 40);
+  if (reason == "length") {
+    EXPECT_EQ(j["usage"]["completion_tokens"], 40);
+  }
 
   req["stream"] = true;
   req["stream_options"] = {{"include_usage", true}};
