@@ -30,7 +30,7 @@ struct GenerateArgs {
   int32_t threads = 0;
   int32_t ctx = 0;
   int32_t block_size = 16;
-  std::string kv_cache_dtype = "f32";  // f32 | f16
+  engine::KvCacheType kv_cache_type = engine::KvCacheType::kF32;
   bool no_bos = false;
   bool ignore_eos = false;
   bool quiet = false;
@@ -53,7 +53,7 @@ int run_generate(const GenerateArgs& a) {
   eo.num_threads = a.threads;
   eo.block_size = a.block_size;
   eo.max_context = a.ctx;
-  eo.kv_cache_type = *engine::parse_kv_cache_type(a.kv_cache_dtype);  // CLI checked the value
+  eo.kv_cache_type = a.kv_cache_type;
   const int64_t ctx = a.ctx > 0 ? a.ctx : (*model)->config().n_ctx_train;
   // Enough KV for one sequence of the whole context.
   eo.num_kv_blocks = static_cast<int32_t>((ctx + a.block_size - 1) / a.block_size);
@@ -151,9 +151,7 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("-t,--threads", args->threads, "threads; 0 = all cores")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("-c,--ctx-size", args->ctx, "context length; 0 = the model's")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--block-size", args->block_size, "KV block size in tokens")->capture_default_str()->check(CLI::Range(1, 4096));
-  cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype, "KV cache element type: f32 (exact) or f16 (half the memory and attention reads; llama.cpp's default)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"f32", "f16"}));
+  add_kv_cache_dtype_option(cmd, args->kv_cache_type);
   cmd->add_flag("--no-bos", args->no_bos, "do not add the BOS token");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "keep generating after end-of-generation tokens");
   cmd->add_flag("-q,--quiet", args->quiet, "no timing line on stderr");

@@ -27,7 +27,7 @@ struct ProfileArgs {
   int32_t decode_steps = 32;
   int32_t repeats = 2;
   int32_t block_size = 16;
-  std::string kv_cache_dtype = "f32";  // f32 | f16
+  engine::KvCacheType kv_cache_type = engine::KvCacheType::kF32;
   bool json = false;
   bool roofline = false;  // also print each figure's roofline bound from measured machine peaks
 };
@@ -56,9 +56,8 @@ ModelCost model_cost(const model::LlamaModel& m, engine::KvCacheType kv_type) {
   }
   add(m.output(), false);
   const auto& cfg = m.config();
-  const double head_dim = cfg.head_dim;
-  c.kv_bytes_per_ctx = 2.0 * cfg.n_layer * cfg.n_head_kv * head_dim * (kv_type == engine::KvCacheType::kF16 ? 2 : 4);
-  c.attn_macs_per_ctx = 2.0 * cfg.n_layer * cfg.n_head * head_dim;
+  c.kv_bytes_per_ctx = static_cast<double>(engine::ModelRunner::kv_bytes_per_block(cfg, 1, kv_type));
+  c.attn_macs_per_ctx = 2.0 * cfg.n_layer * cfg.n_head * cfg.head_dim;
   const auto t = m.layers().empty() ? kernels::GgmlType::kF32 : m.layers()[0].wq.type;
   c.int8 = !(t == kernels::GgmlType::kF32 || t == kernels::GgmlType::kF16 || t == kernels::GgmlType::kBF16);
   return c;
@@ -161,7 +160,7 @@ int run_profile(const ProfileArgs& a) {
     return 1;
   }
   nlohmann::json results = nlohmann::json::array();
-  const engine::KvCacheType kv_type = *engine::parse_kv_cache_type(a.kv_cache_dtype);  // CLI checked the value
+  const engine::KvCacheType kv_type = a.kv_cache_type;
   const ModelCost cost = model_cost(**model, kv_type);
   double fma_gmacs = 0, int8_gmacs = 0;
   if (a.roofline) {
@@ -272,9 +271,7 @@ void add_profile_command(CLI::App& app, int& exit_code) {
   eng->add_option("--decode-steps", args->decode_steps, "timed decode steps per batch size")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   eng->add_option("--repeats", args->repeats, "prefill repetitions (best is reported)")->capture_default_str()->check(CLI::Range(1, 100));
   eng->add_option("--block-size", args->block_size, "KV block size")->capture_default_str()->check(CLI::Range(1, 4096));
-  eng->add_option("--kv-cache-dtype", args->kv_cache_dtype, "KV cache element type: f32 (exact) or f16 (half the memory and attention reads; llama.cpp's default)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"f32", "f16"}));
+  add_kv_cache_dtype_option(eng, args->kv_cache_type);
   eng->add_flag("--json", args->json, "print JSON instead of a table");
   eng->add_flag("--roofline", args->roofline,
                 "measure this machine's peak multiply-add rate and read bandwidth, and print beside each figure the "

@@ -34,7 +34,7 @@ struct ServeArgs {
   int32_t chunk_size = 0;
   int32_t kv_cache_mb = 0;  // 0 = auto
   int32_t block_size = 16;
-  std::string kv_cache_dtype = "f32";  // f32 | f16
+  engine::KvCacheType kv_cache_type = engine::KvCacheType::kF32;
   int32_t ctx = 0;
   int32_t max_waiting = 256;
   std::string api_key;
@@ -71,7 +71,7 @@ int run_serve(const ServeArgs& a) {
   eo.num_threads = a.threads;
   eo.block_size = a.block_size;
   eo.max_context = a.ctx;
-  eo.kv_cache_type = *engine::parse_kv_cache_type(a.kv_cache_dtype);  // CLI checked the value
+  eo.kv_cache_type = a.kv_cache_type;
   const auto& cfg = (*model)->config();
   const int64_t context = a.ctx > 0 ? a.ctx : cfg.n_ctx_train;
   const int64_t block_bytes = engine::ModelRunner::kv_bytes_per_block(cfg, a.block_size, eo.kv_cache_type);
@@ -195,9 +195,7 @@ void add_serve_command(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--block-size", a->block_size, "KV block size in tokens")->capture_default_str()->check(CLI::Range(1, 4096));
-  cmd->add_option("--kv-cache-dtype", a->kv_cache_dtype, "KV cache element type: f32 (exact) or f16 (half the memory and attention reads; llama.cpp's default)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"f32", "f16"}));
+  add_kv_cache_dtype_option(cmd, a->kv_cache_type);
   cmd->add_option("-c,--ctx-size", a->ctx, "context length per request; 0 = the model's")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);

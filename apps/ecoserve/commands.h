@@ -4,6 +4,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "engine/model_runner.h"
+
 namespace ecoserve::apps {
 
 void add_model_command(CLI::App& app, int& exit_code);     // cmd_model.cc
@@ -13,5 +15,9 @@ void add_serve_command(CLI::App& app, int& exit_code);     // cmd_serve.cc
 void add_bench_command(CLI::App& app, int& exit_code);     // cmd_bench.cc
 // `model tokenize` lives in cmd_model_tokenize.cc; cmd_model.cc calls this to add it.
 void add_model_tokenize_subcommand(CLI::App* model_cmd, int& exit_code);
+
+// `--kv-cache-dtype f32|f16` on cmd, stored into `out` (whose value is the default).
+// cmd_engine_flags.cc.
+CLI::Option* add_kv_cache_dtype_option(CLI::App* cmd, engine::KvCacheType& out);
 
 }  // namespace ecoserve::apps

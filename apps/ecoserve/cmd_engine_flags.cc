@@ -1,0 +1,24 @@
+// Engine flags shared by the commands that create a ModelRunner (generate, serve, profile).
+#include <string>
+
+#include "apps/ecoserve/commands.h"
+
+namespace ecoserve::apps {
+
+CLI::Option* add_kv_cache_dtype_option(CLI::App* cmd, engine::KvCacheType& out) {
+  // engine::parse_kv_cache_type is the one list of names: it validates and converts.
+  CLI::Validator valid(
+      [](std::string& name) {
+        auto t = engine::parse_kv_cache_type(name);
+        return t.ok() ? std::string() : t.status().message();
+      },
+      "f32|f16");
+  return cmd
+      ->add_option_function<std::string>(
+          "--kv-cache-dtype", [&out](const std::string& name) { out = *engine::parse_kv_cache_type(name); },
+          "KV cache element type: f32 (exact) or f16 (half the memory and attention reads; llama.cpp's default)")
+      ->check(valid)
+      ->default_str(engine::kv_cache_type_name(out));
+}
+
+}  // namespace ecoserve::apps
