@@ -3,7 +3,8 @@
 # Node tests: the official `openai` client against the server, and llama.cpp (the
 # prebuilt CPU build in node-llama-cpp) loading ecoserve's GGUF files and checking
 # greedy output. --omit=optional skips node-llama-cpp's GPU builds; --ignore-scripts
-# keeps its postinstall from trying to download or compile anything.
+# keeps its postinstall from trying to download or compile anything. Last, every parser is
+# fuzzed for a bounded time (scripts/fuzz.sh: clang-14 build in build-fuzz/, about 2 minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
@@ -11,3 +12,4 @@ bash scripts/build.sh
 if [ -f tests/node/package.json ]; then
   (cd tests/node && npm ci --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error && ECOSERVE_BIN="$PWD/../../build/ecoserve" node --test)
 fi
+bash scripts/fuzz.sh

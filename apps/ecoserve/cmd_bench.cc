@@ -1,9 +1,12 @@
 // `ecoserve bench`: load generator and report for any OpenAI-compatible server
 // (ecoserve, vLLM, llama-server), and `ecoserve bench stats` for dataset statistics.
-// Exits non-zero only when it cannot start (bad arguments, unreadable dataset or
-// tokenizer, bad URL); request failures are counted in the report.
+// Exit status: 1 when it cannot start (bad arguments, unreadable dataset or
+// tokenizer, bad URL, model discovery failed), and 1 after printing (and writing)
+// the report when the run failed by loadgen::judge_run: no request succeeded, or
+// more than --max-failure-rate of them failed; 0 otherwise.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -21,6 +24,7 @@
 #include "loadgen/goodput_search.h"
 #include "loadgen/metrics.h"
 #include "loadgen/report.h"
+#include "loadgen/run_verdict.h"
 #include "model/gguf.h"
 #include "model/tokenizer.h"
 
@@ -32,6 +36,8 @@ using namespace ecoserve::loadgen;
 struct BenchArgs {
   std::string url = "http://127.0.0.1:8000";
   std::string model;  // empty: the first of GET /v1/models
+  std::optional<std::string> api_key;  // unset: $OPENAI_API_KEY
+  double max_failure_rate = 1.0;
   std::string endpoint = "completions";
   std::string tokenizer;
   std::vector<std::string> dataset = {"synthetic"};
@@ -134,6 +140,13 @@ int run_bench(const BenchArgs& a) {
   if (!burstiness.ok()) return fail(burstiness.status());
   auto percentiles = parse_percentiles(a.percentiles);
   if (!percentiles.ok()) return fail(percentiles.status());
+  if (Status s = validate_max_failure_rate(a.max_failure_rate); !s.ok()) return fail(s);
+  auto api_key = choose_api_key(a.api_key, std::getenv("OPENAI_API_KEY"));
+  if (!api_key.ok()) return fail(api_key.status());
+  // Appended to authentication failures: which key was sent, or that none was.
+  const std::string auth_hint =
+      api_key->key.empty() ? "no API key was sent: pass --api-key KEY or set OPENAI_API_KEY"
+                           : fmt::format("the API key from {} was rejected", api_key->source);
   if (a.request_timeout_s <= 0) return fail(invalid_argument_error("--request-timeout must be > 0"));
   if (a.trace_speedup <= 0) return fail(invalid_argument_error("--trace-speedup must be > 0"));
   if (a.max_concurrency < 0) return fail(invalid_argument_error("--max-concurrency must be >= 0"));
@@ -182,9 +195,15 @@ int run_bench(const BenchArgs& a) {
   ro.url = *url;
   ro.endpoint = *endpoint;
   ro.model = a.model;
+  ro.api_key = api_key->key;
   if (ro.model.empty()) {
-    auto m = discover_model(*url);
-    if (!m.ok()) return fail(m.status().with_prefix("no --model given and model discovery failed"));
+    auto m = discover_model(*url, ro.api_key);
+    if (!m.ok()) {
+      Status s = m.status().with_prefix("no --model given and model discovery failed");
+      if (m.status().code() == StatusCode::kUnauthenticated || m.status().code() == StatusCode::kPermissionDenied)
+        s = Status(s.code(), fmt::format("{} ({})", s.message(), auth_hint));
+      return fail(s);
+    }
     ro.model = *m;
     if (!a.quiet) std::fprintf(stderr, "model: %s (from /v1/models)\n", ro.model.c_str());
   }
@@ -200,6 +219,7 @@ int run_bench(const BenchArgs& a) {
   MetricsOptions mo{.percentiles = *percentiles, .slo = slo};
   nlohmann::json config = {
       {"url", url->to_string()}, {"model", ro.model}, {"endpoint", std::string(endpoint_name(*endpoint))},
+      {"api_key", api_key->source.empty() ? "none" : api_key->source},  // where it came from, never the key
       {"tokenizer", a.tokenizer}, {"dataset", a.dataset}, {"input_len", wo.input_len.describe()},
       {"output_len", wo.output_len.describe()}, {"length_scale", a.length_scale},
       {"num_prompts", workload->size()}, {"rate", a.rate}, {"burstiness", a.burstiness},
@@ -208,7 +228,7 @@ int run_bench(const BenchArgs& a) {
       {"temperature", a.temperature}, {"percentiles", *percentiles},
       {"slo_ttft_ms", slo.ttft_ms ? nlohmann::json(*slo.ttft_ms) : nlohmann::json(nullptr)},
       {"slo_tpot_ms", slo.tpot_ms ? nlohmann::json(*slo.tpot_ms) : nlohmann::json(nullptr)},
-      {"token_counts_exact", builder.exact()}};
+      {"token_counts_exact", builder.exact()}, {"max_failure_rate", a.max_failure_rate}};
   ReportInfo info{.max_concurrency = a.max_concurrency, .token_counts_exact = builder.exact(),
                   .percentiles = *percentiles, .slo = slo};
 
@@ -253,17 +273,34 @@ int run_bench(const BenchArgs& a) {
   std::printf("%s", format_report(final_metrics, info).c_str());
   if (search) std::printf("%s", format_search_summary(*search, a.attainment / 100.0).c_str());
   std::fflush(stdout);
+  // With --goodput-search the rule judges the reported run (the best rate's, or the
+  // last probe's when no rate met the target): failures of the overloaded probes
+  // above the best rate are what the search measures, not a broken server.
+  RunVerdict verdict = judge_run(final_metrics.completed, final_metrics.failed, a.max_failure_rate);
 
   if (!a.result_json.empty()) {
     auto j = result_json(config, final_metrics, final_run.records, search);
-    if (Status s = write_file(a.result_json, j.dump(2)); !s.ok())
+    j["exit_code"] = verdict.exit_code;
+    if (verdict.exit_code != 0) j["failure_reason"] = verdict.reason;
+    if (Status s = write_file(a.result_json, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+        !s.ok())
       std::fprintf(stderr, "ecoserve bench: %s\n", s.message().c_str());
   }
   if (!a.plot_dir.empty()) {
     if (Status s = write_plots(a.plot_dir, final_run.records, search, a.attainment / 100.0); !s.ok())
       std::fprintf(stderr, "ecoserve bench: %s\n", s.message().c_str());
   }
-  return 0;
+  if (verdict.exit_code != 0) {
+    std::string line = "ecoserve bench: FAILED: ";
+    if (search) line += fmt::format("the reported run (rate {:.3f} req/s): ", config["reported_rate"].get<double>());
+    line += verdict.reason;
+    if (!final_metrics.errors.empty())
+      line += "; errors: " + summarize_errors(final_metrics.errors, final_metrics.error_examples);
+    if (final_metrics.errors.contains("http_401") || final_metrics.errors.contains("http_403"))
+      line += " (" + auth_hint + ")";
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+  return verdict.exit_code;
 }
 
 int run_stats(const StatsArgs& a) {
@@ -295,6 +332,9 @@ void add_bench_command(CLI::App& app, int& exit_code) {
       "TTFT/TPOT/ITL/E2E, throughput, SLO attainment, goodput; output like `vllm bench serve`.");
   cmd->add_option("--url", args->url, "server base URL (http only)")->capture_default_str();
   cmd->add_option("--model", args->model, "model name sent in requests (default: the first of GET /v1/models)");
+  cmd->add_option("--api-key", args->api_key,
+                  "send 'Authorization: Bearer KEY' on every request, /v1/models included (default: "
+                  "$OPENAI_API_KEY when set; an empty KEY sends none). The environment keeps the key out of `ps`");
   cmd->add_option("--endpoint", args->endpoint, "completions or chat")->capture_default_str();
   cmd->add_option("--tokenizer", args->tokenizer,
                   "GGUF file whose tokenizer counts tokens and builds exact-length prompts "
@@ -341,6 +381,19 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--plot", args->plot_dir, "write SVG plots into this directory");
   cmd->add_flag("--save-text", args->keep_text, "keep generated text in --result-json");
   cmd->add_flag("--quiet", args->quiet, "no progress bar");
+  cmd->add_option("--max-failure-rate", args->max_failure_rate,
+                  "exit 1 (after the report) when more than this share (0-1) of requests failed; "
+                  "a run where no request succeeded always exits 1")
+      ->capture_default_str();
+  cmd->footer(
+      "Exit status: 0 when the run succeeded; 1 when bench cannot start (bad arguments, dataset, URL,\n"
+      "model discovery failed, e.g. HTTP 401) or, after the report is printed and written, when no\n"
+      "request succeeded or more than --max-failure-rate of them failed (a share equal to it passes);\n"
+      "stderr then has one 'ecoserve bench: FAILED: ...' line with the reason and the errors.\n"
+      "With --goodput-search the rule judges the reported run (at the best rate meeting --attainment,\n"
+      "or the last probe when none did); failures of the overloaded probes above it do not count, and\n"
+      "finding no rate that meets the target is a result, not a failure.\n"
+      "Trace replay is judged like any run. `bench stats` sends no requests.");
 
   auto sargs = std::make_shared<StatsArgs>();
   auto* stats = cmd->add_subcommand("stats", "Length distributions and prefix repetition of a dataset");

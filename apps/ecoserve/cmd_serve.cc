@@ -45,6 +45,11 @@ struct ServeArgs {
   std::string preemption_mode = "recompute";
   int32_t swap_mb = 0;
   int64_t max_body_bytes = 4ll << 20;
+  int32_t tokenizer_threads = 2;
+  double header_timeout = 10.0;
+  double body_timeout = 60.0;
+  double keep_alive_timeout = 30.0;
+  int32_t max_connections = 1024;
 };
 
 void wait_until(const std::function<bool()>& done, double seconds) {
@@ -123,6 +128,11 @@ int run_serve(const ServeArgs& a) {
   so.api_key = a.api_key;
   so.chat_template = a.chat_template;
   so.max_body_bytes = a.max_body_bytes;
+  so.num_tokenizer_threads = a.tokenizer_threads;
+  so.header_timeout_seconds = a.header_timeout;
+  so.body_timeout_seconds = a.body_timeout;
+  so.keep_alive_timeout_seconds = a.keep_alive_timeout;
+  so.max_connections = a.max_connections;
   so.served_model_name = served_model_name;
   so.metrics = step_metrics;  // /metrics also exports the per-step histograms
   auto server = server::HttpServer::create(loop->get(), *model, so, &clock);
@@ -143,7 +153,7 @@ int run_serve(const ServeArgs& a) {
 
   int sig = 0;
   sigwait(&signals, &sig);
-  std::fprintf(stderr, "[ecoserve] %s: draining (up to %.0f s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+  std::fprintf(stderr, "[ecoserve] %s: draining (up to %g s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
                a.drain_timeout);
   (*server)->begin_drain();
   (*loop)->begin_drain();
@@ -225,6 +235,26 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-body-bytes", a->max_body_bytes, "largest request body; larger ones get HTTP 413")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 32));
+  cmd->add_option("--tokenizer-threads", a->tokenizer_threads,
+                  "threads that parse and tokenize requests (kept off the HTTP I/O threads)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--header-timeout", a->header_timeout,
+                  "seconds a client has to send a request's head; late ones get 408 and are closed; 0 = no limit")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--body-timeout", a->body_timeout,
+                  "seconds a client has to send a request's body after its head; 0 = no limit")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--keep-alive-timeout", a->keep_alive_timeout,
+                  "seconds an idle kept-alive connection stays open between requests; 0 = no limit")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-connections", a->max_connections,
+                  "most open client connections (more get 503 and are closed); lowered to fit 'ulimit -n'")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   cmd->callback([a, &exit_code] { exit_code = run_serve(*a); });
 }
 

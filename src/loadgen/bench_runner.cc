@@ -14,6 +14,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "loadgen/sse_parser.h"
@@ -65,6 +66,7 @@ class Session : public std::enable_shared_from_this<Session> {
     req_.set(http::field::content_type, "application/json");
     req_.set(http::field::accept, "text/event-stream");
     req_.set(http::field::connection, "close");
+    if (!st.options->api_key.empty()) req_.set(http::field::authorization, "Bearer " + st.options->api_key);
     req_.body() = std::move(body);
     req_.prepare_payload();
     parser_.body_limit(std::numeric_limits<std::uint64_t>::max());
@@ -408,7 +410,7 @@ StatusOr<RunResult> BenchmarkRunner::run(std::span<const BenchRequest> requests,
   return result;
 }
 
-StatusOr<std::string> discover_model(const ServerUrl& url, double timeout_s) {
+StatusOr<std::string> discover_model(const ServerUrl& url, const std::string& api_key, double timeout_s) {
   asio::io_context ioc;
   tcp::resolver resolver(ioc);
   error_code ec;
@@ -424,18 +426,43 @@ StatusOr<std::string> discover_model(const ServerUrl& url, double timeout_s) {
   http::request<http::empty_body> req{http::verb::get, target, 11};
   req.set(http::field::host, url.host + ":" + url.port);
   req.set(http::field::user_agent, "ecoserve-bench");
+  if (!api_key.empty()) req.set(http::field::authorization, "Bearer " + api_key);
   http::write(stream, req, ec);
   beast::flat_buffer buffer;
   http::response<http::string_body> res;
   if (!ec) http::read(stream, buffer, res, ec);
   if (ec) return unavailable_error("GET {}{}: {}", url.to_string(), target, ec.message());
-  if (res.result_int() != 200)
-    return unavailable_error("GET {}{}: HTTP {}", url.to_string(), target, res.result_int());
+  if (int code = static_cast<int>(res.result_int()); code != 200) {
+    // "HTTP 401 Unauthorized: incorrect API key provided" (the server's OpenAI-style message when it sent one).
+    std::string what = fmt::format("GET {}{}: HTTP {} {}", url.to_string(), target, code,
+                                   std::string(http::obsolete_reason(res.result())));
+    auto parsed = parse_stream_data(res.body());
+    if (parsed.ok() && !parsed->error.empty()) what += ": " + parsed->error.substr(0, 300);
+    if (code == 401) return unauthenticated_error("{}", what);
+    if (code == 403) return permission_denied_error("{}", what);
+    return unavailable_error("{}", what);
+  }
   auto j = nlohmann::json::parse(res.body(), nullptr, false);
   if (j.is_discarded() || !j.contains("data") || !j["data"].is_array() || j["data"].empty() ||
       !j["data"][0].contains("id") || !j["data"][0]["id"].is_string())
     return unavailable_error("GET {}{}: no model listed", url.to_string(), target);
   return j["data"][0]["id"].get<std::string>();
+}
+
+StatusOr<ApiKeyChoice> choose_api_key(const std::optional<std::string>& flag, const char* env) {
+  ApiKeyChoice c;
+  if (flag) {
+    c.key = *flag;
+    c.source = flag->empty() ? "" : "--api-key";
+  } else if (env != nullptr && *env != '\0') {
+    c.key = env;
+    c.source = "OPENAI_API_KEY";
+  }
+  for (unsigned char ch : c.key)
+    if (ch < 0x20 || ch > 0x7e)
+      return invalid_argument_error("the API key from {} holds a control or non-ASCII byte (0x{:02x})",
+                                    c.source, static_cast<unsigned>(ch));
+  return c;
 }
 
 }  // namespace ecoserve::loadgen

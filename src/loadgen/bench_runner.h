@@ -9,6 +9,7 @@
 // content chunk is recorded. Failures (refused/reset connections, HTTP status codes,
 // --request-timeout, errors inside the stream, garbage) are recorded per request and
 // never stop the run.
+// With an API key, every request (and discover_model) sends "Authorization: Bearer KEY".
 // Token counts: usage (stream_options.include_usage) when the server sends it; else
 // the tokenizer's count of the generated text when the PromptBuilder is exact; else
 // the number of content chunks (approximate).
@@ -17,6 +18,7 @@
 
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -34,6 +36,7 @@ struct RunnerOptions {
   ServerUrl url;
   Endpoint endpoint = Endpoint::kCompletions;
   std::string model;
+  std::string api_key;      // non-empty: sent as "Authorization: Bearer <api_key>"
   double request_timeout_s = 600;
   int max_concurrency = 0;  // 0 = unlimited
   bool ignore_eos = true;
@@ -67,7 +70,23 @@ class BenchmarkRunner {
   const PromptBuilder& builder_;
 };
 
-// GET {url}/v1/models and return the first model id (for when --model is not given).
-StatusOr<std::string> discover_model(const ServerUrl& url, double timeout_s = 10);
+// GET {url}/v1/models (with the API key, if any) and return the first model id
+// (for when --model is not given). A non-200 answer names the status and the
+// server's error message: UNAUTHENTICATED for 401, PERMISSION_DENIED for 403,
+// UNAVAILABLE otherwise.
+StatusOr<std::string> discover_model(const ServerUrl& url, const std::string& api_key = "",
+                                     double timeout_s = 10);
+
+// The API key bench sends and where it came from.
+struct ApiKeyChoice {
+  std::string key;     // empty: no Authorization header
+  std::string source;  // "--api-key", "OPENAI_API_KEY" or "" (none)
+};
+
+// --api-key when given (an empty value means: send none, even if the environment
+// has one), else the OPENAI_API_KEY environment value `env` (nullptr or empty: none),
+// as the openai clients do. INVALID_ARGUMENT, naming the source but not the key,
+// when the key holds a control character or a non-ASCII byte (it must fit in a header).
+StatusOr<ApiKeyChoice> choose_api_key(const std::optional<std::string>& flag, const char* env);
 
 }  // namespace ecoserve::loadgen

@@ -7,12 +7,14 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "loadgen/arrival_process.h"
 #include "loadgen/fake_openai_server.h"
 #include "loadgen/goodput_search.h"
 #include "loadgen/metrics.h"
+#include "loadgen/report.h"
 
 namespace ecoserve::loadgen {
 namespace {
@@ -139,6 +141,97 @@ TEST_F(RunnerTest, ErrorsAreClassifiedAndNeverAbort) {
     EXPECT_EQ(m.errors.at("timeout"), 3);
     EXPECT_LT(res->duration_s, 2.0);
   }
+}
+
+TEST_F(RunnerTest, SendsTheApiKeyOnEveryRequestAndModelDiscovery) {
+  auto server = FakeOpenAiServer::start({.base_ttft_ms = 1, .per_load_ms = 0, .tpot_ms = 1, .api_key = "secret"});
+  ASSERT_TRUE(server.ok()) << server.status().to_string();
+  auto o = options_for((*server)->port());
+  auto model = discover_model(o.url, "secret");
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  EXPECT_EQ(*model, "fake-model");
+  o.api_key = "secret";
+  for (Endpoint e : {Endpoint::kCompletions, Endpoint::kChat}) {
+    o.endpoint = e;
+    BenchmarkRunner runner(o, clock_, builder_);
+    auto res = runner.run(workload(4, 2), std::vector<double>(4, 0.0));
+    ASSERT_TRUE(res.ok()) << res.status().to_string();
+    for (const auto& r : res->records) EXPECT_TRUE(r.success) << error_key(r) << " " << r.error_message;
+  }
+  const auto seen = (*server)->authorizations();
+  ASSERT_EQ(seen.size(), 9u);
+  EXPECT_EQ(seen[0], "GET /v1/models -> Bearer secret");
+  for (std::size_t i = 1; i < 5; ++i) EXPECT_EQ(seen[i], "POST /v1/completions -> Bearer secret") << i;
+  for (std::size_t i = 5; i < 9; ++i) EXPECT_EQ(seen[i], "POST /v1/chat/completions -> Bearer secret") << i;
+}
+
+TEST_F(RunnerTest, AMissingOrWrongKeyIsReportedAs401) {
+  auto server = FakeOpenAiServer::start({.api_key = "secret"});
+  ASSERT_TRUE(server.ok()) << server.status().to_string();
+  auto o = options_for((*server)->port());
+
+  // Model discovery: UNAUTHENTICATED, naming the status and the server's message.
+  auto none = discover_model(o.url, "");
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), StatusCode::kUnauthenticated);
+  EXPECT_NE(none.status().message().find("/v1/models: HTTP 401 Unauthorized: missing API key"), std::string::npos)
+      << none.status().message();
+  auto wrong = discover_model(o.url, "nope");
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.status().code(), StatusCode::kUnauthenticated);
+  EXPECT_NE(wrong.status().message().find("HTTP 401 Unauthorized: incorrect API key provided"), std::string::npos)
+      << wrong.status().message();
+
+  // Requests: each one fails as http_401 with the server's message, and the report shows it.
+  for (const char* key : {"", "nope"}) {
+    SCOPED_TRACE(key);
+    o.api_key = key;
+    BenchmarkRunner runner(o, clock_, builder_);
+    auto res = runner.run(workload(3, 2), std::vector<double>(3, 0.0));
+    ASSERT_TRUE(res.ok());
+    auto m = compute_metrics(res->records, res->duration_s, {});
+    EXPECT_EQ(m.completed, 0);
+    EXPECT_EQ(m.errors.at("http_401"), 3);
+    const std::string message = *key ? "incorrect API key provided" : "missing API key";
+    EXPECT_EQ(res->records[0].http_status, 401);
+    EXPECT_EQ(res->records[0].error_message, message);
+    EXPECT_EQ(m.error_examples.at("http_401"), message);
+    const std::string report = format_report(m, {});
+    EXPECT_NE(report.find(fmt::format("{:<40} 3\n", "Failed requests:")), std::string::npos) << report;
+    EXPECT_NE(report.find(fmt::format("{:<40} 3 ({})\n", "http_401:", message)), std::string::npos) << report;
+  }
+  const auto seen = (*server)->authorizations();
+  ASSERT_EQ(seen.size(), 8u);
+  EXPECT_EQ(seen[0], "GET /v1/models -> ");  // no key: no header at all
+  EXPECT_EQ(seen[1], "GET /v1/models -> Bearer nope");
+  for (std::size_t i = 2; i < 5; ++i) EXPECT_EQ(seen[i], "POST /v1/completions -> ") << i;
+  for (std::size_t i = 5; i < 8; ++i) EXPECT_EQ(seen[i], "POST /v1/completions -> Bearer nope") << i;
+}
+
+TEST(ChooseApiKey, TheFlagWinsOverTheEnvironment) {
+  auto from_flag = choose_api_key(std::string("k1"), "k2");
+  ASSERT_TRUE(from_flag.ok());
+  EXPECT_EQ(from_flag->key, "k1");
+  EXPECT_EQ(from_flag->source, "--api-key");
+  auto from_env = choose_api_key(std::nullopt, "k2");
+  ASSERT_TRUE(from_env.ok());
+  EXPECT_EQ(from_env->key, "k2");
+  EXPECT_EQ(from_env->source, "OPENAI_API_KEY");
+  for (const char* env : {static_cast<const char*>(nullptr), ""}) {
+    auto none = choose_api_key(std::nullopt, env);
+    ASSERT_TRUE(none.ok());
+    EXPECT_EQ(none->key, "");
+    EXPECT_EQ(none->source, "");
+  }
+  auto off = choose_api_key(std::string(""), "k2");  // an empty --api-key sends none
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->key, "");
+  auto bad = choose_api_key(std::nullopt, "sk-abc\r\nX-Injected: 1");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("OPENAI_API_KEY"), std::string::npos);
+  EXPECT_EQ(bad.status().message().find("sk-abc"), std::string::npos) << "the key must not be echoed";
+  EXPECT_FALSE(choose_api_key(std::string("caf\xc3\xa9"), nullptr).ok());
 }
 
 TEST_F(RunnerTest, UnresolvableHostCannotStart) {

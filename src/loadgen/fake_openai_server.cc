@@ -25,6 +25,8 @@ struct FakeOpenAiServer::Impl {
   tcp::acceptor acceptor{ioc};
   std::thread thread;
   std::atomic<int> received{0};
+  mutable std::mutex mu;
+  std::vector<std::string> authorizations;  // guarded by mu
   std::deque<SteadyTime> arrivals;  // touched only on the io thread
   int port = 0;
 
@@ -51,18 +53,33 @@ class Conn : public std::enable_shared_from_this<Conn> {
   void on_request() {
     ++impl_.received;
     const auto& o = impl_.options;
+    const auto auth_it = req_.find(http::field::authorization);
+    const bool has_auth = auth_it != req_.end();
+    const std::string auth = has_auth ? std::string(auth_it->value()) : "";
+    {
+      std::lock_guard lock(impl_.mu);
+      impl_.authorizations.push_back(fmt::format("{} {} -> {}", std::string(req_.method_string()),
+                                                 std::string(req_.target()), auth));
+    }
+    if (!o.api_key.empty() && auth != "Bearer " + o.api_key) {
+      nlohmann::json e = {{"error",
+                           {{"message", has_auth ? "incorrect API key provided" : "missing API key"},
+                            {"type", "invalid_request_error"},
+                            {"code", "invalid_api_key"}}}};
+      return respond(401, "Unauthorized", e.dump());
+    }
+    if (req_.method() == http::verb::get && req_.target() == "/v1/models") {
+      nlohmann::json m = {{"object", "list"}, {"data", {{{"id", "fake-model"}, {"object", "model"}}}}};
+      return respond(200, "OK", m.dump());
+    }
     if (o.reset_connections) {
       error_code ig;
       socket_.set_option(asio::socket_base::linger(true, 0), ig);  // RST
       socket_.close(ig);
       return;
     }
-    if (o.fail_status != 0) {
-      std::string body = R"({"error":{"message":"fake failure","type":"server_error"}})";
-      out_ = fmt::format("HTTP/1.1 {} Error\r\nContent-Type: application/json\r\nContent-Length: {}\r\n"
-                         "Connection: close\r\n\r\n{}", o.fail_status, body.size(), body);
-      return write_then_close();
-    }
+    if (o.fail_status != 0)
+      return respond(o.fail_status, "Error", R"({"error":{"message":"fake failure","type":"server_error"}})");
     auto j = nlohmann::json::parse(req_.body(), nullptr, false);
     int max_tokens = 16;
     if (!j.is_discarded() && j.contains("max_tokens") && j["max_tokens"].is_number_integer())
@@ -111,6 +128,13 @@ class Conn : public std::enable_shared_from_this<Conn> {
       self->out_ += chunk("data: [DONE]\n\n") + "0\r\n\r\n";
       self->write_then_close();
     });
+  }
+
+  // A whole JSON response, then close.
+  void respond(int status, const char* reason, const std::string& body) {
+    out_ = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n"
+                       "Connection: close\r\n\r\n{}", status, reason, body.size(), body);
+    write_then_close();
   }
 
   template <typename F>
@@ -176,5 +200,10 @@ FakeOpenAiServer::~FakeOpenAiServer() {
 
 int FakeOpenAiServer::port() const { return impl_->port; }
 int FakeOpenAiServer::requests_received() const { return impl_->received.load(); }
+
+std::vector<std::string> FakeOpenAiServer::authorizations() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->authorizations;
+}
 
 }  // namespace ecoserve::loadgen::testing

@@ -10,12 +10,18 @@
 // (unless send_usage is false) and "data: [DONE]".
 // Modes: fail_status != 0 answers every request with that status and a JSON error;
 // reset_connections closes the socket right after reading the request.
+// GET /v1/models lists one model, "fake-model". With api_key set, every request
+// (GET /v1/models included) without "Authorization: Bearer <api_key>" gets a 401 and
+// an OpenAI-style error ("missing API key" / "incorrect API key provided"); the
+// Authorization header of every request is kept for tests (authorizations()).
 // Runs its own io_context thread; the destructor stops it. Thread-safe counters.
 #pragma once
 
 #include <atomic>
 #include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "base/status.h"
 
@@ -29,6 +35,7 @@ struct FakeServerOptions {
   bool send_usage = true;
   int fail_status = 0;
   bool reset_connections = false;
+  std::string api_key{};  // non-empty: required as "Authorization: Bearer <api_key>"
 };
 
 class FakeOpenAiServer {
@@ -37,6 +44,8 @@ class FakeOpenAiServer {
   ~FakeOpenAiServer();
   int port() const;
   int requests_received() const;
+  // "METHOD TARGET -> Authorization value" per request received ("" when absent), in order.
+  std::vector<std::string> authorizations() const;
 
   struct Impl;
 

@@ -98,7 +98,9 @@ BenchmarkMetrics compute_metrics(std::span<const RequestRecord> records, double 
   for (const auto& r : records) {
     if (!r.success) {
       ++m.failed;
-      ++m.errors[error_key(r)];
+      const std::string key = error_key(r);
+      ++m.errors[key];
+      m.error_examples.try_emplace(key, r.error_message);
       continue;
     }
     ++m.completed;

@@ -75,6 +75,7 @@ struct BenchmarkMetrics {
   double attainment = 0;  // fraction of num_requests in [0,1]
   double goodput = 0;     // attaining req/s
   std::map<std::string, std::int64_t> errors;  // error_key -> count
+  std::map<std::string, std::string> error_examples;  // error_key -> the first such request's message
   std::int64_t outputs_counted_without_usage = 0;  // token counts approximated/counted by chunks
 };
 

@@ -87,9 +87,20 @@ std::string format_report(const BenchmarkMetrics& m, const ReportInfo& info) {
   }
   if (m.failed > 0) {
     o += banner("Errors", '-') + "\n";
-    for (const auto& [k, v] : m.errors) o += rowi(k + ":", v);
+    for (const auto& [k, v] : m.errors) {
+      auto it = m.error_examples.find(k);
+      if (it == m.error_examples.end() || it->second.empty()) {
+        o += rowi(k + ":", v);
+        continue;
+      }
+      std::string msg = it->second.substr(0, 60);
+      if (it->second.size() > 60) msg += "...";
+      for (char& c : msg)
+        if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+      o += row(k + ":", fmt::format("{} ({})", v, msg));
+    }
   }
-  if (!info.token_counts_exact) {
+  if (!info.token_counts_exact && m.completed > 0) {  // nothing to qualify when no request succeeded
     bool all_usage = m.completed > 0 && m.outputs_counted_without_usage == 0;
     o += banner("Note", '-') + "\n";
     o += all_usage ? "Input token counts of the workload are approximate (no --tokenizer);\n"
@@ -139,6 +150,7 @@ nlohmann::json metrics_json(const BenchmarkMetrics& m) {
       {"itl_ms", dist_json(m.itl_ms)},
       {"e2e_ms", dist_json(m.e2e_ms)},
       {"errors", m.errors},
+      {"error_examples", m.error_examples},
       {"outputs_counted_without_usage", m.outputs_counted_without_usage},
   };
   if (m.slo_enabled) {

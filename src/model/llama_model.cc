@@ -163,6 +163,14 @@ Status LlamaModel::init() {
   }
   const int64_t q_dim = static_cast<int64_t>(c.n_head) * c.head_dim;
   const int64_t kv_dim = c.kv_dim();
+  // Every layer has at least 9 tensors: a block_count the tensor directory cannot
+  // hold is an error here, before the layer table is allocated (2^24 layers would
+  // be ~7 GB of LayerWeights for a file of a few KB; found by fuzz/gguf_fuzz.cc).
+  constexpr int64_t kTensorsPerLayer = 9;
+  if (static_cast<int64_t>(c.n_layer) > static_cast<int64_t>(f.tensors().size()) / kTensorsPerLayer) {
+    return invalid_argument_error("model: block_count {} needs at least {} tensors, the file has {}", c.n_layer,
+                                  static_cast<int64_t>(c.n_layer) * kTensorsPerLayer, f.tensors().size());
+  }
   layers_.resize(c.n_layer);
   for (int32_t i = 0; i < c.n_layer; ++i) {
     const std::string b = "blk." + std::to_string(i) + ".";

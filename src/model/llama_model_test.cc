@@ -71,6 +71,21 @@ TEST_F(LlamaModelTest, LinearRopeScalingAndBadHeadCounts) {
   EXPECT_NE(heads.status().message().find("head_count_kv 3"), std::string::npos) << heads.status().message();
 }
 
+TEST_F(LlamaModelTest, BlockCountBeyondTheTensorsIsRejectedBeforeAllocating) {
+  // 2^24 layers passes the range check; the old loader allocated ~7 GB of layer
+  // table before noticing the missing tensors.
+  auto m = load_modified([](GgufWriter& w) { w.set_uint32("llama.block_count", 1u << 24); });
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find("block_count 16777216 needs at least"), std::string::npos)
+      << m.status().message();
+  auto three = load_modified([](GgufWriter& w) { w.set_uint32("llama.block_count", 3); });
+  ASSERT_FALSE(three.ok());  // tiny has 2 layers: 21 tensors
+  EXPECT_NE(three.status().message().find("block_count 3 needs at least 27 tensors, the file has 21"),
+            std::string::npos)
+      << three.status().message();
+}
+
 TEST_F(LlamaModelTest, FingerprintDependsOnWeights) {
   auto a = load_modified([](GgufWriter&) {});
   SynthOptions opt;

@@ -1,10 +1,11 @@
 #include "server/http_server.h"
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <ctime>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
@@ -19,7 +20,9 @@
 
 #include "server/api_error.h"
 #include "server/chat_template.h"
-#include "server/openai_request.h"
+#include "server/completion_response.h"
+#include "server/http_route.h"
+#include "server/prepare_generation.h"
 #include "server/server_metrics.h"
 #include "server/sse.h"
 #include "server/text_stream.h"
@@ -35,6 +38,8 @@ using nlohmann::json;
 namespace {
 
 constexpr int64_t kMaxDrainBytes = 64ll << 20;  // read and discard at most this after a 413
+constexpr double kCloseGraceSeconds = 2.0;      // a timed-out client gets this long to take its 408
+constexpr int kReservedFds = 64;                // file descriptors kept free of connections
 
 ApiError make_error(int status, std::string message, std::string type, std::string code = "",
                     std::string param = "") {
@@ -52,15 +57,18 @@ std::string status_line(int status) {
   return fmt::format("HTTP/1.1 {} {}\r\n", status, std::string_view(reason.data(), reason.size()));
 }
 
-double clamp_logprob(float lp) {
-  if (!std::isfinite(lp)) return -9999.0;
-  return std::max(-9999.0, static_cast<double>(lp));
+std::string_view sv(beast::string_view s) { return {s.data(), s.size()}; }
+
+std::chrono::steady_clock::duration seconds_to_duration(double s) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
 }
 
-json bytes_of(const std::string& s) {
-  json arr = json::array();
-  for (unsigned char c : s) arr.push_back(static_cast<int>(c));
-  return arr;
+// A complete response that closes the connection, for answers given without a session.
+std::string close_response(int status, const ApiError& e) {
+  const std::string body = dump_json(e.to_json());
+  return status_line(status) + fmt::format("Server: ecoserve\r\nContent-Type: application/json\r\n"
+                                           "Content-Length: {}\r\nConnection: close\r\n\r\n{}",
+                                           body.size(), body);
 }
 
 }  // namespace
@@ -74,20 +82,23 @@ struct ServerState {
   ServerOptions options;
   const Clock* clock = nullptr;
   ChatTemplateKind chat_template = ChatTemplateKind::kChatml;
-  std::string bos_text = "<s>";
-  std::string eos_text = "</s>";
+  PrepareContext prepare;  // what generation requests are checked against
   std::shared_ptr<ServerMetrics> metrics;
+  int32_t max_connections = 0;  // options.max_connections, clipped to the file-descriptor limit
+  // Declared before the io_context: sessions destroyed with its handlers still update them.
+  std::atomic<bool> draining{false};
+  std::atomic<bool> stopped{false};
+  std::atomic<int32_t> active{0};       // generation requests whose response is not fully written
+  std::atomic<int32_t> connections{0};  // open sessions
+  std::atomic<uint64_t> next_request_id{1};
+  uint64_t id_salt = 0;
 
   net::io_context ioc;
+  std::optional<net::thread_pool> tokenizer_pool;  // prepare_generation() runs here, never on I/O threads
   std::optional<tcp::acceptor> acceptor;
   std::vector<std::thread> threads;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   uint16_t port = 0;
-  std::atomic<bool> draining{false};
-  std::atomic<bool> stopped{false};
-  std::atomic<int32_t> active{0};
-  std::atomic<uint64_t> next_request_id{1};
-  uint64_t id_salt = 0;
 
   std::string next_response_id(const char* prefix, uint64_t n) {
     return fmt::format("{}{:016x}", prefix, id_salt ^ (n * 0x9E3779B97F4A7C15ull));
@@ -96,61 +107,171 @@ struct ServerState {
 
 namespace {
 
-// One choice of a generation request.
-struct Choice {
-  RequestId id;
-  std::unique_ptr<TextStream> text;
-  bool done = false;
-  std::string finish_reason;
-  bool has_first = false;
-  TimePoint first_token_time;
-  TimePoint last_token_time;
-  // Logprobs (non-streaming: accumulated; streaming: per chunk).
-  json lp_tokens = json::array(), lp_token_logprobs = json::array(), lp_top = json::array(),
-       lp_offsets = json::array(), lp_content = json::array();
-};
-
-struct Job {
-  bool chat = false;
-  bool stream = false;
-  bool include_usage = false;
-  bool logprobs = false;
-  int32_t top_logprobs = 0;
-  std::string id;
-  int64_t created = 0;
-  std::string model;
-  int32_t prompt_tokens = 0;
-  int32_t cached_tokens = 0;
-  TimePoint arrival;
-  uint64_t base_id = 0;
-  std::vector<Choice> choices;
-  int32_t remaining = 0;
-  bool responded = false;  // final response enqueued (or abandoned)
-  bool counted = false;    // counted in Impl::active
-};
-
+// One HTTP/1.1 connection: reads requests one at a time (keep-alive,
+// pipelining), answers each, and for a generation request streams or collects
+// the instance's token events. Every handler runs on the connection's strand.
+//
+// Timeouts (ServerOptions): a connection gets header_timeout to send its first
+// request head, body_timeout to send a body once the head is in, and
+// keep_alive_timeout of idleness between requests; a late head or body gets 408
+// and the connection closes. No exception leaves a handler: a failure before
+// the response started answers 500, after it the connection closes.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, ServerState& st) : socket_(std::move(socket)), st_(st) {}
+  Session(tcp::socket socket, ServerState& st) : socket_(std::move(socket)), timer_(socket_.get_executor()), st_(st) {}
+  ~Session() {
+    uncount_active();
+    st_.connections.fetch_sub(1);
+  }
 
   void start() {
-    net::dispatch(socket_.get_executor(), [self = shared_from_this()] { self->do_read(); });
+    net::dispatch(socket_.get_executor(), [self = shared_from_this()] { self->guarded([&] { self->do_read(); }); });
   }
 
  private:
+  enum class Phase { kIdle, kHeader, kBody, kBusy, kClosing };
+
+  // Runs `fn`, turning any exception into a 500 (before a response started) or a closed connection.
+  template <typename Fn>
+  void guarded(Fn&& fn) {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      on_exception(e.what());
+    } catch (...) {
+      on_exception("unknown exception");
+    }
+  }
+
+  void on_exception(const char* what) noexcept {
+    try {
+      spdlog::error("internal error while serving a request: {}", what);
+      if (job_ && !job_->responded) {
+        job_->responded = true;
+        for (CompletionChoice& c : job_->choices) {
+          if (!c.done) st_.loop->cancel(c.id);
+        }
+      }
+      if (!closed_ && !response_started_) {
+        send_error(make_error(500, "internal server error (see the server log)", "internal_error"), true);
+      } else {
+        close();
+      }
+    } catch (...) {
+      close();
+    }
+  }
+
+  // --- timers ------------------------------------------------------------------------------
+  void arm_timer(double seconds, Phase phase) {
+    phase_ = phase;
+    timed_out_ = false;
+    const uint64_t gen = ++timer_gen_;
+    if (seconds <= 0) {
+      timer_.cancel();
+      return;
+    }
+    timer_.expires_after(seconds_to_duration(seconds));
+    timer_.async_wait([self = shared_from_this(), gen](beast::error_code ec) {
+      if (ec || gen != self->timer_gen_) return;
+      self->guarded([&] { self->on_timeout(); });
+    });
+  }
+
+  void disarm_timer(Phase phase) {
+    phase_ = phase;
+    ++timer_gen_;
+    timer_.cancel();
+  }
+
+  void on_timeout() {
+    if (closed_) return;
+    switch (phase_) {
+      case Phase::kIdle:
+      case Phase::kClosing:
+        close();
+        return;
+      case Phase::kHeader:
+      case Phase::kBody: {
+        timed_out_ = true;
+        beast::error_code ec;
+        socket_.cancel(ec);  // the pending read ends with operation_aborted -> on_read_error answers 408
+        return;
+      }
+      case Phase::kBusy:
+        return;
+    }
+  }
+
   // --- reading -----------------------------------------------------------------------------
   void do_read() {
     if (closed_) return;
     response_done_ = false;
+    response_started_ = false;
     close_after_ = false;
     parser_.emplace();
     parser_->body_limit(static_cast<uint64_t>(st_.options.max_body_bytes));
     parser_->header_limit(64 * 1024);
-    http::async_read(socket_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
+    if (first_request_ || buffer_.size() > 0) {
+      read_header();
+      return;
+    }
+    // Between requests: wait for the next one's first byte, at most keep_alive_timeout.
+    arm_timer(st_.options.keep_alive_timeout_seconds, Phase::kIdle);
+    socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
+      self->guarded([&] {
+        if (self->closed_) return;
+        if (ec) {
+          self->close();  // timed out while idle, or the client left
+          return;
+        }
+        self->read_header();
+      });
+    });
   }
 
-  void on_read(beast::error_code ec) {
+  void read_header() {
+    first_request_ = false;
+    arm_timer(st_.options.header_timeout_seconds, Phase::kHeader);
+    http::async_read_header(socket_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
+      self->guarded([&] { self->on_header(ec); });
+    });
+  }
+
+  void on_header(beast::error_code ec) {
+    if (closed_) return;
+    if (ec) return on_read_error(ec);
+    if (parser_->is_done()) return on_request();
+    arm_timer(st_.options.body_timeout_seconds, Phase::kBody);
+    auto expect = parser_->get().find(http::field::expect);
+    if (expect != parser_->get().end() && beast::iequals(expect->value(), "100-continue")) {
+      // curl and others wait (1 s) for this before sending a body.
+      interim_ = "HTTP/1.1 100 Continue\r\n\r\n";
+      net::async_write(socket_, net::buffer(interim_), [self = shared_from_this()](beast::error_code ec, size_t) {
+        self->guarded([&] {
+          if (self->closed_) return;
+          if (ec) return self->close();
+          self->read_body();
+        });
+      });
+      return;
+    }
+    read_body();
+  }
+
+  void read_body() {
+    http::async_read(socket_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
+      self->guarded([&] {
+        if (self->closed_) return;
+        if (ec) return self->on_read_error(ec);
+        self->on_request();
+      });
+    });
+  }
+
+  void on_read_error(beast::error_code ec) {
+    const Phase phase = phase_;
+    disarm_timer(Phase::kBusy);
     if (ec == http::error::body_limit) {
       drain_on_close_ = true;
       send_error(make_error(413,
@@ -159,15 +280,30 @@ class Session : public std::enable_shared_from_this<Session> {
                  /*close=*/true);
       return;
     }
-    if (ec) {
-      if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset ||
-          ec == net::error::operation_aborted || ec == net::error::bad_descriptor) {
-        close();
-        return;
-      }
-      send_error(make_error(400, "malformed HTTP request: " + ec.message(), "invalid_request_error"), true);
+    if (timed_out_) {
+      const bool body = phase == Phase::kBody;
+      // Nothing at all received on a kept-alive or fresh connection: just close.
+      if (!body && buffer_.size() == 0 && !parser_->got_some()) return close();
+      spdlog::info("closing a connection whose request {} did not arrive within {} s", body ? "body" : "head",
+                   body ? st_.options.body_timeout_seconds : st_.options.header_timeout_seconds);
+      send_error(make_error(408,
+                            fmt::format("the request {} did not arrive within {} s", body ? "body" : "head",
+                                        body ? st_.options.body_timeout_seconds : st_.options.header_timeout_seconds),
+                            "invalid_request_error", "request_timeout"),
+                 /*close=*/true);
+      if (!closed_) arm_timer(kCloseGraceSeconds, Phase::kClosing);  // a client that does not read is cut off
       return;
     }
+    if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset ||
+        ec == net::error::operation_aborted || ec == net::error::bad_descriptor) {
+      close();
+      return;
+    }
+    send_error(make_error(400, "malformed HTTP request: " + ec.message(), "invalid_request_error"), true);
+  }
+
+  void on_request() {
+    disarm_timer(Phase::kBusy);
     http::request<http::string_body> req = parser_->release();
     handle(req);
   }
@@ -175,14 +311,16 @@ class Session : public std::enable_shared_from_this<Session> {
   // --- writing -----------------------------------------------------------------------------
   void enqueue(std::string data) {
     if (closed_ || data.empty()) return;
+    response_started_ = true;
     out_.push_back(std::move(data));
     if (!writing_) do_write();
   }
 
   void do_write() {
     writing_ = true;
-    net::async_write(socket_, net::buffer(out_.front()),
-                     [self = shared_from_this()](beast::error_code ec, size_t) { self->on_write(ec); });
+    net::async_write(socket_, net::buffer(out_.front()), [self = shared_from_this()](beast::error_code ec, size_t) {
+      self->guarded([&] { self->on_write(ec); });
+    });
   }
 
   void on_write(beast::error_code ec) {
@@ -212,6 +350,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void maybe_next() {
     if (closed_ || writing_ || !out_.empty() || !response_done_) return;
+    uncount_active();  // the response is on the wire
     if (close_after_) {
       if (drain_on_close_) {
         drain_and_close();
@@ -229,11 +368,12 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   // After answering 413 mid-upload: stop sending, read and drop the rest so the
-  // client sees our answer instead of a reset.
+  // client sees our answer instead of a reset (for at most body_timeout).
   void drain_and_close() {
     beast::error_code ec;
     socket_.shutdown(tcp::socket::shutdown_send, ec);
     drain_buf_.resize(64 * 1024);
+    arm_timer(std::max(st_.options.body_timeout_seconds, kCloseGraceSeconds), Phase::kClosing);
     do_drain();
   }
   void do_drain() {
@@ -251,13 +391,21 @@ class Session : public std::enable_shared_from_this<Session> {
   void start_watch() {
     watch_pending_ = true;
     socket_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
-      self->on_watch(ec, n);
+      self->guarded([&] { self->on_watch(ec, n); });
     });
   }
   void on_watch(beast::error_code ec, size_t n) {
     watch_pending_ = false;
     if (!ec) {
       buffer_.commit(n);  // a pipelined request: kept for the next read
+      if (buffer_.size() > static_cast<size_t>(st_.options.max_body_bytes) + 64 * 1024) {
+        close();  // pipelining far more than one request: not a client we serve
+        return;
+      }
+      if (job_ && !job_->responded) {
+        start_watch();
+        return;
+      }
       maybe_next();
       return;
     }
@@ -275,7 +423,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void client_gone() {
     if (job_ && !job_->responded) {
       spdlog::info("client of {} disconnected; cancelling", job_->id);
-      for (Choice& c : job_->choices) {
+      for (CompletionChoice& c : job_->choices) {
         if (!c.done) st_.loop->cancel(c.id);
       }
     }
@@ -286,10 +434,25 @@ class Session : public std::enable_shared_from_this<Session> {
   void close() {
     if (closed_) return;
     closed_ = true;
+    ++timer_gen_;
+    timer_.cancel();
     if (!writing_) out_.clear();  // else the write in flight still uses out_.front()
     beast::error_code ec;
     socket_.shutdown(tcp::socket::shutdown_both, ec);
     socket_.close(ec);
+    // A generation still running keeps the request counted until its final event arrives.
+    if (!job_ || job_->responded) uncount_active();
+  }
+
+  void count_active() {
+    if (counted_) return;
+    counted_ = true;
+    st_.active.fetch_add(1);
+  }
+  void uncount_active() {
+    if (!counted_) return;
+    counted_ = false;
+    st_.active.fetch_sub(1);
   }
 
   // --- responses ---------------------------------------------------------------------------
@@ -330,62 +493,26 @@ class Session : public std::enable_shared_from_this<Session> {
   void handle(http::request<http::string_body>& req) {
     keep_alive_ = req.keep_alive();
     head_only_ = false;
-    std::string_view target(req.target().data(), req.target().size());
-    std::string_view path = target.substr(0, target.find('?'));
-    const auto method = req.method();
-
-    struct Route {
-      std::string_view path;
-      http::verb verb;
-    };
-    static constexpr Route kRoutes[] = {{"/v1/completions", http::verb::post},
-                                        {"/v1/chat/completions", http::verb::post},
-                                        {"/v1/models", http::verb::get},
-                                        {"/health", http::verb::get},
-                                        {"/metrics", http::verb::get}};
-    const Route* route = nullptr;
-    for (const Route& r : kRoutes) {
-      if (r.path == path) route = &r;
-    }
-    if (!route) {
-      send_error(make_error(404, fmt::format("no route for {} {}", std::string_view(req.method_string().data(),
-                                                                                     req.method_string().size()),
-                                             path),
-                            "invalid_request_error", "not_found"));
+    std::optional<std::string_view> authorization;
+    if (auto it = req.find(http::field::authorization); it != req.end()) authorization = sv(it->value());
+    auto routed = route_request(sv(req.method_string()), sv(req.target()), authorization, st_.options.api_key);
+    if (auto* reject = std::get_if<RouteRejection>(&routed)) {
+      send_error(reject->error, false, reject->extra_headers);
       return;
     }
-    if (method != route->verb && !(route->verb == http::verb::get && method == http::verb::head)) {
-      const std::string allow = route->verb == http::verb::post ? "POST" : "GET, HEAD";
-      send_error(make_error(405, fmt::format("method {} is not allowed on {}; use {}",
-                                             std::string_view(req.method_string().data(), req.method_string().size()),
-                                             path, allow),
-                            "invalid_request_error", "method_not_allowed"),
-                 false, "Allow: " + allow + "\r\n");
-      return;
+    const Route route = std::get<Route>(routed);
+    head_only_ = route.head_only;
+    switch (route.kind) {
+      case RouteKind::kHealth:
+        return handle_health();
+      case RouteKind::kMetrics:
+        return send_body(200, "text/plain; version=0.0.4; charset=utf-8", st_.metrics->render(st_.loop->status()));
+      case RouteKind::kModels:
+        return handle_models();
+      case RouteKind::kCompletions:
+      case RouteKind::kChatCompletions:
+        return handle_generation(route.endpoint(), std::move(req.body()));
     }
-    head_only_ = method == http::verb::head;
-
-    if (path.starts_with("/v1/") && !st_.options.api_key.empty()) {
-      auto it = req.find(http::field::authorization);
-      const std::string expected = "Bearer " + st_.options.api_key;
-      if (it == req.end() || std::string_view(it->value().data(), it->value().size()) != expected) {
-        send_error(make_error(401,
-                              it == req.end() ? "missing API key: send the header 'Authorization: Bearer <key>'"
-                                              : "incorrect API key provided",
-                              "invalid_request_error", "invalid_api_key"),
-                   false, "WWW-Authenticate: Bearer\r\n");
-        return;
-      }
-    }
-
-    if (path == "/health") return handle_health();
-    if (path == "/metrics") {
-      send_body(200, "text/plain; version=0.0.4; charset=utf-8", st_.metrics->render(st_.loop->status()));
-      return;
-    }
-    if (path == "/v1/models") return handle_models();
-    handle_generation(path == "/v1/chat/completions" ? Endpoint::kChatCompletions : Endpoint::kCompletions,
-                      req.body());
   }
 
   void handle_health() {
@@ -413,63 +540,47 @@ class Session : public std::enable_shared_from_this<Session> {
     send_json(200, json{{"object", "list"}, {"data", json::array({m})}});
   }
 
-  void handle_generation(Endpoint endpoint, const std::string& body) {
+  // Parsing, validation and tokenizing run on the tokenizer pool; the result comes
+  // back to this connection's strand for submission.
+  void handle_generation(Endpoint endpoint, std::string body) {
     const TimePoint arrival = st_.clock->now();
     if (st_.draining.load()) {
       send_error(make_error(503, "the server is shutting down", "service_unavailable", "draining"));
       return;
     }
-    auto parsed = parse_completion_request(body, endpoint);
-    if (auto* e = std::get_if<ApiError>(&parsed)) {
+    count_active();  // drain waits for this request from now on
+    auto self = shared_from_this();
+    auto strand = socket_.get_executor();
+    net::post(st_.tokenizer_pool->get_executor(), [self, strand, endpoint, arrival, body = std::move(body)] {
+      std::variant<PreparedGeneration, ApiError> prepared;
+      try {
+        prepared = prepare_generation(self->st_.prepare, endpoint, body);
+      } catch (const std::exception& e) {
+        spdlog::error("internal error while preparing a request: {}", e.what());
+        prepared = make_error(500, "internal server error (see the server log)", "internal_error");
+      } catch (...) {
+        prepared = make_error(500, "internal server error (see the server log)", "internal_error");
+      }
+      net::post(strand, [self, endpoint, arrival, prepared = std::move(prepared)]() mutable {
+        self->guarded([&] { self->submit_generation(endpoint, arrival, prepared); });
+      });
+    });
+  }
+
+  void submit_generation(Endpoint endpoint, TimePoint arrival, std::variant<PreparedGeneration, ApiError>& prepared) {
+    if (closed_) {
+      uncount_active();
+      return;
+    }
+    if (auto* e = std::get_if<ApiError>(&prepared)) {
       send_error(*e);
       return;
     }
-    CompletionRequest& r = std::get<CompletionRequest>(parsed);
+    PreparedGeneration& p = std::get<PreparedGeneration>(prepared);
+    const CompletionRequest& r = p.request;
     const bool chat = endpoint == Endpoint::kChatCompletions;
-    if (!r.model.empty() && r.model != st_.options.served_model_name) {
-      send_error(not_found(fmt::format("The model `{}` does not exist; this server serves `{}`", r.model,
-                                       st_.options.served_model_name),
-                           "model", "model_not_found"));
-      return;
-    }
     const model::Tokenizer& tok = st_.model->tokenizer();
-    std::vector<int32_t> prompt;
-    if (chat) {
-      prompt = tok.encode(render_chat(st_.chat_template, r.messages, st_.bos_text, st_.eos_text),
-                          /*add_special=*/true, /*parse_special=*/true);
-    } else if (r.prompt_is_tokens) {
-      for (int32_t t : r.prompt_tokens) {
-        if (t >= tok.vocab_size()) {
-          send_error(bad_request(fmt::format("prompt token id {} is out of range (vocabulary size {})", t,
-                                             tok.vocab_size()),
-                                 "prompt"));
-          return;
-        }
-      }
-      prompt = r.prompt_tokens;
-    } else {
-      prompt = tok.encode(r.prompt, /*add_special=*/true, /*parse_special=*/true);
-    }
-    if (prompt.empty()) {
-      send_error(bad_request("the prompt encodes to no tokens", chat ? "messages" : "prompt"));
-      return;
-    }
-    const int32_t max_ctx = st_.loop->runner().max_context();
-    const int32_t plen = static_cast<int32_t>(prompt.size());
-    const char* where = chat ? "messages" : "prompt";
-    int32_t max_tokens = r.max_tokens.value_or(chat ? std::max(0, max_ctx - plen) : 16);
-    if (!r.max_tokens && !chat) max_tokens = std::min(max_tokens, std::max(1, max_ctx - plen));
-    if (max_tokens < 1 || static_cast<int64_t>(plen) + max_tokens > max_ctx) {
-      send_error(bad_request(
-          fmt::format("This model's maximum context length is {} tokens. However, you requested {} tokens ({} in "
-                      "the {}, {} in the completion). Please reduce the length of the {} or completion.",
-                      max_ctx, static_cast<int64_t>(plen) + std::max(max_tokens, 1), plen, where,
-                      std::max(max_tokens, 1), where),
-          chat ? "messages" : "prompt"));
-      return;
-    }
-
-    auto job = std::make_shared<Job>();
+    auto job = std::make_shared<CompletionJob>();
     job->chat = chat;
     job->stream = r.stream;
     job->include_usage = r.include_usage;
@@ -477,7 +588,7 @@ class Session : public std::enable_shared_from_this<Session> {
     job->top_logprobs = r.top_logprobs;
     job->created = static_cast<int64_t>(std::time(nullptr));
     job->model = st_.options.served_model_name;
-    job->prompt_tokens = plen;
+    job->prompt_tokens = static_cast<int32_t>(p.prompt.size());
     job->arrival = arrival;
     job->base_id = st_.next_request_id.fetch_add(static_cast<uint64_t>(r.n));
     job->id = st_.next_response_id(chat ? "chatcmpl-" : "cmpl-", job->base_id);
@@ -485,14 +596,14 @@ class Session : public std::enable_shared_from_this<Session> {
     job->remaining = r.n;
 
     for (int32_t i = 0; i < r.n; ++i) {
-      Choice& c = job->choices[static_cast<size_t>(i)];
+      CompletionChoice& c = job->choices[static_cast<size_t>(i)];
       c.id = RequestId(job->base_id + static_cast<uint64_t>(i));
       c.text = std::make_unique<TextStream>(tok, r.stop);
       instance::GenerationRequest g;
       g.id = c.id;
-      g.prompt = prompt;
+      g.prompt = p.prompt;
       g.sampling = r.sampling;
-      g.sampling.max_tokens = max_tokens;
+      g.sampling.max_tokens = p.max_tokens;
       g.sampling.logprobs = r.logprobs;
       g.sampling.top_logprobs = r.top_logprobs;
       g.sampling.has_seed = r.has_seed;
@@ -503,7 +614,7 @@ class Session : public std::enable_shared_from_this<Session> {
       auto executor = socket_.get_executor();
       Status s = st_.loop->submit(std::move(g), [self, job, clock, executor](const instance::TokenEvent& ev) {
         const TimePoint t = clock->now();
-        net::post(executor, [self, job, ev, t] { self->on_event(*job, ev, t); });
+        net::post(executor, [self, job, ev, t] { self->guarded([&] { self->on_event(*job, ev, t); }); });
       });
       if (!s.ok()) {
         job->responded = true;  // events of choices already submitted are ignored
@@ -526,8 +637,6 @@ class Session : public std::enable_shared_from_this<Session> {
         return;
       }
     }
-    job->counted = true;
-    st_.active.fetch_add(1);
     job_ = job;
     if (job->stream) {
       enqueue(head(200, "text/event-stream; charset=utf-8", std::nullopt));
@@ -542,76 +651,8 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   // --- generation events ---------------------------------------------------------------------
-  json chunk_json(const Job& job, int32_t index, const json& delta_or_text, const json& logprobs,
-                  const json& finish_reason) {
-    json choice = {{"index", index}};
-    if (job.chat) {
-      choice["delta"] = delta_or_text;
-    } else {
-      choice["text"] = delta_or_text;
-    }
-    choice["logprobs"] = logprobs;
-    choice["finish_reason"] = finish_reason;
-    json j = {{"id", job.id},
-              {"object", job.chat ? "chat.completion.chunk" : "text_completion"},
-              {"created", job.created},
-              {"model", job.model},
-              {"choices", json::array({choice})}};
-    if (job.include_usage) j["usage"] = nullptr;
-    return j;
-  }
-
-  json usage_json(const Job& job) const {
-    int32_t completion = 0;
-    for (const Choice& c : job.choices) completion += c.text->num_tokens();
-    json u = {{"prompt_tokens", job.prompt_tokens},
-              {"completion_tokens", completion},
-              {"total_tokens", job.prompt_tokens + completion}};
-    if (job.cached_tokens > 0) u["prompt_tokens_details"] = {{"cached_tokens", job.cached_tokens}};
-    return u;
-  }
-
-  void add_logprobs(const Job& job, Choice& c, const instance::TokenEvent& ev, size_t text_offset) {
-    const model::Tokenizer& tok = st_.model->tokenizer();
-    const std::string piece = tok.token_to_piece(ev.token, /*render_special=*/true);
-    if (job.chat) {
-      json tops = json::array();
-      for (const auto& t : ev.top_logprobs) {
-        const std::string p = tok.token_to_piece(t.token, true);
-        tops.push_back({{"token", p}, {"logprob", clamp_logprob(t.logprob)}, {"bytes", bytes_of(p)}});
-      }
-      c.lp_content.push_back(
-          {{"token", piece}, {"logprob", clamp_logprob(ev.logprob)}, {"bytes", bytes_of(piece)}, {"top_logprobs", tops}});
-    } else {
-      json tops = json::object();
-      for (const auto& t : ev.top_logprobs) tops[tok.token_to_piece(t.token, true)] = clamp_logprob(t.logprob);
-      c.lp_tokens.push_back(piece);
-      c.lp_token_logprobs.push_back(clamp_logprob(ev.logprob));
-      c.lp_top.push_back(job.top_logprobs > 0 ? tops : json(nullptr));
-      c.lp_offsets.push_back(text_offset);
-    }
-  }
-
-  json take_logprobs(const Job& job, Choice& c) {
-    if (!job.logprobs) return nullptr;
-    json out;
-    if (job.chat) {
-      out = {{"content", c.lp_content}};
-      c.lp_content = json::array();
-    } else {
-      out = {{"tokens", c.lp_tokens},
-             {"token_logprobs", c.lp_token_logprobs},
-             {"top_logprobs", c.lp_top},
-             {"text_offset", c.lp_offsets}};
-      c.lp_tokens = json::array();
-      c.lp_token_logprobs = json::array();
-      c.lp_top = json::array();
-      c.lp_offsets = json::array();
-    }
-    return out;
-  }
-
-  void record_finish(const Job& job, const Choice& c, TimePoint t, const instance::TokenEvent* final_event) {
+  void record_finish(const CompletionJob& job, const CompletionChoice& c, TimePoint t,
+                     const instance::TokenEvent* final_event) {
     ServerMetrics& m = *st_.metrics;
     m.observe_e2e(to_seconds(t - job.arrival));
     const int32_t n = c.text->num_tokens();
@@ -622,11 +663,11 @@ class Session : public std::enable_shared_from_this<Session> {
     }
   }
 
-  void on_event(Job& job, const instance::TokenEvent& ev, TimePoint t) {
+  void on_event(CompletionJob& job, const instance::TokenEvent& ev, TimePoint t) {
     if (job.responded) return;
     const uint64_t idx = ev.id.value - job.base_id;
     if (idx >= job.choices.size()) return;
-    Choice& c = job.choices[idx];
+    CompletionChoice& c = job.choices[idx];
     if (c.done) return;
     const bool live = !closed_ && !client_gone_;
     std::string delta;
@@ -642,7 +683,7 @@ class Session : public std::enable_shared_from_this<Session> {
       c.last_token_time = t;
       const size_t offset = c.text->text().size();
       delta = c.text->push(ev.token);
-      if (job.logprobs) add_logprobs(job, c, ev, offset);
+      if (job.logprobs) add_logprobs(st_.model->tokenizer(), job, c, ev, offset);
       if (c.text->stopped()) {
         c.done = true;
         c.finish_reason = "stop";
@@ -673,68 +714,49 @@ class Session : public std::enable_shared_from_this<Session> {
     if (job.remaining == 0) finalize(job);
   }
 
-  void finalize(Job& job) {
+  // Every choice is done: the stream's terminator, or the whole JSON response.
+  // The request stays counted as active until these bytes are written (maybe_next).
+  void finalize(CompletionJob& job) {
     job.responded = true;
-    if (job.counted) st_.active.fetch_sub(1);
     const bool live = !closed_ && !client_gone_;
     if (job_.get() == &job) job_.reset();
     if (!live) {
+      uncount_active();
       close();
       return;
     }
     if (job.stream) {
-      if (job.include_usage) {
-        json j = {{"id", job.id},
-                  {"object", job.chat ? "chat.completion.chunk" : "text_completion"},
-                  {"created", job.created},
-                  {"model", job.model},
-                  {"choices", json::array()},
-                  {"usage", usage_json(job)}};
-        enqueue(http_chunk(sse_event(j)));
-      }
+      if (job.include_usage) enqueue(http_chunk(sse_event(usage_chunk_json(job))));
       enqueue(http_chunk(kSseDone));
       enqueue(std::string(kLastChunk));
       finish_response(!keep_alive_);
       return;
     }
-    bool any_error = false;
-    json choices = json::array();
-    for (size_t i = 0; i < job.choices.size(); ++i) {
-      Choice& c = job.choices[i];
-      if (c.finish_reason == "error") any_error = true;
-      json lp = take_logprobs(job, c);
-      json choice = {{"index", i}};
-      if (job.chat) {
-        choice["message"] = {{"role", "assistant"}, {"content", c.text->text()}};
-      } else {
-        choice["text"] = c.text->text();
+    for (const CompletionChoice& c : job.choices) {
+      if (c.finish_reason == "error") {
+        send_error(make_error(500, "generation failed in the instance (see the server log)", "internal_error"));
+        return;
       }
-      choice["logprobs"] = lp;
-      choice["finish_reason"] = c.finish_reason;
-      choices.push_back(std::move(choice));
     }
-    if (any_error) {
-      send_error(make_error(500, "generation failed in the instance (see the server log)", "internal_error"));
-      return;
-    }
-    json j = {{"id", job.id},
-              {"object", job.chat ? "chat.completion" : "text_completion"},
-              {"created", job.created},
-              {"model", job.model},
-              {"choices", choices},
-              {"usage", usage_json(job)}};
-    send_json(200, j);
+    send_json(200, final_response_json(job));
   }
 
   tcp::socket socket_;
+  net::steady_timer timer_;
   ServerState& st_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::deque<std::string> out_;
+  std::string interim_;  // "100 Continue" while it is written
   std::vector<char> drain_buf_;
   int64_t drained_ = 0;
+  Phase phase_ = Phase::kIdle;
+  uint64_t timer_gen_ = 0;    // a timer callback acts only if no later arm/disarm happened
+  bool timed_out_ = false;
+  bool first_request_ = true;
   bool writing_ = false;
   bool response_done_ = false;
+  bool response_started_ = false;
   bool close_after_ = false;
   bool drain_on_close_ = false;
   bool keep_alive_ = true;
@@ -742,24 +764,71 @@ class Session : public std::enable_shared_from_this<Session> {
   bool closed_ = false;
   bool watch_pending_ = false;
   bool client_gone_ = false;
-  std::shared_ptr<Job> job_;
+  bool counted_ = false;      // this connection's request is counted in ServerState::active
+  std::shared_ptr<CompletionJob> job_;
 };
 
-}  // namespace
-
-static void do_accept(ServerState& s) {
+void do_accept(ServerState& s) {
   s.acceptor->async_accept(net::make_strand(s.ioc), [&s](beast::error_code ec, tcp::socket socket) {
     if (ec) {
       if (ec == net::error::operation_aborted || !s.acceptor->is_open()) return;
       spdlog::warn("accept failed: {}", ec.message());
+      if (ec == net::error::no_descriptors) {
+        // Out of file descriptors: back off briefly instead of spinning on accept().
+        auto t = std::make_shared<net::steady_timer>(s.ioc, std::chrono::milliseconds(50));
+        t->async_wait([&s, t](beast::error_code) {
+          if (s.acceptor->is_open()) do_accept(s);
+        });
+        return;
+      }
+    } else if (s.connections.load() >= s.max_connections) {
+      // Over the cap: a short 503 (the socket's send buffer is empty, so this does not block) and close.
+      static const std::string kFull = close_response(
+          503, make_error(503, "too many open connections; retry later", "service_unavailable", "too_many_connections"));
+      beast::error_code ignored;
+      socket.non_blocking(true, ignored);
+      socket.write_some(net::buffer(kFull), ignored);
+      socket.shutdown(tcp::socket::shutdown_both, ignored);
+      socket.close(ignored);
     } else {
       beast::error_code ignored;
       socket.set_option(tcp::no_delay(true), ignored);
-      std::make_shared<Session>(std::move(socket), s)->start();
+      s.connections.fetch_add(1);
+      try {
+        std::make_shared<Session>(std::move(socket), s)->start();
+      } catch (const std::exception& e) {
+        spdlog::error("cannot start a connection: {}", e.what());
+      }
     }
     if (s.acceptor->is_open()) do_accept(s);
   });
 }
+
+// Runs the io_context on one thread; a handler's exception (there should be none:
+// sessions catch their own) is logged and the thread keeps serving.
+void run_io(net::io_context& ioc) {
+  for (;;) {
+    try {
+      ioc.run();
+      return;
+    } catch (const std::exception& e) {
+      spdlog::error("uncaught exception in an I/O thread (kept serving): {}", e.what());
+    } catch (...) {
+      spdlog::error("uncaught exception in an I/O thread (kept serving)");
+    }
+  }
+}
+
+// The connection cap after the file-descriptor limit: what is left once the
+// descriptors the process already holds and kReservedFds are set aside.
+int32_t effective_max_connections(int32_t wanted) {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return wanted;
+  const int64_t room = static_cast<int64_t>(rl.rlim_cur) - kReservedFds;
+  return static_cast<int32_t>(std::clamp<int64_t>(room, 1, wanted));
+}
+
+}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 
@@ -774,7 +843,11 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::create(instance::InstanceLoop*
                                                          const ServerOptions& options, const Clock* clock) {
   if (!loop || !model || !clock) return invalid_argument_error("HttpServer needs an instance loop, a model and a clock");
   if (options.num_io_threads < 1) return invalid_argument_error("num_io_threads must be >= 1, got {}", options.num_io_threads);
+  if (options.num_tokenizer_threads < 1)
+    return invalid_argument_error("num_tokenizer_threads must be >= 1, got {}", options.num_tokenizer_threads);
   if (options.max_body_bytes < 1) return invalid_argument_error("max_body_bytes must be >= 1, got {}", options.max_body_bytes);
+  if (options.max_connections < 1)
+    return invalid_argument_error("max_connections must be >= 1, got {}", options.max_connections);
   auto impl = std::make_unique<Impl>();
   impl->loop = loop;
   impl->model = std::move(model);
@@ -799,8 +872,19 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::create(instance::InstanceLoop*
                  chat_template_names());
   }
   const model::Tokenizer& tok = impl->model->tokenizer();
-  if (tok.bos_id() >= 0) impl->bos_text = std::string(tok.token_text(tok.bos_id()));
-  if (tok.eos_id() >= 0) impl->eos_text = std::string(tok.token_text(tok.eos_id()));
+  PrepareContext& pc = impl->prepare;
+  pc.tokenizer = &tok;
+  pc.chat_template = impl->chat_template;
+  if (tok.bos_id() >= 0) pc.bos_text = std::string(tok.token_text(tok.bos_id()));
+  if (tok.eos_id() >= 0) pc.eos_text = std::string(tok.token_text(tok.eos_id()));
+  pc.served_model_name = options.served_model_name;
+  pc.max_context = loop->runner().max_context();
+  pc.max_token_bytes = max_token_bytes(tok);
+  impl->max_connections = effective_max_connections(options.max_connections);
+  if (impl->max_connections < options.max_connections) {
+    spdlog::warn("max_connections lowered from {} to {} by the open-file limit (ulimit -n)", options.max_connections,
+                 impl->max_connections);
+  }
   impl->metrics = options.metrics ? options.metrics : std::make_shared<ServerMetrics>(options.served_model_name);
   std::random_device rd;
   impl->id_salt = (static_cast<uint64_t>(rd()) << 32) ^ rd();
@@ -820,9 +904,10 @@ Status HttpServer::start() {
   if (!ec) s.acceptor->listen(net::socket_base::max_listen_connections, ec);
   if (ec) return unavailable_error("cannot listen on {}:{}: {}", s.options.host, s.options.port, ec.message());
   s.port = s.acceptor->local_endpoint().port();
+  s.tokenizer_pool.emplace(static_cast<size_t>(s.options.num_tokenizer_threads));
   s.work.emplace(s.ioc.get_executor());
   do_accept(s);
-  for (int32_t i = 0; i < s.options.num_io_threads; ++i) s.threads.emplace_back([&s] { s.ioc.run(); });
+  for (int32_t i = 0; i < s.options.num_io_threads; ++i) s.threads.emplace_back([&s] { run_io(s.ioc); });
   return ok_status();
 }
 
@@ -843,6 +928,7 @@ int32_t HttpServer::active_requests() const { return impl_->active.load(); }
 void HttpServer::stop() {
   if (impl_->stopped.exchange(true)) return;
   impl_->draining.store(true);
+  if (impl_->tokenizer_pool) impl_->tokenizer_pool->join();  // its results post to the io_context
   impl_->work.reset();
   impl_->ioc.stop();
   for (auto& t : impl_->threads) t.join();

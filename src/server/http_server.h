@@ -8,7 +8,9 @@
 // answered as JSON or as SSE (`stream: true`). Errors use OpenAI's shape.
 //
 // Threading: Boost.Asio io_context run by `num_io_threads` threads of its own;
-// each connection runs on its strand. InstanceLoop events (delivered on the
+// each connection runs on its strand. Parsing and tokenizing a generation request
+// run on `num_tokenizer_threads` threads of their own. No exception escapes a
+// connection's handlers: a failure answers 500 (or closes a started response). InstanceLoop events (delivered on the
 // loop thread) are posted to the connection's strand. A client that hangs up
 // while its request runs cancels it (InstanceLoop::cancel).
 // Ownership: borrows the InstanceLoop and the Clock (both must outlive the
@@ -38,6 +40,16 @@ struct ServerOptions {
   std::string chat_template;            // template name override; "" = detect from the GGUF
   int64_t max_body_bytes = 4ll << 20;   // larger bodies get 413
   double health_timeout_seconds = 5.0;  // /health is 503 when the loop's heartbeat is older
+  // Slow or idle clients (like nginx's client_header_timeout, client_body_timeout,
+  // keepalive_timeout); 0 = no limit. A late head or body gets 408 and the connection closes.
+  double header_timeout_seconds = 10.0;      // from connection open or first byte to the end of the head
+  double body_timeout_seconds = 60.0;        // from the end of the head to the end of the body
+  double keep_alive_timeout_seconds = 30.0;  // idle time between requests on one connection
+  // Open connections; more are answered 503 and closed. Lowered to fit the open-file limit.
+  int32_t max_connections = 1024;
+  // Threads that parse, validate and tokenize generation requests (off the I/O threads,
+  // so /health answers while large prompts are tokenized).
+  int32_t num_tokenizer_threads = 2;
   // Metrics shared with the caller (e.g. also fed by InstanceOptions::on_step); null = the server makes its own.
   std::shared_ptr<ServerMetrics> metrics;
 };
@@ -56,7 +68,8 @@ class HttpServer {
   uint16_t port() const;
   // Stops accepting connections; new generation requests on open connections get 503.
   void begin_drain();
-  // Generation requests whose response is not complete yet.
+  // Generation requests whose response is not completely written yet (from the
+  // moment the body is read until the last byte, e.g. `data: [DONE]`, is sent).
   int32_t active_requests() const;
   // Stops the io threads (open connections are dropped). Idempotent.
   void stop();

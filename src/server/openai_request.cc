@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -277,21 +279,45 @@ std::optional<ApiError> parse_object(const json& o, Endpoint endpoint, Completio
   return std::nullopt;
 }
 
+// Parses JSON text without throwing. On a syntax error or a number out of range
+// (nlohmann's parse_error / out_of_range.406, e.g. 1e400) returns the 400 to
+// answer, naming the object key being parsed when the error happened.
+std::variant<json, ApiError> parse_json_body(std::string_view body) {
+  // The keys from the root to the value being parsed ("stream_options", "include_usage").
+  std::vector<std::string> path;
+  auto track = [&path](int depth, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::key && depth >= 1) {
+      path.resize(static_cast<size_t>(depth - 1));
+      path.push_back(parsed.is_string() ? parsed.get<std::string>() : std::string());
+    }
+    return true;
+  };
+  try {
+    json o = json::parse(body, track, /*allow_exceptions=*/true);
+    return o;
+  } catch (const json::exception& e) {
+    std::string field;
+    for (const std::string& k : path) field += (field.empty() ? "" : ".") + k;
+    // e.what() is "[json.exception.KIND.ID] detail": keep the detail.
+    std::string detail = e.what();
+    if (auto pos = detail.find("] "); pos != std::string::npos && detail.starts_with("[json.exception.")) {
+      detail = detail.substr(pos + 2);
+    }
+    if (e.id == 406) {  // out_of_range.406: a number that does not fit a double
+      return bad_request(field.empty() ? "a number in the request body is out of range: " + detail
+                                       : fmt::format("'{}' is out of range: {}", field, detail),
+                         field);
+    }
+    return bad_request("malformed JSON in the request body: " + detail, field);
+  }
+}
+
 }  // namespace
 
 std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_view body, Endpoint endpoint) {
-  json o = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (o.is_discarded()) {
-    // Re-parse with exceptions for the position of the error.
-    std::string detail;
-    try {
-      json unused = json::parse(body);
-      (void)unused;
-    } catch (const json::parse_error& e) {
-      detail = e.what();
-    }
-    return bad_request("malformed JSON in the request body: " + detail);
-  }
+  auto parsed = parse_json_body(body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+  const json& o = std::get<json>(parsed);
   if (!o.is_object()) return bad_request(fmt::format("the request body must be a JSON object, got {}", type_name(o)));
   CompletionRequest r;
   r.endpoint = endpoint;
