@@ -1,5 +1,9 @@
 #include "loadgen/sse_parser.h"
 
+#include <cmath>
+#include <cstdint>
+#include <utility>
+
 #include <nlohmann/json.hpp>
 
 namespace ecoserve::loadgen {
@@ -63,6 +67,32 @@ void SseParser::dispatch() {
   have_data_ = false;
 }
 
+namespace {
+
+// usage.<key> as a token count: absent or null is 0; a non-negative integer (or
+// an integral float below 2^53) is taken; anything else is an error, never an
+// exception or an out-of-range conversion (found by fuzz/sse_parser_fuzz.cc:
+// 1e185 converted to int64 is undefined behaviour).
+StatusOr<std::int64_t> usage_count(const nlohmann::json& usage, const char* key) {
+  auto f = usage.find(key);
+  if (f == usage.end() || f->is_null()) return std::int64_t{0};
+  if (f->is_number_unsigned()) {
+    const auto u = f->get<std::uint64_t>();
+    if (u <= static_cast<std::uint64_t>(INT64_MAX)) return static_cast<std::int64_t>(u);
+  } else if (f->is_number_integer()) {
+    const auto i = f->get<std::int64_t>();
+    if (i >= 0) return i;
+  } else if (f->is_number_float()) {
+    const double d = f->get<double>();
+    if (d >= 0 && d < 9007199254740992.0 && d == std::floor(d)) return static_cast<std::int64_t>(d);
+  }
+  std::string shown = f->dump();
+  if (shown.size() > 40) shown = shown.substr(0, 40) + "...";
+  return invalid_argument_error("stream chunk: usage.{} is not a token count: {}", key, shown);
+}
+
+}  // namespace
+
 StatusOr<StreamChunk> parse_stream_data(std::string_view data) {
   StreamChunk c;
   std::string_view trimmed = data;
@@ -100,8 +130,11 @@ StatusOr<StreamChunk> parse_stream_data(std::string_view data) {
   }
   if (auto it = j.find("usage"); it != j.end() && it->is_object()) {
     c.has_usage = true;
-    c.prompt_tokens = it->value("prompt_tokens", std::int64_t{0});
-    c.completion_tokens = it->value("completion_tokens", std::int64_t{0});
+    for (auto [key, out] : {std::pair{"prompt_tokens", &c.prompt_tokens}, std::pair{"completion_tokens", &c.completion_tokens}}) {
+      auto v = usage_count(*it, key);
+      if (!v.ok()) return v.status();
+      *out = *v;
+    }
   }
   return c;
 }

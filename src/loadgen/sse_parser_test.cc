@@ -46,6 +46,25 @@ TEST(SseParser, OpenAiChunks) {
   EXPECT_FALSE(parse_stream_data("garbage").ok());
 }
 
+TEST(SseParser, UsageCountsAreCheckedNotConverted) {
+  // Integral floats and missing/null counts are accepted.
+  auto c = parse_stream_data(R"({"usage":{"prompt_tokens":12.0,"completion_tokens":null}})");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->prompt_tokens, 12);
+  EXPECT_EQ(c->completion_tokens, 0);
+  // 1e185 into int64 was undefined behaviour (found by the fuzzer); a string threw type_error.
+  for (const char* bad : {R"({"usage":{"prompt_tokens":1e185}})", R"({"usage":{"completion_tokens":"7"}})",
+                          R"({"usage":{"prompt_tokens":-1}})", R"({"usage":{"prompt_tokens":2.5}})",
+                          R"({"usage":{"completion_tokens":18446744073709551615}})"}) {
+    auto r = parse_stream_data(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(r.status().message().find("is not a token count"), std::string::npos) << r.status().message();
+  }
+  EXPECT_EQ(parse_stream_data(R"({"usage":{"prompt_tokens":1e185}})").status().message(),
+            "stream chunk: usage.prompt_tokens is not a token count: 1e+185");
+}
+
 TEST(ServerUrl, ParseAndTargets) {
   auto u = ServerUrl::parse("http://127.0.0.1:8000");
   ASSERT_TRUE(u.ok());

@@ -135,6 +135,39 @@ TEST(OpenAiRequest, OutOfRangeValues) {
             "max_completion_tokens");
 }
 
+TEST(OpenAiRequest, NumbersBeyondADoubleAre400sNamingTheField) {
+  // nlohmann throws out_of_range.406 for these; it once escaped the handler and aborted the server.
+  struct Case { const char* body; Endpoint endpoint; const char* param; };
+  for (const Case& c : std::initializer_list<Case>{
+           {R"({"prompt":"hi","temperature":1e400})", Endpoint::kCompletions, "temperature"},
+           {R"({"prompt":"hi","top_p":1e999})", Endpoint::kCompletions, "top_p"},
+           {R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":-1e400})", Endpoint::kChatCompletions,
+            "max_tokens"},
+           {R"({"prompt":"hi","stream_options":{"include_usage":1e400}})", Endpoint::kCompletions,
+            "stream_options.include_usage"},
+           {R"({"prompt":"hi","stop":["a", 1e400]})", Endpoint::kCompletions, "stop"},
+       }) {
+    ApiError e = err(c.body, c.endpoint);
+    EXPECT_EQ(e.http_status, 400) << c.body;
+    EXPECT_EQ(e.type, "invalid_request_error") << c.body;
+    EXPECT_EQ(e.param, c.param) << c.body;
+    EXPECT_EQ(e.message.rfind("'" + std::string(c.param) + "' is out of range: number overflow", 0), 0u)
+        << e.message;
+  }
+  ApiError top = err("1e400");
+  EXPECT_EQ(top.param, "");
+  EXPECT_EQ(top.message.rfind("a number in the request body is out of range", 0), 0u) << top.message;
+  // A syntax error after a key names that key; the detail of nlohmann's message is kept.
+  ApiError syntax = err(R"({"prompt":"x","n":})");
+  EXPECT_EQ(syntax.param, "n");
+  EXPECT_EQ(syntax.message,
+            "malformed JSON in the request body: parse error at line 1, column 19: syntax error while parsing value - "
+            "unexpected '}'; expected '[', '{', or a literal");
+  // Large but finite numbers are values, checked by range like any other.
+  EXPECT_EQ(err(R"({"prompt":"hi","temperature":1e300})").param, "temperature");
+  EXPECT_EQ(err(R"({"prompt":"hi","max_tokens":1e300})").param, "max_tokens");
+}
+
 TEST(OpenAiRequest, ErrorJsonShape) {
   ApiError e = bad_request("'n' must be between 1 and 64, got 0", "n");
   EXPECT_EQ(dump_json(e.to_json()),

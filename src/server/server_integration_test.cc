@@ -25,8 +25,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "base/subprocess.h"
 #include "base/test_data.h"
+#include "server/server_test_client.h"
 
 namespace ecoserve::server {
 namespace {
@@ -37,105 +37,7 @@ namespace http = beast::http;
 using tcp = net::ip::tcp;
 using nlohmann::json;
 
-constexpr const char* kModel = "models/tinystories-656k-q8_0.gguf";
-constexpr const char* kPrompt = "Once upon a time";
-
-std::string ecoserve_binary() { return std::string(ECOSERVE_BINARY_DIR) + "/ecoserve"; }
-
-// A child `ecoserve serve` process (base/subprocess.h) and the port it printed.
-class ServerProcess {
- public:
-  // Empty error string on success.
-  std::string start(const std::vector<std::string>& extra) {
-    auto model = shared_data_path(kModel);
-    std::vector<std::string> args = {ecoserve_binary(), "serve", "--model", *model, "--port", "0", "--threads", "1",
-                                     "--drain-timeout", "5"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    if (Status s = process_.start(args); !s.ok()) return s.to_string();
-    auto rest = process_.wait_for_line("ecoserve listening on http://127.0.0.1:", std::chrono::seconds(30));
-    if (!rest.ok()) return rest.status().to_string();
-    port_ = static_cast<uint16_t>(std::stoi(*rest));
-    return "";
-  }
-  // SIGTERM and wait; returns the exit status.
-  int stop() { return process_.stop(SIGTERM); }
-  uint16_t port() const { return port_; }
-
- private:
-  Subprocess process_;
-  uint16_t port_ = 0;
-};
-
-struct Reply {
-  int status = 0;
-  std::string body;
-  std::string content_type;
-  json j() const { return json::parse(body, nullptr, false); }
-};
-
-void set_timeouts(tcp::socket& s, int seconds) {
-  timeval tv{seconds, 0};
-  setsockopt(s.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(s.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-}
-
-Reply request(uint16_t port, http::verb verb, const std::string& target, const std::string& body = "",
-              const std::map<std::string, std::string>& headers = {}) {
-  net::io_context ioc;
-  tcp::socket s(ioc);
-  s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
-  set_timeouts(s, 30);
-  http::request<http::string_body> req(verb, target, 11);
-  req.set(http::field::host, "127.0.0.1");
-  if (!body.empty() || verb == http::verb::post) {
-    req.set(http::field::content_type, "application/json");
-    req.body() = body;
-    req.prepare_payload();
-  }
-  for (const auto& [k, v] : headers) req.set(k, v);
-  beast::error_code ec;
-  http::write(s, req, ec);
-  Reply r;
-  beast::flat_buffer buf;
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(64 << 20);
-  http::read(s, buf, parser, ec);
-  if (ec) {
-    r.status = -1;
-    r.body = ec.message();
-    return r;
-  }
-  auto res = parser.release();
-  r.status = static_cast<int>(res.result_int());
-  r.body = res.body();
-  r.content_type = std::string(res[http::field::content_type]);
-  return r;
-}
-
-Reply post(uint16_t port, const std::string& target, const json& body,
-           const std::map<std::string, std::string>& headers = {}) {
-  return request(port, http::verb::post, target, body.dump(), headers);
-}
-
-// The `data:` payloads of an SSE body, in order ("[DONE]" included).
-std::vector<std::string> sse_payloads(const std::string& body) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while ((pos = body.find("data: ", pos)) != std::string::npos) {
-    size_t end = body.find("\n\n", pos);
-    if (end == std::string::npos) break;
-    out.push_back(body.substr(pos + 6, end - pos - 6));
-    pos = end + 2;
-  }
-  return out;
-}
-
-double metric_value(const std::string& text, const std::string& name) {
-  size_t pos = text.find("\n" + name + "{");
-  if (pos == std::string::npos) return -1.0;
-  size_t sp = text.find("} ", pos);
-  return std::stod(text.substr(sp + 2, text.find('\n', sp) - sp - 2));
-}
+using namespace ::ecoserve::server::testing;  // NOLINT: the test client helpers
 
 class ServerIntegration : public ::testing::Test {
  protected:
