@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -49,6 +50,7 @@ struct ServeArgs {
   double header_timeout = 10.0;
   double body_timeout = 60.0;
   double keep_alive_timeout = 30.0;
+  double send_timeout = 60.0;
   int32_t max_connections = 1024;
 };
 
@@ -132,6 +134,7 @@ int run_serve(const ServeArgs& a) {
   so.header_timeout_seconds = a.header_timeout;
   so.body_timeout_seconds = a.body_timeout;
   so.keep_alive_timeout_seconds = a.keep_alive_timeout;
+  so.send_timeout_seconds = a.send_timeout;
   so.max_connections = a.max_connections;
   so.served_model_name = served_model_name;
   so.metrics = step_metrics;  // /metrics also exports the per-step histograms
@@ -163,7 +166,27 @@ int run_serve(const ServeArgs& a) {
   const std::string summary = server::format_step_summary(step_metrics->step_summary());
   spdlog::info("{}", summary);
   if (!spdlog::should_log(spdlog::level::info)) std::fprintf(stderr, "[ecoserve] %s\n", summary.c_str());
-  wait_until([&] { return (*server)->active_requests() == 0; }, 2.0);
+  // The aborted requests' last chunks and `data: [DONE]` are queued: wait until every
+  // response is written while clients keep taking bytes (a slow reader of a long
+  // stream is still served); give up after kStallSeconds without progress anywhere
+  // or after --send-timeout in all.
+  constexpr double kStallSeconds = 2.0;
+  const auto give_up = std::chrono::steady_clock::now() +
+                       std::chrono::duration<double>(a.send_timeout > 0 ? std::max(a.send_timeout, kStallSeconds) : 1e9);
+  uint64_t written = (*server)->bytes_written();
+  auto last_progress = std::chrono::steady_clock::now();
+  while ((*server)->active_requests() > 0) {
+    const auto now = std::chrono::steady_clock::now();
+    if (const uint64_t w = (*server)->bytes_written(); w != written) {
+      written = w;
+      last_progress = now;
+    }
+    if (now >= give_up || now - last_progress >= std::chrono::duration<double>(kStallSeconds)) {
+      spdlog::warn("{} response(s) not fully taken by their clients; closing them", (*server)->active_requests());
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   (*server)->stop();
   loop->reset();  // its pending sinks reference connections of the server
   server->reset();
@@ -249,6 +272,11 @@ void add_serve_command(CLI::App& app, int& exit_code) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--keep-alive-timeout", a->keep_alive_timeout,
                   "seconds an idle kept-alive connection stays open between requests; 0 = no limit")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--send-timeout", a->send_timeout,
+                  "seconds a response may wait for its client to take a byte before the connection is dropped (and "
+                  "its generation cancelled); also bounds how long shutdown waits for slow readers; 0 = no limit")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-connections", a->max_connections,

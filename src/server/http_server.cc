@@ -90,6 +90,7 @@ struct ServerState {
   std::atomic<bool> stopped{false};
   std::atomic<int32_t> active{0};       // generation requests whose response is not fully written
   std::atomic<int32_t> connections{0};  // open sessions
+  std::atomic<uint64_t> bytes_written{0};  // to clients, all connections
   std::atomic<uint64_t> next_request_id{1};
   uint64_t id_salt = 0;
 
@@ -129,7 +130,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
  private:
-  enum class Phase { kIdle, kHeader, kBody, kBusy, kClosing };
+  enum class Phase { kIdle, kHeader, kBody, kBusy, kWriting, kClosing };
 
   // Runs `fn`, turning any exception into a 500 (before a response started) or a closed connection.
   template <typename Fn>
@@ -198,6 +199,10 @@ class Session : public std::enable_shared_from_this<Session> {
         socket_.cancel(ec);  // the pending read ends with operation_aborted -> on_read_error answers 408
         return;
       }
+      case Phase::kWriting:  // no byte taken for send_timeout: the client stopped reading
+        spdlog::info("closing a connection that took no bytes for {} s", st_.options.send_timeout_seconds);
+        client_gone();
+        return;
       case Phase::kBusy:
         return;
     }
@@ -316,28 +321,41 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!writing_) do_write();
   }
 
+  // Writes out_ front to back, a piece at a time: every piece the kernel takes
+  // re-arms the send timeout (nginx's send_timeout), so a slow reader is served
+  // and one that stopped reading is cut off, its generation cancelled.
   void do_write() {
     writing_ = true;
-    net::async_write(socket_, net::buffer(out_.front()), [self = shared_from_this()](beast::error_code ec, size_t) {
-      self->guarded([&] { self->on_write(ec); });
-    });
+    if (phase_ == Phase::kBusy || phase_ == Phase::kWriting) arm_timer(st_.options.send_timeout_seconds, Phase::kWriting);
+    const std::string& front = out_.front();
+    socket_.async_write_some(net::buffer(front.data() + out_offset_, front.size() - out_offset_),
+                             [self = shared_from_this()](beast::error_code ec, size_t n) {
+                               self->guarded([&] { self->on_write(ec, n); });
+                             });
   }
 
-  void on_write(beast::error_code ec) {
+  void on_write(beast::error_code ec, size_t n) {
     writing_ = false;
     if (closed_) {  // the buffer in flight was kept alive until now
       out_.clear();
+      out_offset_ = 0;
       return;
     }
     if (ec) {
       client_gone();
       return;
     }
-    out_.pop_front();
+    st_.bytes_written.fetch_add(n, std::memory_order_relaxed);
+    out_offset_ += n;
+    if (out_offset_ == out_.front().size()) {
+      out_.pop_front();
+      out_offset_ = 0;
+    }
     if (!out_.empty()) {
       do_write();
       return;
     }
+    if (phase_ == Phase::kWriting) disarm_timer(Phase::kBusy);
     maybe_next();
   }
 
@@ -436,7 +454,10 @@ class Session : public std::enable_shared_from_this<Session> {
     closed_ = true;
     ++timer_gen_;
     timer_.cancel();
-    if (!writing_) out_.clear();  // else the write in flight still uses out_.front()
+    if (!writing_) {  // else the write in flight still uses out_.front()
+      out_.clear();
+      out_offset_ = 0;
+    }
     beast::error_code ec;
     socket_.shutdown(tcp::socket::shutdown_both, ec);
     socket_.close(ec);
@@ -748,6 +769,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<http::request_parser<http::string_body>> parser_;
   std::deque<std::string> out_;
   std::string interim_;  // "100 Continue" while it is written
+  size_t out_offset_ = 0;  // bytes of out_.front() already written
   std::vector<char> drain_buf_;
   int64_t drained_ = 0;
   Phase phase_ = Phase::kIdle;
@@ -924,6 +946,8 @@ void HttpServer::begin_drain() {
 }
 
 int32_t HttpServer::active_requests() const { return impl_->active.load(); }
+
+uint64_t HttpServer::bytes_written() const { return impl_->bytes_written.load(std::memory_order_relaxed); }
 
 void HttpServer::stop() {
   if (impl_->stopped.exchange(true)) return;

@@ -45,6 +45,7 @@ struct ServerOptions {
   double header_timeout_seconds = 10.0;      // from connection open or first byte to the end of the head
   double body_timeout_seconds = 60.0;        // from the end of the head to the end of the body
   double keep_alive_timeout_seconds = 30.0;  // idle time between requests on one connection
+  double send_timeout_seconds = 60.0;        // a response the client takes no byte of for this long is dropped
   // Open connections; more are answered 503 and closed. Lowered to fit the open-file limit.
   int32_t max_connections = 1024;
   // Threads that parse, validate and tokenize generation requests (off the I/O threads,
@@ -71,6 +72,8 @@ class HttpServer {
   // Generation requests whose response is not completely written yet (from the
   // moment the body is read until the last byte, e.g. `data: [DONE]`, is sent).
   int32_t active_requests() const;
+  // Bytes written to clients so far, all connections (shutdown waits while this grows).
+  uint64_t bytes_written() const;
   // Stops the io threads (open connections are dropped). Idempotent.
   void stop();
 

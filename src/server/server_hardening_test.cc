@@ -5,6 +5,7 @@
 #include <utility>  // before Boost.Asio (1.74 awaitable.hpp needs std::exchange)
 
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <atomic>
@@ -53,16 +54,17 @@ struct RawConnection {
   // Reads until `needle` appears or the peer closes; `closed` tells which.
   std::string read_until(std::string_view needle, bool* closed = nullptr) {
     std::string got;
-    char buf[4096];
+    char buf[16384];
     for (;;) {
       beast::error_code ec;
       size_t n = socket.read_some(net::buffer(buf), ec);
+      const size_t from = got.size() > needle.size() ? got.size() - needle.size() : 0;  // search only what is new
       got.append(buf, n);
       if (ec) {
         if (closed) *closed = true;
         return got;
       }
-      if (!needle.empty() && got.find(needle) != std::string::npos) {
+      if (!needle.empty() && got.find(needle, from) != std::string::npos) {
         if (closed) *closed = false;
         return got;
       }
@@ -156,6 +158,68 @@ TEST_F(ServerHardening, SigtermDuringStreamsNeverLosesTheTerminator) {
   RecordProperty("streams_started", started);
   RecordProperty("streams_refused", refused);
   EXPECT_GT(started, kRounds * kStreams / 2) << "too few streams started to test anything";
+}
+
+// The mechanism behind defect 2, made deterministic: a client that reads slowly
+// holds the end of its stream in the server's write queue when the drain timeout
+// aborts it. The request must count as running until `data: [DONE]` is written,
+// so the server waits for it (up to 2 s after the abort) instead of exiting first.
+TEST_F(ServerHardening, SigtermWaitsForASlowReaderToGetItsTerminator) {
+  ServerProcess server;
+  ASSERT_EQ(server.start({"--drain-timeout", "1"}), "");
+  RawConnection c;
+  // A small receive buffer so that the stream backs up into the server (set before connecting).
+  c.socket.open(tcp::v4());
+  int small = 4096;
+  ::setsockopt(c.socket.native_handle(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  ASSERT_TRUE(c.connect(server.port()));
+  // 32 choices, ~2 KB per token chunk with 20 top logprobs: far more than the socket buffers hold.
+  const std::string body = json{{"prompt", kPrompt}, {"max_tokens", 490}, {"ignore_eos", true}, {"stream", true},
+                                {"n", 32}, {"logprobs", 20}}.dump();
+  ASSERT_TRUE(c.send(post_head("/v1/completions", body.size()) + body));
+  std::string got = c.read_until("\"text\"");  // the stream has started
+  ASSERT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got.substr(0, 300);
+  ASSERT_EQ(::kill(server.pid(), SIGTERM), 0);
+  // The drain times out with ~10 MB of the stream unread (more than the kernel's buffers hold).
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  bool closed = false;
+  got += c.read_until("data: [DONE]", &closed);
+  EXPECT_FALSE(closed) << "the stream was cut off; it ends with: " << got.substr(got.size() > 400 ? got.size() - 400 : 0);
+  auto events = sse_payloads(got);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  json last = json::parse(events[events.size() - 2], nullptr, false);
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "abort") << events[events.size() - 2].substr(0, 300);
+  EXPECT_EQ(server.stop(), 0);
+}
+
+// A client that stops reading a stream is dropped after --send-timeout (its
+// generation, if still running, cancelled) instead of the server queueing its
+// output without bound.
+TEST_F(ServerHardening, ClientThatStopsReadingIsDroppedAfterTheSendTimeout) {
+  ServerProcess server;
+  ASSERT_EQ(server.start({"--send-timeout", "1"}), "");
+  RawConnection c;
+  c.socket.open(tcp::v4());
+  int small = 4096;
+  ::setsockopt(c.socket.native_handle(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  ASSERT_TRUE(c.connect(server.port()));
+  const std::string body = json{{"prompt", kPrompt}, {"max_tokens", 490}, {"ignore_eos", true}, {"stream", true},
+                                {"n", 32}, {"logprobs", 20}}.dump();
+  ASSERT_TRUE(c.send(post_head("/v1/completions", body.size()) + body));
+  std::string got = c.read_until("\"text\"");
+  ASSERT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got.substr(0, 300);
+  // Stop reading for 3 s: the kernel's buffers fill, then a second passes without progress.
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  bool closed = false;
+  got += c.read_until("data: [DONE]", &closed);
+  EXPECT_TRUE(closed) << "the server kept the connection";
+  EXPECT_EQ(got.find("data: [DONE]"), std::string::npos);
+  // (The tiny model finishes all 32 sequences within about a second, so whether the
+  // drop cancels a running generation is checked by DisconnectMidStreamFreesKvCache,
+  // which takes the same client_gone() path.)
+  EXPECT_EQ(request(server.port(), http::verb::get, "/health").status, 200);
+  EXPECT_EQ(server.stop(), 0);
 }
 
 TEST_F(ServerHardening, SlowHeadersAreCutOffWhileOthersAreServed) {
