@@ -10,6 +10,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
@@ -220,6 +223,18 @@ TEST_F(ServerHardening, ClientThatStopsReadingIsDroppedAfterTheSendTimeout) {
   // which takes the same client_gone() path.)
   EXPECT_EQ(request(server.port(), http::verb::get, "/health").status, 200);
   EXPECT_EQ(server.stop(), 0);
+}
+
+// Issue 8, defect 7: the drain log printed "up to 0 s" for --drain-timeout 0.1.
+TEST_F(ServerHardening, DrainLogShowsTheRealTimeout) {
+  const std::string log = ::testing::TempDir() + "/ecoserve_drain_log.txt";
+  ServerProcess server;
+  ASSERT_EQ(server.start({"--drain-timeout", "0.1"}, log), "");
+  EXPECT_EQ(server.stop(), 0);
+  std::ifstream in(log);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("SIGTERM: draining (up to 0.1 s)"), std::string::npos) << text;
+  std::remove(log.c_str());
 }
 
 TEST_F(ServerHardening, SlowHeadersAreCutOffWhileOthersAreServed) {

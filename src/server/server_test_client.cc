@@ -26,7 +26,7 @@ std::string skip_reason() {
   return "";
 }
 
-std::string ServerProcess::start(const std::vector<std::string>& extra) {
+std::string ServerProcess::start(const std::vector<std::string>& extra, const std::string& stderr_path) {
   auto model = shared_data_path(kModel);
   if (!model) return missing_data_message(kModel);
   std::vector<std::string> args = {ecoserve_binary(), "serve", "--model", *model, "--port", "0"};
@@ -38,7 +38,9 @@ std::string ServerProcess::start(const std::vector<std::string>& extra) {
     }
   }
   args.insert(args.end(), extra.begin(), extra.end());
-  if (Status s = process_.start(args); !s.ok()) return s.to_string();
+  SubprocessOptions options;
+  options.stderr_path = stderr_path;
+  if (Status s = process_.start(args, options); !s.ok()) return s.to_string();
   auto rest = process_.wait_for_line("ecoserve listening on http://127.0.0.1:", std::chrono::seconds(30));
   if (!rest.ok()) return rest.status().to_string();
   port_ = static_cast<uint16_t>(std::stoi(*rest));

@@ -33,8 +33,9 @@ std::string skip_reason();
 class ServerProcess {
  public:
   // Starts `ecoserve serve --model tiny --port 0 <extra>`, with `--threads 1` and
-  // `--drain-timeout 5` unless `extra` sets them. Empty error string on success.
-  std::string start(const std::vector<std::string>& extra);
+  // `--drain-timeout 5` unless `extra` sets them; its stderr goes to `stderr_path`
+  // when given (else it is inherited). Empty error string on success.
+  std::string start(const std::vector<std::string>& extra, const std::string& stderr_path = "");
   // SIGTERM and wait; returns the exit status.
   int stop() { return process_.stop(SIGTERM); }
   pid_t pid() const { return process_.pid(); }
