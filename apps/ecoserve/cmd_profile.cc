@@ -97,7 +97,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 StatusOr<double> measure_prefill(engine::ModelRunner& r, const ProfileArgs& a, std::mt19937& rng) {
   const int32_t vocab = r.model().config().n_vocab;
   std::uniform_int_distribution<int32_t> tok(3, vocab - 1);
-  policy::StepPlan plan;
+  StepPlan plan;
   plan.seqs.resize(1);
   auto& s = plan.seqs[0];
   s.id = RequestId(1);
@@ -107,7 +107,7 @@ StatusOr<double> measure_prefill(engine::ModelRunner& r, const ProfileArgs& a, s
   double best = 0;
   for (int32_t rep = 0; rep < a.repeats; ++rep) {
     auto t0 = std::chrono::steady_clock::now();
-    ECO_ASSIGN_OR_RETURN(engine::StepOutput o, r.execute(plan));
+    ECO_ASSIGN_OR_RETURN(StepOutput o, r.execute(plan));
     best = std::max(best, a.prompt_len / seconds_since(t0));
   }
   return best;
@@ -118,7 +118,7 @@ StatusOr<double> measure_decode(engine::ModelRunner& r, const ProfileArgs& a, in
   const int32_t vocab = r.model().config().n_vocab;
   std::uniform_int_distribution<int32_t> tok(3, vocab - 1);
   const int32_t per_seq = (a.context + a.decode_steps + a.block_size - 1) / a.block_size;
-  policy::StepPlan plan;
+  StepPlan plan;
   plan.seqs.resize(batch);
   for (int32_t i = 0; i < batch; ++i) {
     auto& s = plan.seqs[i];
@@ -127,10 +127,10 @@ StatusOr<double> measure_decode(engine::ModelRunner& r, const ProfileArgs& a, in
   }
   // Fill the contexts (untimed), a few sequences per pass.
   for (int32_t i = 0; i < batch; ++i) {
-    policy::StepPlan fill;
+    StepPlan fill;
     fill.seqs.push_back(plan.seqs[i]);
     for (int32_t j = 0; j < a.context; ++j) fill.seqs[0].tokens.push_back(tok(rng));
-    ECO_ASSIGN_OR_RETURN(engine::StepOutput o, r.execute(fill));
+    ECO_ASSIGN_OR_RETURN(StepOutput o, r.execute(fill));
   }
   for (auto& s : plan.seqs) {
     s.sample = true;
@@ -139,7 +139,7 @@ StatusOr<double> measure_decode(engine::ModelRunner& r, const ProfileArgs& a, in
   auto t0 = std::chrono::steady_clock::now();
   for (int32_t step = 0; step < a.decode_steps; ++step) {
     for (auto& s : plan.seqs) s.num_computed = a.context + step;
-    ECO_ASSIGN_OR_RETURN(engine::StepOutput o, r.execute(plan));
+    ECO_ASSIGN_OR_RETURN(StepOutput o, r.execute(plan));
     for (int32_t i = 0; i < batch; ++i) plan.seqs[i].tokens[0] = o.seqs[i].token;
   }
   return static_cast<double>(batch) * a.decode_steps / seconds_since(t0);

@@ -13,7 +13,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "engine/model_runner.h"
-#include "instance/instance_loop.h"
+#include "cluster/instance_backend.h"
 #include "model/llama_model.h"
 #include "server/http_server.h"
 #include "server/server_metrics.h"
@@ -96,14 +96,6 @@ int run_serve(const ServeArgs& a) {
     eo.num_host_blocks = static_cast<int32_t>(a.swap_mb > 0 ? (static_cast<int64_t>(a.swap_mb) << 20) / block_bytes
                                                             : eo.kv_cache_bytes / block_bytes);
   }
-  auto runner = engine::ModelRunner::create(*model, eo);
-  if (!runner.ok()) {
-    std::fprintf(stderr, "error: %s\n", runner.status().message().c_str());
-    return 1;
-  }
-  std::fprintf(stderr, "[ecoserve] KV cache: %d blocks of %d tokens, %s (%.0f MiB reserved), %d host swap blocks\n",
-               (*runner)->num_kv_blocks(), a.block_size, engine::kv_cache_type_name(eo.kv_cache_type),
-               (*runner)->num_kv_blocks() * static_cast<double>(block_bytes) / (1 << 20), (*runner)->num_host_blocks());
   instance::InstanceOptions io;
   io.policy = a.policy;
   io.max_num_seqs = a.max_num_seqs;
@@ -118,11 +110,15 @@ int run_serve(const ServeArgs& a) {
   auto step_metrics = std::make_shared<server::ServerMetrics>(served_model_name);
   io.on_step = [step_metrics](const instance::StepStats& st) { step_metrics->observe_step(st); };
   SteadyClock clock;
-  auto loop = instance::InstanceLoop::create(std::move(*runner), io, &clock);
-  if (!loop.ok()) {
-    std::fprintf(stderr, "error: %s\n", loop.status().message().c_str());
+  auto backend = cluster::InstanceBackend::create(*model, eo, io, &clock);
+  if (!backend.ok()) {
+    std::fprintf(stderr, "error: %s\n", backend.status().message().c_str());
     return 1;
   }
+  std::fprintf(stderr, "[ecoserve] KV cache: %d blocks of %d tokens, %s (%.0f MiB reserved), %d host swap blocks\n",
+               (*backend)->num_kv_blocks(), a.block_size, engine::kv_cache_type_name(eo.kv_cache_type),
+               (*backend)->num_kv_blocks() * static_cast<double>(block_bytes) / (1 << 20),
+               (*backend)->num_host_blocks());
   server::ServerOptions so;
   so.host = a.host;
   so.port = static_cast<uint16_t>(a.port);
@@ -138,15 +134,15 @@ int run_serve(const ServeArgs& a) {
   so.max_connections = a.max_connections;
   so.served_model_name = served_model_name;
   so.metrics = step_metrics;  // /metrics also exports the per-step histograms
-  auto server = server::HttpServer::create(loop->get(), *model, so, &clock);
+  auto server = server::HttpServer::create(backend->get(), so, &clock);
   if (!server.ok()) {
     std::fprintf(stderr, "error: %s\n", server.status().message().c_str());
     return 1;
   }
-  (*loop)->start();
+  (*backend)->start();
   if (Status s = (*server)->start(); !s.ok()) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
-    (*loop)->stop();
+    (*backend)->stop();
     return 1;
   }
   const std::string host = a.host.find(':') != std::string::npos ? "[" + a.host + "]" : a.host;
@@ -159,9 +155,9 @@ int run_serve(const ServeArgs& a) {
   std::fprintf(stderr, "[ecoserve] %s: draining (up to %g s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
                a.drain_timeout);
   (*server)->begin_drain();
-  (*loop)->begin_drain();
-  wait_until([&] { return (*loop)->idle() && (*server)->active_requests() == 0; }, a.drain_timeout);
-  (*loop)->stop();  // aborts whatever is left
+  (*backend)->begin_drain();
+  wait_until([&] { return (*backend)->idle() && (*server)->active_requests() == 0; }, a.drain_timeout);
+  (*backend)->stop();  // aborts whatever is left
   // The scheduler-overhead figure: plan time per step (median, p99) and its share of the step.
   const std::string summary = server::format_step_summary(step_metrics->step_summary());
   spdlog::info("{}", summary);
@@ -188,7 +184,7 @@ int run_serve(const ServeArgs& a) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   (*server)->stop();
-  loop->reset();  // its pending sinks reference connections of the server
+  backend->reset();  // its pending sinks reference connections of the server
   server->reset();
   std::fprintf(stderr, "[ecoserve] stopped\n");
   return 0;

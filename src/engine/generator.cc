@@ -23,9 +23,9 @@ StatusOr<GenerateResult> Generator::generate(std::span<const int32_t> prompt, co
 
   GenerateResult result;
   std::vector<int32_t> out;
-  policy::StepPlan plan;
+  StepPlan plan;
   plan.seqs.resize(1);
-  policy::SeqStep& s = plan.seqs[0];
+  SeqStep& s = plan.seqs[0];
   s.id = RequestId(1);
   s.block_table = blocks;
   s.sampling = &sp;

@@ -13,12 +13,12 @@
 
 #include "base/status.h"
 #include "engine/model_runner.h"
-#include "policy/sampling_params.h"
+#include "base/sampling_params.h"
 
 namespace ecoserve::engine {
 
 struct GenerateOptions {
-  policy::SamplingParams sampling;  // max_tokens, stop ids, seed, ...
+  SamplingParams sampling;  // max_tokens, stop ids, seed, ...
   int32_t prefill_chunk = 512;      // prompt tokens per forward pass
 };
 

@@ -16,9 +16,9 @@ namespace {
 
 using kernels::WeightView;
 
-const policy::SamplingParams& greedy_params() {
-  static const policy::SamplingParams kGreedy = [] {
-    policy::SamplingParams p;
+const SamplingParams& greedy_params() {
+  static const SamplingParams kGreedy = [] {
+    SamplingParams p;
     p.temperature = 0.0f;
     return p;
   }();
@@ -127,7 +127,7 @@ void ModelRunner::copy_block(BlockId src, BlockId dst) {
   }
 }
 
-StatusOr<StepOutput> ModelRunner::execute(const policy::StepPlan& plan) {
+StatusOr<StepOutput> ModelRunner::execute(const StepPlan& plan) {
   const auto& c = model_->config();
   const int32_t B = options_.block_size;
   Impl& m = *impl_;
@@ -368,7 +368,7 @@ StatusOr<StepOutput> ModelRunner::execute(const policy::StepPlan& plan) {
       std::span<float> row(m.logits.data() + i * c.n_vocab, c.n_vocab);
       if (seq.return_logits) o.logits.assign(row.begin(), row.end());
       if (!seq.sample) continue;
-      const policy::SamplingParams& sp = seq.sampling ? *seq.sampling : greedy_params();
+      const SamplingParams& sp = seq.sampling ? *seq.sampling : greedy_params();
       SampleResult r = sample_token(row, sp, seq.prompt_tokens, seq.output_tokens, seq.seed);
       o.token = r.token;
       o.logprob = r.logprob;

@@ -8,7 +8,8 @@
 // read once per step), attention reads each sequence's K/V through its block
 // table (paged attention), causal within a chunk. Sequences marked `sample` get
 // a sampled token (and logits when asked).
-// The plan is the only input: the runner keeps no per-sequence state.
+// The plan is the only input: the runner keeps no per-sequence state. It is the
+// live Executor (base/executor.h).
 // Not thread-safe: one instance loop thread calls it. Several runners (with
 // their own pools) can live in one process.
 #pragma once
@@ -19,13 +20,14 @@
 #include <string_view>
 #include <vector>
 
+#include "base/executor.h"
 #include "base/ids.h"
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "engine/sampler.h"
 #include "kernels/matmul.h"
 #include "model/llama_model.h"
-#include "policy/step_plan.h"
+#include "base/step_plan.h"
 
 namespace ecoserve::engine {
 
@@ -49,20 +51,6 @@ struct EngineOptions {
   KvCacheType kv_cache_type = KvCacheType::kF32;
 };
 
-struct SeqOutput {
-  RequestId id;
-  int32_t token = -1;
-  float logprob = 0.0f;
-  std::vector<TokenLogprob> top_logprobs;
-  std::vector<float> logits;  // when SeqStep::return_logits (before penalties)
-};
-
-struct StepOutput {
-  // In plan order, one per sequence with sample or return_logits set (token -1 when
-  // only logits were asked for).
-  std::vector<SeqOutput> seqs;
-};
-
 // Header of an exported sequence's KV (little-endian, fixed layout).
 struct KvExportHeader {
   uint32_t magic = 0x564B4345;  // "ECKV"
@@ -76,22 +64,22 @@ struct KvExportHeader {
   uint32_t num_tokens = 0;
 };
 
-class ModelRunner {
+class ModelRunner final : public Executor {
  public:
   static StatusOr<std::unique_ptr<ModelRunner>> create(std::shared_ptr<const model::LlamaModel> model,
                                                        const EngineOptions& options);
-  ~ModelRunner();
+  ~ModelRunner() override;
 
   // INVALID_ARGUMENT (naming the request) for a plan that does not fit: token id
   // out of range, block table too short or with unknown blocks, context overflow.
-  StatusOr<StepOutput> execute(const policy::StepPlan& plan);
+  StatusOr<StepOutput> execute(const StepPlan& plan) override;
 
   const model::LlamaModel& model() const { return *model_; }
   std::shared_ptr<const model::LlamaModel> model_ptr() const { return model_; }
-  int32_t block_size() const { return options_.block_size; }
-  int32_t num_kv_blocks() const { return num_blocks_; }
-  int32_t num_host_blocks() const { return options_.num_host_blocks; }
-  int32_t max_context() const { return max_context_; }
+  int32_t block_size() const override { return options_.block_size; }
+  int32_t num_kv_blocks() const override { return num_blocks_; }
+  int32_t num_host_blocks() const override { return options_.num_host_blocks; }
+  int32_t max_context() const override { return max_context_; }
   int32_t num_threads() const { return pool_->num_threads(); }
   KvCacheType kv_cache_type() const { return options_.kv_cache_type; }
   int64_t kv_bytes_per_block() const {

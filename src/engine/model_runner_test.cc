@@ -27,12 +27,12 @@ namespace {
 using testing::build_tiny_llama;
 using testing::TinyLlamaSpec;
 
-policy::SamplingParams greedy() {
-  policy::SamplingParams p;
+SamplingParams greedy() {
+  SamplingParams p;
   p.temperature = 0.0f;
   return p;
 }
-const policy::SamplingParams kGreedy = greedy();
+const SamplingParams kGreedy = greedy();
 
 double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.size() != b.size() || a.empty()) return 1e30;
@@ -44,9 +44,9 @@ double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return err / scale;
 }
 
-policy::SeqStep make_step(uint64_t id, int32_t num_computed, std::vector<int32_t> tokens,
+SeqStep make_step(uint64_t id, int32_t num_computed, std::vector<int32_t> tokens,
                           std::vector<BlockId> table) {
-  policy::SeqStep s;
+  SeqStep s;
   s.id = RequestId(id);
   s.num_computed = num_computed;
   s.tokens = std::move(tokens);
@@ -76,13 +76,13 @@ std::vector<int32_t> random_tokens(size_t n, int32_t vocab, uint32_t seed) {
   return t;
 }
 
-StepOutput run(ModelRunner& r, const policy::StepPlan& plan) {
+StepOutput run(ModelRunner& r, const StepPlan& plan) {
   auto out = r.execute(plan);
   EXPECT_TRUE(out.ok()) << out.status().to_string();
   return out.ok() ? std::move(*out) : StepOutput{};
 }
-StepOutput run_one(ModelRunner& r, policy::SeqStep s) {
-  policy::StepPlan plan;
+StepOutput run_one(ModelRunner& r, SeqStep s) {
+  StepPlan plan;
   plan.seqs.push_back(std::move(s));
   return run(r, plan);
 }
@@ -143,7 +143,7 @@ TEST_F(ModelRunnerTest, MixedBatchEqualsSequencesRunAlone) {
   std::vector<std::vector<std::vector<float>>> mixed_logits(chunks.size()), alone_logits(chunks.size());
   std::vector<int32_t> pos(chunks.size(), 0);
   for (size_t k = 0; k < 3; ++k) {
-    policy::StepPlan plan;
+    StepPlan plan;
     std::vector<size_t> order;
     for (size_t j = 0; j < chunks.size(); ++j) {
       if (k >= chunks[j].size()) continue;
@@ -177,7 +177,7 @@ TEST_F(ModelRunnerTest, OutputsOnlyForSampledOrLogitSequences) {
   auto r = runner();
   ASSERT_TRUE(r);
   const auto t = random_tokens(30, vocab_, 7);
-  policy::StepPlan plan;
+  StepPlan plan;
   plan.seqs.push_back(make_step(1, 0, {t.begin(), t.begin() + 10}, ids({0})));
   plan.seqs[0].sample = false;  // mid-prompt chunk, nothing asked
   plan.seqs[0].return_logits = false;
@@ -260,8 +260,8 @@ TEST_F(ModelRunnerTest, InvalidPlansAreRejected) {
   EXPECT_EQ(r->max_context(), 64);
   EXPECT_EQ(r->num_kv_blocks(), 8);
   const auto t = random_tokens(20, vocab_, 31);
-  auto expect_invalid = [&](policy::SeqStep s, const char* what) {
-    policy::StepPlan plan;
+  auto expect_invalid = [&](SeqStep s, const char* what) {
+    StepPlan plan;
     plan.seqs.push_back(make_step(9, 0, t, ids({6, 7})));  // a valid sequence alongside
     plan.seqs.push_back(std::move(s));
     auto out = r->execute(plan);
@@ -404,7 +404,7 @@ TEST_F(ModelRunnerTest, F16KvCacheTracksF32HalvesMemoryAndExportsItsType) {
   auto a = run_one(*f32, make_step(1, 0, prompt, blocks)).seqs.at(0);
   auto b = run_one(*f16, make_step(1, 0, prompt, blocks)).seqs.at(0);
   // The same sequence inside a batch with another one, on other blocks.
-  policy::StepPlan plan;
+  StepPlan plan;
   plan.seqs.push_back(make_step(2, 0, other, ids({8, 9})));
   plan.seqs.push_back(make_step(1, 0, prompt, ids({4, 5, 6, 7})));
   auto mixed = run(*f16_mixed, plan).seqs.at(1);
@@ -418,7 +418,7 @@ TEST_F(ModelRunnerTest, F16KvCacheTracksF32HalvesMemoryAndExportsItsType) {
     EXPECT_LT(rel_diff(mixed.logits, b.logits), 1e-5) << "step " << i;
     a = run_one(*f32, make_step(1, 37 + i, {ta}, blocks)).seqs.at(0);
     b = run_one(*f16, make_step(1, 37 + i, {tb}, blocks)).seqs.at(0);
-    policy::StepPlan p2;
+    StepPlan p2;
     p2.seqs.push_back(make_step(1, 37 + i, {tm}, ids({4, 5, 6, 7})));
     mixed = run(*f16_mixed, p2).seqs.at(0);
     ta = a.token;
@@ -501,7 +501,7 @@ TEST(ModelRunnerRealModel, TinyStoriesGreedyMatchesGolden) {
   EXPECT_EQ(prompt[0], (*model)->tokenizer().bos_id());
   const auto table = range_ids(0, 8);
   std::vector<int32_t> out;
-  policy::SeqStep s = make_step(1, 0, {prompt.begin(), prompt.end()}, table);
+  SeqStep s = make_step(1, 0, {prompt.begin(), prompt.end()}, table);
   s.return_logits = false;
   for (int i = 0; i < 40; ++i) {
     const StepOutput o = run_one(runner, s);

@@ -195,8 +195,8 @@ class RefLlama {
   std::vector<RefLayer> layers_;
 };
 
-policy::SamplingParams greedy() {
-  policy::SamplingParams p;
+SamplingParams greedy() {
+  SamplingParams p;
   p.temperature = 0.0f;
   return p;
 }
@@ -235,8 +235,8 @@ std::vector<std::vector<float>> engine_logits_per_position(ModelRunner& runner, 
   const int32_t bs = runner.block_size();
   const int32_t nb = (static_cast<int32_t>(tokens.size()) + bs - 1) / bs;
   for (size_t t = 0; t < tokens.size(); ++t) {
-    policy::StepPlan plan;
-    policy::SeqStep s;
+    StepPlan plan;
+    SeqStep s;
     s.id = RequestId(stepwise ? 1 : 2);
     s.num_computed = stepwise ? static_cast<int32_t>(t) : 0;
     if (stepwise) {

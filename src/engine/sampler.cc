@@ -44,7 +44,7 @@ struct ByWeightDesc {
 
 bool in_vocab(int32_t t, size_t n) { return t >= 0 && static_cast<size_t>(t) < n; }
 
-void apply_penalties(std::span<float> logits, const policy::SamplingParams& p,
+void apply_penalties(std::span<float> logits, const SamplingParams& p,
                      std::span<const int32_t> prompt_tokens, std::span<const int32_t> output_tokens) {
   const size_t n = logits.size();
   if (p.repetition_penalty != 1.0f && p.repetition_penalty > 0.0f) {
@@ -298,7 +298,7 @@ Cand nucleus_boundary(const float* w, const int32_t* ids, size_t n, double need)
 // (temperature 1, no top-k), else leaves it untouched.
 // Candidates are kept in id order and dropped ones get weight 0, so the draw does
 // not depend on how the selection steps order their work.
-int32_t sample_stochastic(std::span<const float> logits, const policy::SamplingParams& p,
+int32_t sample_stochastic(std::span<const float> logits, const SamplingParams& p,
                           double u, double* lse_out) {
   const size_t n = logits.size();
   const float inv_t = 1.0f / p.temperature;
@@ -381,7 +381,7 @@ double uniform_from(uint64_t seed, uint64_t index) {
   return static_cast<double>(z >> 11) * 0x1.0p-53;
 }
 
-SampleResult sample_token(std::span<float> logits, const policy::SamplingParams& params,
+SampleResult sample_token(std::span<float> logits, const SamplingParams& params,
                           std::span<const int32_t> prompt_tokens,
                           std::span<const int32_t> output_tokens, uint64_t seed) {
   SampleResult result;

@@ -16,14 +16,9 @@
 #include <span>
 #include <vector>
 
-#include "policy/sampling_params.h"
+#include "base/sampling_params.h"
 
 namespace ecoserve::engine {
-
-struct TokenLogprob {
-  int32_t token = -1;
-  float logprob = 0.0f;
-};
 
 struct SampleResult {
   int32_t token = -1;
@@ -32,7 +27,7 @@ struct SampleResult {
 };
 
 // `logits` is modified in place (penalties, temperature).
-SampleResult sample_token(std::span<float> logits, const policy::SamplingParams& params,
+SampleResult sample_token(std::span<float> logits, const SamplingParams& params,
                           std::span<const int32_t> prompt_tokens,
                           std::span<const int32_t> output_tokens, uint64_t seed);
 

@@ -12,8 +12,6 @@
 namespace ecoserve::engine {
 namespace {
 
-using policy::SamplingParams;
-
 SamplingParams greedy_params() {
   SamplingParams p;
   p.temperature = 0.0f;

@@ -59,6 +59,14 @@ class InstanceLoopTest : public ::testing::Test {
     model_ = *m;
   }
 
+  // InstanceOptions with the model's vocabulary and end-of-generation tokens.
+  InstanceOptions options() const {
+    InstanceOptions o;
+    o.vocab_size = model_->tokenizer().vocab_size();
+    o.eog_token_ids = model_->tokenizer().eog_token_ids();
+    return o;
+  }
+
   std::unique_ptr<engine::ModelRunner> runner(int32_t blocks = 256, int32_t host_blocks = 0) {
     engine::EngineOptions eo;
     eo.num_threads = 1;
@@ -95,7 +103,7 @@ class InstanceLoopTest : public ::testing::Test {
 
 TEST_F(InstanceLoopTest, ConcurrentGreedyRequestsMatchSingleSequenceGeneration) {
   for (const char* policy : {"chunked", "prefill-first"}) {
-    InstanceOptions opt;
+    InstanceOptions opt = options();
     opt.policy = policy;
     auto loop = InstanceLoop::create(runner(), opt, &clock_);
     ASSERT_TRUE(loop.ok()) << loop.status().to_string();
@@ -130,7 +138,7 @@ TEST_F(InstanceLoopTest, PreemptionByRecomputeAndSwapKeepsOutputsExact) {
                                             "One day", "The sun was hot", "Mia had a red ball"};
   const int32_t n = 60;
   for (const char* mode : {"recompute", "swap"}) {
-    InstanceOptions opt;
+    InstanceOptions opt = options();
     opt.preemption_mode = mode;
     opt.enable_prefix_caching = false;
     // 6 requests x up to ~70 tokens need ~30 blocks of 16; give 12.
@@ -162,7 +170,7 @@ TEST_F(InstanceLoopTest, PreemptionByRecomputeAndSwapKeepsOutputsExact) {
 }
 
 TEST_F(InstanceLoopTest, RejectsOverContextAndFullQueue) {
-  InstanceOptions opt;
+  InstanceOptions opt = options();
   opt.max_waiting = 1;
   auto loop = InstanceLoop::create(runner(), opt, &clock_);
   ASSERT_TRUE(loop.ok());
@@ -183,7 +191,7 @@ TEST_F(InstanceLoopTest, RejectsOverContextAndFullQueue) {
 }
 
 TEST_F(InstanceLoopTest, CancelFreesBlocksAndEndsWithAbort) {
-  InstanceOptions opt;
+  InstanceOptions opt = options();
   auto loop = InstanceLoop::create(runner(), opt, &clock_);
   ASSERT_TRUE(loop.ok());
   Collector c;
@@ -217,7 +225,7 @@ TEST_F(InstanceLoopTest, CancelFreesBlocksAndEndsWithAbort) {
 }
 
 TEST_F(InstanceLoopTest, StopAbortsEverythingPending) {
-  InstanceOptions opt;
+  InstanceOptions opt = options();
   auto loop = InstanceLoop::create(runner(), opt, &clock_);
   ASSERT_TRUE(loop.ok());
   Collector c;

@@ -15,6 +15,14 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& file) 
   return make_bpe_tokenizer(std::move(data), std::move(merges));
 }
 
+std::vector<std::int32_t> Tokenizer::eog_token_ids() const {
+  std::vector<std::int32_t> ids;
+  for (std::int32_t id = 0; id < vocab_size(); ++id) {
+    if (is_eog(id)) ids.push_back(id);
+  }
+  return ids;
+}
+
 std::string Tokenizer::decode(std::span<const std::int32_t> ids, bool render_special) const {
   std::string out;
   const std::size_t first = (!ids.empty() && bos_id() >= 0 && ids[0] == bos_id()) ? 1 : 0;

@@ -60,6 +60,8 @@ class Tokenizer {
   virtual bool add_space_prefix() const { return false; }
   // End-of-generation tokens: eos, eot (tokenizer.ggml.eot_token_id), <|im_end|>, <|eot_id|>, ...
   virtual bool is_eog(std::int32_t id) const = 0;
+  // Every id for which is_eog() holds, ascending.
+  std::vector<std::int32_t> eog_token_ids() const;
   // "llama" or "gpt2"; and the pre-tokenizer name ("default" when absent).
   virtual std::string_view model_name() const = 0;
   virtual std::string_view pre_name() const = 0;

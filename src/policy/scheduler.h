@@ -48,8 +48,8 @@
 #include "kv/block_allocator.h"
 #include "kv/prefix_cache.h"
 #include "policy/instance_policy.h"
-#include "policy/sampling_params.h"
-#include "policy/step_plan.h"
+#include "base/sampling_params.h"
+#include "base/step_plan.h"
 
 namespace ecoserve::policy {
 

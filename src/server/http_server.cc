@@ -77,7 +77,7 @@ std::string close_response(int status, const ApiError& e) {
 // Shared server state.
 
 struct ServerState {
-  instance::InstanceLoop* loop = nullptr;
+  cluster::GenerationBackend* backend = nullptr;
   std::shared_ptr<const model::LlamaModel> model;
   ServerOptions options;
   const Clock* clock = nullptr;
@@ -115,8 +115,10 @@ namespace {
 // Timeouts (ServerOptions): a connection gets header_timeout to send its first
 // request head, body_timeout to send a body once the head is in, and
 // keep_alive_timeout of idleness between requests; a late head or body gets 408
-// and the connection closes. No exception leaves a handler: a failure before
-// the response started answers 500, after it the connection closes.
+// and the connection closes. A response the client takes no byte of for
+// send_timeout is dropped with the connection (its generation cancelled). No
+// exception leaves a handler: a failure before the response started answers
+// 500, after it the connection closes.
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, ServerState& st) : socket_(std::move(socket)), timer_(socket_.get_executor()), st_(st) {}
@@ -150,7 +152,7 @@ class Session : public std::enable_shared_from_this<Session> {
       if (job_ && !job_->responded) {
         job_->responded = true;
         for (CompletionChoice& c : job_->choices) {
-          if (!c.done) st_.loop->cancel(c.id);
+          if (!c.done) st_.backend->cancel(c.id);
         }
       }
       if (!closed_ && !response_started_) {
@@ -442,7 +444,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (job_ && !job_->responded) {
       spdlog::info("client of {} disconnected; cancelling", job_->id);
       for (CompletionChoice& c : job_->choices) {
-        if (!c.done) st_.loop->cancel(c.id);
+        if (!c.done) st_.backend->cancel(c.id);
       }
     }
     client_gone_ = true;
@@ -527,7 +529,7 @@ class Session : public std::enable_shared_from_this<Session> {
       case RouteKind::kHealth:
         return handle_health();
       case RouteKind::kMetrics:
-        return send_body(200, "text/plain; version=0.0.4; charset=utf-8", st_.metrics->render(st_.loop->status()));
+        return send_body(200, "text/plain; version=0.0.4; charset=utf-8", st_.metrics->render(st_.backend->status()));
       case RouteKind::kModels:
         return handle_models();
       case RouteKind::kCompletions:
@@ -537,7 +539,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void handle_health() {
-    const instance::InstanceStatus s = st_.loop->status();
+    const instance::InstanceStatus s = st_.backend->status();
     const double age = to_seconds(st_.clock->now() - s.last_heartbeat);
     if (st_.draining.load()) {
       send_json(503, json{{"status", "draining"}});
@@ -557,7 +559,7 @@ class Session : public std::enable_shared_from_this<Session> {
               {"owned_by", "ecoserve"},
               {"root", st_.options.served_model_name},
               {"parent", nullptr},
-              {"max_model_len", st_.loop->runner().max_context()}};
+              {"max_model_len", st_.backend->max_context()}};
     send_json(200, json{{"object", "list"}, {"data", json::array({m})}});
   }
 
@@ -633,13 +635,13 @@ class Session : public std::enable_shared_from_this<Session> {
       auto self = shared_from_this();
       const Clock* clock = st_.clock;
       auto executor = socket_.get_executor();
-      Status s = st_.loop->submit(std::move(g), [self, job, clock, executor](const instance::TokenEvent& ev) {
+      Status s = st_.backend->submit(std::move(g), [self, job, clock, executor](const instance::TokenEvent& ev) {
         const TimePoint t = clock->now();
         net::post(executor, [self, job, ev, t] { self->guarded([&] { self->on_event(*job, ev, t); }); });
       });
       if (!s.ok()) {
         job->responded = true;  // events of choices already submitted are ignored
-        for (int32_t k = 0; k < i; ++k) st_.loop->cancel(job->choices[static_cast<size_t>(k)].id);
+        for (int32_t k = 0; k < i; ++k) st_.backend->cancel(job->choices[static_cast<size_t>(k)].id);
         switch (s.code()) {
           case StatusCode::kResourceExhausted:
             send_error(make_error(429, "the server is overloaded: " + s.message(), "rate_limit_error",
@@ -708,7 +710,7 @@ class Session : public std::enable_shared_from_this<Session> {
       if (c.text->stopped()) {
         c.done = true;
         c.finish_reason = "stop";
-        if (!ev.finished) st_.loop->cancel(ev.id);
+        if (!ev.finished) st_.backend->cancel(ev.id);
         record_finish(job, c, t, ev.finished ? &ev : nullptr);
       }
     }
@@ -860,10 +862,11 @@ HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 HttpServer::~HttpServer() { stop(); }
 
-StatusOr<std::unique_ptr<HttpServer>> HttpServer::create(instance::InstanceLoop* loop,
-                                                         std::shared_ptr<const model::LlamaModel> model,
+StatusOr<std::unique_ptr<HttpServer>> HttpServer::create(cluster::GenerationBackend* backend,
                                                          const ServerOptions& options, const Clock* clock) {
-  if (!loop || !model || !clock) return invalid_argument_error("HttpServer needs an instance loop, a model and a clock");
+  if (!backend || !clock) return invalid_argument_error("HttpServer needs a backend and a clock");
+  std::shared_ptr<const model::LlamaModel> model = backend->model();
+  if (!model) return invalid_argument_error("HttpServer: the backend has no model");
   if (options.num_io_threads < 1) return invalid_argument_error("num_io_threads must be >= 1, got {}", options.num_io_threads);
   if (options.num_tokenizer_threads < 1)
     return invalid_argument_error("num_tokenizer_threads must be >= 1, got {}", options.num_tokenizer_threads);
@@ -871,7 +874,7 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::create(instance::InstanceLoop*
   if (options.max_connections < 1)
     return invalid_argument_error("max_connections must be >= 1, got {}", options.max_connections);
   auto impl = std::make_unique<Impl>();
-  impl->loop = loop;
+  impl->backend = backend;
   impl->model = std::move(model);
   impl->options = options;
   impl->clock = clock;
@@ -900,7 +903,7 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::create(instance::InstanceLoop*
   if (tok.bos_id() >= 0) pc.bos_text = std::string(tok.token_text(tok.bos_id()));
   if (tok.eos_id() >= 0) pc.eos_text = std::string(tok.token_text(tok.eos_id()));
   pc.served_model_name = options.served_model_name;
-  pc.max_context = loop->runner().max_context();
+  pc.max_context = backend->max_context();
   pc.max_token_bytes = max_token_bytes(tok);
   impl->max_connections = effective_max_connections(options.max_connections);
   if (impl->max_connections < options.max_connections) {

@@ -1,8 +1,9 @@
-// HttpServer: the OpenAI-compatible HTTP front end of one instance.
+// HttpServer: the OpenAI-compatible HTTP front end over a GenerationBackend
+// (one instance, or many behind a router).
 //
 // Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models,
 // GET /health, GET /metrics. Requests are parsed and validated here, prompts
-// rendered (chat template) and tokenized, then submitted to the InstanceLoop
+// rendered (chat template) and tokenized, then submitted to the backend
 // (n choices = n requests with the same prompt, sharing its cached blocks);
 // token events are detokenized incrementally, stop strings applied, and
 // answered as JSON or as SSE (`stream: true`). Errors use OpenAI's shape.
@@ -10,12 +11,12 @@
 // Threading: Boost.Asio io_context run by `num_io_threads` threads of its own;
 // each connection runs on its strand. Parsing and tokenizing a generation request
 // run on `num_tokenizer_threads` threads of their own. No exception escapes a
-// connection's handlers: a failure answers 500 (or closes a started response). InstanceLoop events (delivered on the
-// loop thread) are posted to the connection's strand. A client that hangs up
-// while its request runs cancels it (InstanceLoop::cancel).
-// Ownership: borrows the InstanceLoop and the Clock (both must outlive the
-// server's threads: call stop() before destroying them... and destroy the
-// InstanceLoop before the HttpServer, since its pending sinks hold connections).
+// connection's handlers: a failure answers 500 (or closes a started response).
+// Backend events (delivered on backend threads) are posted to the connection's
+// strand. A client that hangs up while its request runs cancels it.
+// Ownership: borrows the backend and the Clock (both must outlive the server's
+// threads: call stop() before destroying them... and destroy the backend before
+// the HttpServer, since its pending sinks hold connections).
 #pragma once
 
 #include <cstdint>
@@ -24,7 +25,7 @@
 
 #include "base/clock.h"
 #include "base/status.h"
-#include "instance/instance_loop.h"
+#include "cluster/generation_backend.h"
 #include "model/llama_model.h"
 
 namespace ecoserve::server {
@@ -58,9 +59,10 @@ struct ServerOptions {
 class HttpServer {
  public:
   // INVALID_ARGUMENT for an unknown chat template name. Does not bind yet.
-  static StatusOr<std::unique_ptr<HttpServer>> create(instance::InstanceLoop* loop,
-                                                      std::shared_ptr<const model::LlamaModel> model,
-                                                      const ServerOptions& options, const Clock* clock);
+  // `backend` (borrowed; must outlive the server) generates; its model's tokenizer
+  // and chat template serve the requests.
+  static StatusOr<std::unique_ptr<HttpServer>> create(cluster::GenerationBackend* backend, const ServerOptions& options,
+                                                      const Clock* clock);
   ~HttpServer();  // stop()
 
   // Binds, listens and starts the io threads. UNAVAILABLE naming host:port when binding fails.

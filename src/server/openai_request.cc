@@ -223,7 +223,7 @@ std::optional<ApiError> parse_object(const json& o, Endpoint endpoint, Completio
     if (present) r.max_tokens = max_tokens;
   }
 
-  policy::SamplingParams& s = r.sampling;
+  SamplingParams& s = r.sampling;
   if (auto e = get_float_in(o, "temperature", 0.0, 100.0, false, s.temperature)) return e;
   if (auto e = get_float_in(o, "top_p", 0.0, 1.0, true, s.top_p)) return e;
   int32_t top_k = 0;

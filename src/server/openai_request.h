@@ -12,7 +12,7 @@
 #include <variant>
 #include <vector>
 
-#include "policy/sampling_params.h"
+#include "base/sampling_params.h"
 #include "server/api_error.h"
 #include "server/chat_template.h"
 
@@ -46,7 +46,7 @@ struct CompletionRequest {
   int32_t priority = 0;                    // extension: higher first
   bool echo = false;
   // Sampling fields (max_tokens, seed, logprobs are filled in by the server per choice).
-  policy::SamplingParams sampling;
+  SamplingParams sampling;
 };
 
 // Parses `body` (JSON text) for `endpoint`. On error returns the ApiError (400).

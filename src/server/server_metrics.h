@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "instance/instance_loop.h"
+#include "instance/instance_types.h"
 
 namespace ecoserve::server {
 

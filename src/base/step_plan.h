@@ -9,6 +9,8 @@
 // Policies decide *which* sequences and *how many* tokens; the instance scheduler
 // (which owns the requests' tokens and block tables) fills in the token ids and
 // block tables. The simulator only looks at the counts. Plain data; no behaviour.
+// Lives in base/ because policy/ (which builds plans) and engine/ (which runs
+// them) stand side by side and neither includes the other.
 #pragma once
 
 #include <cstdint>
@@ -16,9 +18,9 @@
 #include <vector>
 
 #include "base/ids.h"
-#include "policy/sampling_params.h"
+#include "base/sampling_params.h"
 
-namespace ecoserve::policy {
+namespace ecoserve {
 
 struct SeqStep {
   RequestId id;
@@ -70,4 +72,19 @@ struct StepPlan {
   bool empty() const { return seqs.empty() && copies.empty() && swap_out.empty() && swap_in.empty(); }
 };
 
-}  // namespace ecoserve::policy
+// What an Executor returns for one sequence of the plan.
+struct SeqOutput {
+  RequestId id;
+  int32_t token = -1;
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top_logprobs;
+  std::vector<float> logits;  // when SeqStep::return_logits (before penalties)
+};
+
+struct StepOutput {
+  // In plan order, one per sequence with sample or return_logits set (token -1 when
+  // only logits were asked for).
+  std::vector<SeqOutput> seqs;
+};
+
+}  // namespace ecoserve

@@ -1,10 +1,11 @@
-// Per-request sampling parameters (OpenAI / vLLM semantics). Plain data.
+// Per-request sampling parameters (OpenAI / vLLM semantics) and the logprob of a
+// token. Plain data shared by policy/ (which carries them) and engine/ (which samples).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-namespace ecoserve::policy {
+namespace ecoserve {
 
 struct SamplingParams {
   float temperature = 1.0f;          // 0 = greedy (argmax)
@@ -23,4 +24,10 @@ struct SamplingParams {
   bool ignore_eos = false;
 };
 
-}  // namespace ecoserve::policy
+// One token and its log-probability (a sampled token's alternatives).
+struct TokenLogprob {
+  int32_t token = -1;
+  float logprob = 0.0f;
+};
+
+}  // namespace ecoserve

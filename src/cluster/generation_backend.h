@@ -1,0 +1,64 @@
+// GenerationBackend: what the HTTP server generates with. One instance
+// (InstanceBackend) or a cluster of them behind a router (Router) implement it,
+// so the server's handlers do not know how many instances there are or how
+// prefill and decode are split between them.
+//
+// Thread-safety: every method may be called from any thread. Event sinks are
+// called on backend threads and must not block (post to your own executor);
+// every accepted request gets exactly one final event, also when cancelled,
+// when its instance fails, or when the backend stops.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/ids.h"
+#include "base/status.h"
+#include "instance/instance_types.h"
+#include "model/llama_model.h"
+
+namespace ecoserve::cluster {
+
+// One instance as operators see it (/metrics labels, /admin/cluster).
+struct InstanceReport {
+  std::string name;            // "0", "1", ... or the remote address
+  std::string role = "mixed";  // "mixed" | "prefill" | "decode"
+  bool healthy = true;
+  instance::InstanceStatus status;
+};
+
+class GenerationBackend {
+ public:
+  virtual ~GenerationBackend() = default;
+
+  // Starts the instances' threads.
+  virtual void start() = 0;
+  // RESOURCE_EXHAUSTED when the queues are full, UNAVAILABLE when draining or no
+  // instance can take it, INVALID_ARGUMENT when prompt + max_tokens exceeds the
+  // context. On error the sink is never called.
+  virtual Status submit(instance::GenerationRequest request, instance::EventSink sink) = 0;
+  // The request finishes with "abort" soon; unknown ids are ignored.
+  virtual void cancel(RequestId id) = 0;
+
+  // The served model (tokenizer, chat template, config): read-only, shared.
+  virtual std::shared_ptr<const model::LlamaModel> model() const = 0;
+  // Tokens per request (prompt + completion) at most.
+  virtual int32_t max_context() const = 0;
+
+  // The whole backend: queue lengths and counters summed over the instances, KV
+  // usage averaged, `running` when any healthy instance runs, the newest heartbeat.
+  virtual instance::InstanceStatus status() const = 0;
+  // Per instance, in a stable order.
+  virtual std::vector<InstanceReport> instances() const = 0;
+
+  // Stops taking new requests; running ones continue. Returns at once.
+  virtual void begin_drain() = 0;
+  // True when no request is queued or running anywhere.
+  virtual bool idle() const = 0;
+  // Stops every instance; unfinished requests end with "abort". Idempotent.
+  virtual void stop() = 0;
+};
+
+}  // namespace ecoserve::cluster

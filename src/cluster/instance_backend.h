@@ -1,0 +1,51 @@
+// InstanceBackend: the GenerationBackend of one embedded instance — an
+// engine::ModelRunner (with its own thread pool) stepped by an
+// instance::InstanceLoop. Thread-safe like the loop it wraps.
+#pragma once
+
+#include <memory>
+
+#include "base/clock.h"
+#include "cluster/generation_backend.h"
+#include "engine/model_runner.h"
+#include "instance/instance_loop.h"
+
+namespace ecoserve::cluster {
+
+class InstanceBackend final : public GenerationBackend {
+ public:
+  // Builds the runner and the loop; `instance_options`' vocabulary and
+  // end-of-generation ids are taken from the model.
+  static StatusOr<std::unique_ptr<InstanceBackend>> create(std::shared_ptr<const model::LlamaModel> model,
+                                                           const engine::EngineOptions& engine_options,
+                                                           instance::InstanceOptions instance_options,
+                                                           const Clock* clock);
+  ~InstanceBackend() override;
+
+  void start() override;
+  Status submit(instance::GenerationRequest request, instance::EventSink sink) override;
+  void cancel(RequestId id) override;
+  std::shared_ptr<const model::LlamaModel> model() const override { return model_; }
+  int32_t max_context() const override { return loop_->max_context(); }
+  instance::InstanceStatus status() const override { return loop_->status(); }
+  std::vector<InstanceReport> instances() const override;
+  void begin_drain() override { loop_->begin_drain(); }
+  bool idle() const override { return loop_->idle(); }
+  void stop() override { loop_->stop(); }
+
+  // Block geometry of the engine (for log lines).
+  int32_t num_kv_blocks() const { return num_kv_blocks_; }
+  int32_t num_host_blocks() const { return num_host_blocks_; }
+
+ private:
+  InstanceBackend() = default;
+  std::shared_ptr<const model::LlamaModel> model_;
+  std::unique_ptr<instance::InstanceLoop> loop_;
+  int32_t num_kv_blocks_ = 0;
+  int32_t num_host_blocks_ = 0;
+};
+
+// The instance options a model implies: its vocabulary size and end-of-generation ids.
+void fill_model_fields(const model::LlamaModel& model, instance::InstanceOptions& options);
+
+}  // namespace ecoserve::cluster

@@ -1,0 +1,258 @@
+#include "instance/instance_core.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+
+#include "instance/fake_executor.h"
+
+namespace ecoserve::instance {
+namespace {
+
+using testing::FakeExecutor;
+
+TimePoint at_ms(int64_t ms) { return TimePoint(std::chrono::milliseconds(ms)); }
+
+std::vector<int32_t> prompt_of(int32_t n, int32_t start = 1) {
+  std::vector<int32_t> p(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) p[static_cast<size_t>(i)] = start + i;
+  return p;
+}
+
+GenerationRequest request(uint64_t id, int32_t prompt_len, int32_t max_tokens) {
+  GenerationRequest r;
+  r.id = RequestId(id);
+  r.prompt = prompt_of(prompt_len, static_cast<int32_t>(id) * 100);
+  r.sampling.max_tokens = max_tokens;
+  r.sampling.has_seed = true;
+  r.sampling.seed = 7 + id;
+  return r;
+}
+
+// Records every event per request.
+struct Events {
+  std::map<uint64_t, std::vector<TokenEvent>> by_id;
+  EventSink sink() {
+    return [this](const TokenEvent& ev) { by_id[ev.id.value].push_back(ev); };
+  }
+  std::vector<int32_t> tokens(uint64_t id) const {
+    std::vector<int32_t> out;
+    for (const auto& e : by_id.at(id)) {
+      if (e.token >= 0) out.push_back(e.token);
+    }
+    return out;
+  }
+  const TokenEvent& final_event(uint64_t id) const { return by_id.at(id).back(); }
+};
+
+InstanceCoreOptions options(const std::string& policy = "chunked") {
+  InstanceCoreOptions o;
+  o.policy = policy;
+  o.max_num_seqs = 8;
+  o.max_num_batched_tokens = 16;
+  o.chunk_size = 16;
+  o.vocab_size = 4096;
+  o.eog_token_ids = {2};
+  return o;
+}
+
+TEST(InstanceCoreTest, StepsPlanExecuteAndEmitExactEvents) {
+  FakeExecutor exec(/*block_size=*/4, /*num_blocks=*/32, /*max_context=*/128);
+  auto core = InstanceCore::create(options(), exec);
+  ASSERT_TRUE(core.ok()) << core.status().to_string();
+  Events ev;
+  (*core)->add_request(request(1, 6, 3), ev.sink(), at_ms(0));
+  (*core)->add_request(request(2, 20, 2), ev.sink(), at_ms(1));
+  std::vector<StepReport> reports;
+  for (int64_t t = 10; (*core)->has_unfinished(); t += 10) reports.push_back((*core)->step(at_ms(t), exec));
+  // Budget 16: request 1's prompt (6) and the first 10 of request 2's; then chunked
+  // decode-first: 1 decodes while 2 finishes its prompt (10 more), then both decode.
+  EXPECT_EQ(exec.plans, (std::vector<std::string>{"1:0+6s 2:0+10", "1:6+1s 2:10+10s", "1:7+1s 2:20+1s"}));
+  EXPECT_EQ(exec.kv_mismatches, 0);
+  EXPECT_EQ(ev.tokens(1), (std::vector<int32_t>{FakeExecutor::default_token(RequestId(1), 0),
+                                                 FakeExecutor::default_token(RequestId(1), 1),
+                                                 FakeExecutor::default_token(RequestId(1), 2)}));
+  EXPECT_EQ(ev.tokens(2).size(), 2u);
+  for (uint64_t id : {1u, 2u}) {
+    const TokenEvent& f = ev.final_event(id);
+    EXPECT_TRUE(f.finished);
+    EXPECT_EQ(f.token, -1);
+    EXPECT_EQ(f.finish_reason, "length");
+  }
+  EXPECT_EQ(ev.final_event(1).prompt_tokens, 6);
+  EXPECT_EQ(ev.final_event(2).prompt_tokens, 20);
+  // First scheduled in the first step, at its `now`.
+  EXPECT_EQ(ev.final_event(1).scheduled_time, at_ms(10));
+  EXPECT_EQ(ev.by_id.at(2).front().scheduled_time, at_ms(10));
+  ASSERT_EQ(reports.size(), 3u);
+  EXPECT_TRUE(reports[0].ran);
+  EXPECT_EQ(reports[0].num_tokens, 16);
+  EXPECT_EQ(reports[0].prompt_tokens, 16);
+  EXPECT_EQ(reports[0].num_prefill_seqs, 2);
+  EXPECT_EQ(reports[0].generated_tokens, 1);
+  EXPECT_EQ(reports[1].num_decode_seqs, 1);
+  EXPECT_EQ(reports[1].num_prefill_seqs, 1);
+  EXPECT_EQ(reports[2].num_decode_seqs, 2);
+  InstanceStatus st;
+  (*core)->fill_status(st);
+  EXPECT_EQ(st.prompt_tokens_total, 26);
+  EXPECT_EQ(st.generation_tokens_total, 5);
+  EXPECT_EQ(st.kv_usage, 0.0);
+  EXPECT_EQ((*core)->num_tracked(), 0);
+  // Nothing left: a step does nothing.
+  EXPECT_FALSE((*core)->step(at_ms(100), exec).ran);
+  EXPECT_EQ(exec.plans.size(), 3u);
+}
+
+TEST(InstanceCoreTest, EndOfGenerationTokenStopsWithoutBeingEmitted) {
+  FakeExecutor exec(4, 32, 128);
+  exec.next_token = [](RequestId, int32_t k) { return k == 2 ? 2 : 1500 + k; };  // 2 is end-of-generation
+  auto core = InstanceCore::create(options(), exec);
+  ASSERT_TRUE(core.ok());
+  Events ev;
+  (*core)->add_request(request(1, 5, 10), ev.sink(), at_ms(0));
+  auto ignore = request(2, 5, 4);
+  ignore.sampling.ignore_eos = true;
+  (*core)->add_request(std::move(ignore), ev.sink(), at_ms(0));
+  for (int64_t t = 0; (*core)->has_unfinished(); ++t) (*core)->step(at_ms(t), exec);
+  EXPECT_EQ(ev.tokens(1), (std::vector<int32_t>{1500, 1501}));
+  EXPECT_EQ(ev.final_event(1).finish_reason, "stop");
+  EXPECT_EQ(ev.tokens(2), (std::vector<int32_t>{1500, 1501, 2, 1503}));
+  EXPECT_EQ(ev.final_event(2).finish_reason, "length");
+}
+
+TEST(InstanceCoreTest, AbortEndsAtOnceAndFreesBlocks) {
+  FakeExecutor exec(4, 32, 128);
+  auto core = InstanceCore::create(options(), exec);
+  ASSERT_TRUE(core.ok());
+  Events ev;
+  (*core)->add_request(request(1, 8, 50), ev.sink(), at_ms(0));
+  (*core)->add_request(request(2, 8, 50), ev.sink(), at_ms(0));
+  (*core)->step(at_ms(1), exec);
+  (*core)->step(at_ms(2), exec);
+  InstanceStatus st;
+  (*core)->fill_status(st);
+  EXPECT_GT(st.kv_usage, 0.0);
+  const RequestId ids[] = {RequestId(1), RequestId(99)};  // 99 is unknown: ignored
+  (*core)->abort(ids);
+  EXPECT_EQ(ev.final_event(1).finish_reason, "abort");
+  EXPECT_EQ(ev.tokens(1).size(), 2u);
+  EXPECT_EQ(ev.by_id.count(99), 0u);
+  EXPECT_FALSE(ev.by_id.at(2).back().finished);
+  (*core)->abort_all();
+  EXPECT_EQ(ev.final_event(2).finish_reason, "abort");
+  (*core)->fill_status(st);
+  EXPECT_EQ(st.kv_usage, 0.0);
+  EXPECT_FALSE((*core)->has_unfinished());
+  EXPECT_EQ((*core)->num_tracked(), 0);
+}
+
+TEST(InstanceCoreTest, ExecutorFailureFinishesThePlansRequestsWithError) {
+  FakeExecutor exec(4, 32, 128);
+  auto core = InstanceCore::create(options(), exec);
+  ASSERT_TRUE(core.ok());
+  Events ev;
+  (*core)->add_request(request(1, 6, 3), ev.sink(), at_ms(0));
+  exec.fail_next = "device lost";
+  StepReport r = (*core)->step(at_ms(1), exec);
+  EXPECT_TRUE(r.ran);
+  EXPECT_EQ(r.error.code(), StatusCode::kInternal);
+  EXPECT_EQ(ev.final_event(1).finish_reason, "error");
+  EXPECT_EQ(ev.final_event(1).error, "device lost");
+  // The core keeps serving.
+  (*core)->add_request(request(2, 6, 2), ev.sink(), at_ms(2));
+  for (int64_t t = 3; (*core)->has_unfinished(); ++t) (*core)->step(at_ms(t), exec);
+  EXPECT_EQ(ev.final_event(2).finish_reason, "length");
+  EXPECT_EQ(ev.tokens(2).size(), 2u);
+}
+
+TEST(InstanceCoreTest, SeedsComeFromTheRequestOrTheCoresGenerator) {
+  auto run = [](uint64_t core_seed) {
+    FakeExecutor exec(4, 32, 128);
+    InstanceCoreOptions o = options();
+    o.seed = core_seed;
+    auto core = InstanceCore::create(o, exec);
+    EXPECT_TRUE(core.ok());
+    Events ev;
+    auto seeded = request(1, 4, 1);  // seed 8
+    auto unseeded = request(2, 4, 1);
+    unseeded.sampling.has_seed = false;
+    (*core)->add_request(std::move(seeded), ev.sink(), at_ms(0));
+    (*core)->add_request(std::move(unseeded), ev.sink(), at_ms(0));
+    (*core)->step(at_ms(1), exec);
+    return exec.seeds;
+  };
+  const auto a = run(1), b = run(1), c = run(2);
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0], 8u);
+  EXPECT_EQ(a, b);        // the same core seed draws the same seeds
+  EXPECT_EQ(c[0], 8u);    // an explicit seed is kept
+  EXPECT_NE(a[1], c[1]);  // another core seed draws another
+}
+
+TEST(InstanceCoreTest, ValidateAndRejectedRequests) {
+  FakeExecutor exec(4, 8, 40);  // 8 blocks of 4 = 32 tokens of KV
+  auto core = InstanceCore::create(options(), exec);
+  ASSERT_TRUE(core.ok());
+  EXPECT_EQ((*core)->validate(request(1, 30, 10)).code(), StatusCode::kOk);
+  Status over = (*core)->validate(request(1, 30, 11));
+  EXPECT_EQ(over.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(over.message().find("maximum context length is 40 tokens. However, you requested 41 tokens"),
+            std::string::npos)
+      << over.message();
+  GenerationRequest bad = request(1, 3, 1);
+  bad.prompt[1] = 4096;
+  EXPECT_EQ((*core)->validate(bad).message(), "prompt token id 4096 is outside the vocabulary of 4096");
+  EXPECT_EQ((*core)->validate(GenerationRequest{}).message(), "the prompt has no tokens");
+  // The scheduler refuses a prompt larger than the whole KV cache: a final "error" event at once.
+  Events ev;
+  (*core)->add_request(request(5, 36, 1), ev.sink(), at_ms(0));
+  ASSERT_EQ(ev.by_id.at(5).size(), 1u);
+  EXPECT_EQ(ev.final_event(5).finish_reason, "error");
+  EXPECT_FALSE(ev.final_event(5).error.empty());
+  // A duplicate id is refused without touching the first.
+  (*core)->add_request(request(6, 4, 5), ev.sink(), at_ms(0));
+  (*core)->add_request(request(6, 4, 5), ev.sink(), at_ms(0));
+  ASSERT_EQ(ev.by_id.at(6).size(), 1u);
+  EXPECT_EQ(ev.final_event(6).error, "a request with this id is already running");
+  EXPECT_EQ((*core)->num_tracked(), 1);
+  for (int64_t t = 0; (*core)->has_unfinished(); ++t) (*core)->step(at_ms(t), exec);
+  EXPECT_EQ(ev.final_event(6).finish_reason, "length");
+  EXPECT_EQ(ev.tokens(6).size(), 5u);
+}
+
+TEST(InstanceCoreTest, UnknownPolicyOrPreemptionModeIsRejected) {
+  FakeExecutor exec(4, 8, 40);
+  InstanceCoreOptions o = options("fastest");
+  EXPECT_EQ(InstanceCore::create(o, exec).status().message(), "instance: unknown policy 'fastest' (prefill-first, chunked)");
+  o = options();
+  o.preemption_mode = "drop";
+  EXPECT_EQ(InstanceCore::create(o, exec).status().code(), StatusCode::kInvalidArgument);
+}
+
+// Preemption under a KV cache too small for all requests: every request still
+// gets exactly the tokens it would get alone, and every KV slot read is right.
+TEST(InstanceCoreTest, PreemptionKeepsOutputsExact) {
+  for (const char* mode : {"recompute", "swap"}) {
+    FakeExecutor exec(4, 12, 128, /*num_host_blocks=*/64);
+    InstanceCoreOptions o = options();
+    o.preemption_mode = mode;
+    auto core = InstanceCore::create(o, exec);
+    ASSERT_TRUE(core.ok());
+    Events ev;
+    for (uint64_t id = 1; id <= 4; ++id) (*core)->add_request(request(id, 6, 12), ev.sink(), at_ms(0));
+    for (int64_t t = 0; (*core)->has_unfinished() && t < 1000; ++t) (*core)->step(at_ms(t), exec);
+    EXPECT_EQ(exec.kv_mismatches, 0) << mode;
+    for (uint64_t id = 1; id <= 4; ++id) {
+      std::vector<int32_t> want;
+      for (int32_t k = 0; k < 12; ++k) want.push_back(FakeExecutor::default_token(RequestId(id), k));
+      EXPECT_EQ(ev.tokens(id), want) << mode << " request " << id;
+      EXPECT_EQ(ev.final_event(id).finish_reason, "length");
+    }
+    EXPECT_GT((*core)->scheduler().num_preemptions(), 0) << mode;
+  }
+}
+
+}  // namespace
+}  // namespace ecoserve::instance

@@ -1,0 +1,69 @@
+// Plain types of a serving instance, shared by InstanceCore, InstanceLoop, the
+// cluster layer and the HTTP server: what a request asks for, the events it
+// produces, and an instance's status. No engine or model types.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/ids.h"
+#include "base/sampling_params.h"
+
+namespace ecoserve::instance {
+
+struct GenerationRequest {
+  RequestId id;
+  std::vector<int32_t> prompt;  // token ids, BOS included when wanted
+  SamplingParams sampling;      // max_tokens, stop ids, seed, logprobs...
+  int32_t priority = 0;         // higher runs first under pressure
+};
+
+// One event per generated token, plus the final one.
+struct TokenEvent {
+  RequestId id;
+  int32_t token = -1;  // -1 on a final event that carries no token
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top_logprobs;
+  bool finished = false;
+  std::string finish_reason;         // "stop" | "length" | "abort" | "error" (final event only)
+  std::string error;                 // when finish_reason == "error"
+  int32_t prompt_tokens = 0;         // on the final event
+  int32_t cached_prompt_tokens = 0;  // prefix-cache hit, on the final event
+  TimePoint scheduled_time;          // when the request was first scheduled (queue time = this - arrival)
+};
+
+using EventSink = std::function<void(const TokenEvent&)>;
+
+struct InstanceStatus {
+  int32_t num_waiting = 0;
+  int32_t num_running = 0;
+  int32_t num_swapped = 0;
+  double kv_usage = 0.0;     // fraction of KV blocks in use (cached-but-free blocks count as free)
+  TimePoint last_heartbeat;  // the loop thread's last pass (idle or busy)
+  bool running = false;      // loop thread alive and not stopped
+  int64_t steps = 0;
+  double last_step_seconds = 0.0;
+  double mean_step_seconds = 0.0;  // recent
+  double mean_plan_seconds = 0.0;  // recent scheduler time per step
+  int64_t prompt_tokens_total = 0;
+  int64_t generation_tokens_total = 0;
+  int64_t prefix_cache_queries = 0;  // tokens
+  int64_t prefix_cache_hits = 0;     // tokens
+  int64_t preemptions = 0;
+};
+
+// Measurements of one step, for metrics and the scheduler-overhead benchmark.
+struct StepStats {
+  double plan_seconds = 0.0;     // Scheduler::schedule()
+  double execute_seconds = 0.0;  // Executor::execute()
+  int32_t num_seqs = 0;
+  int64_t num_tokens = 0;  // tokens through the forward pass
+  int32_t num_prefill_seqs = 0;
+  int32_t num_decode_seqs = 0;
+};
+using StepObserver = std::function<void(const StepStats&)>;
+
+}  // namespace ecoserve::instance
