@@ -10,6 +10,10 @@ cd "$(dirname "$0")/.."
 bash scripts/build.sh
 (cd build && ctest --output-on-failure -j2 --timeout 300)
 if [ -f tests/node/package.json ]; then
-  (cd tests/node && npm ci --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error && ECOSERVE_BIN="$PWD/../../build/ecoserve" node --test)
+  (cd tests/node && npm ci --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error &&
+   ECOSERVE_BIN="$PWD/../../build/ecoserve" node --test &&
+   # The openai client again, against two instances behind the cache-aware router.
+   ECOSERVE_BIN="$PWD/../../build/ecoserve" ECOSERVE_SERVE_ARGS="--instances 2 --threads-per-instance 1 --router cache-aware" \
+     node --test openai_client.test.js)
 fi
 bash scripts/fuzz.sh

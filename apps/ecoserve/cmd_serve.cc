@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "engine/model_runner.h"
 #include "cluster/instance_backend.h"
+#include "cluster/router.h"
 #include "model/llama_model.h"
 #include "server/http_server.h"
 #include "server/server_metrics.h"
@@ -52,6 +53,10 @@ struct ServeArgs {
   double keep_alive_timeout = 30.0;
   double send_timeout = 60.0;
   int32_t max_connections = 1024;
+  int32_t instances = 1;
+  std::string strategy = "nodg";
+  std::string router = "least-loaded";
+  int32_t threads_per_instance = 0;
 };
 
 void wait_until(const std::function<bool()>& done, double seconds) {
@@ -74,8 +79,14 @@ int run_serve(const ServeArgs& a) {
     std::fprintf(stderr, "error: %s\n", model.status().message().c_str());
     return 1;
   }
+  const int32_t n = a.instances;
   engine::EngineOptions eo;
-  eo.num_threads = a.threads;
+  // Each instance has its own engine and thread pool: --threads-per-instance, else
+  // --threads (or every core) shared out.
+  const int32_t cores = std::max(1, static_cast<int32_t>(std::thread::hardware_concurrency()));
+  eo.num_threads = a.threads_per_instance > 0 ? a.threads_per_instance
+                   : n == 1                   ? a.threads
+                                              : std::max(1, (a.threads > 0 ? a.threads : cores) / n);
   eo.block_size = a.block_size;
   eo.max_context = a.ctx;
   eo.kv_cache_type = a.kv_cache_type;
@@ -89,7 +100,8 @@ int run_serve(const ServeArgs& a) {
     // memory is reserved, not committed: it is touched only as blocks fill.
     const int64_t ram = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
     const int64_t want = (a.max_num_seqs * context + a.block_size) / a.block_size * block_bytes;
-    eo.kv_cache_bytes = std::max(block_bytes * ((context + a.block_size - 1) / a.block_size), std::min(want, ram / 4));
+    eo.kv_cache_bytes =
+        std::max(block_bytes * ((context + a.block_size - 1) / a.block_size), std::min(want, ram / 4 / n));
   }
   if (a.preemption_mode == "swap") {
     // Host memory for swapped-out blocks: --swap-space-mb, or as much as the device KV.
@@ -110,15 +122,35 @@ int run_serve(const ServeArgs& a) {
   auto step_metrics = std::make_shared<server::ServerMetrics>(served_model_name);
   io.on_step = [step_metrics](const instance::StepStats& st) { step_metrics->observe_step(st); };
   SteadyClock clock;
-  auto backend = cluster::InstanceBackend::create(*model, eo, io, &clock);
-  if (!backend.ok()) {
-    std::fprintf(stderr, "error: %s\n", backend.status().message().c_str());
-    return 1;
+  std::vector<std::unique_ptr<cluster::GenerationBackend>> members;
+  for (int32_t i = 0; i < n; ++i) {
+    auto instance = cluster::InstanceBackend::create(*model, eo, io, &clock);
+    if (!instance.ok()) {
+      std::fprintf(stderr, "error: %s\n", instance.status().message().c_str());
+      return 1;
+    }
+    std::fprintf(stderr,
+                 "[ecoserve] instance %d: %d threads, KV cache %d blocks of %d tokens, %s (%.0f MiB reserved), %d host "
+                 "swap blocks\n",
+                 i, eo.num_threads > 0 ? eo.num_threads : cores, (*instance)->num_kv_blocks(), a.block_size,
+                 engine::kv_cache_type_name(eo.kv_cache_type),
+                 (*instance)->num_kv_blocks() * static_cast<double>(block_bytes) / (1 << 20),
+                 (*instance)->num_host_blocks());
+    members.push_back(std::move(*instance));
   }
-  std::fprintf(stderr, "[ecoserve] KV cache: %d blocks of %d tokens, %s (%.0f MiB reserved), %d host swap blocks\n",
-               (*backend)->num_kv_blocks(), a.block_size, engine::kv_cache_type_name(eo.kv_cache_type),
-               (*backend)->num_kv_blocks() * static_cast<double>(block_bytes) / (1 << 20),
-               (*backend)->num_host_blocks());
+  StatusOr<std::unique_ptr<cluster::GenerationBackend>> backend = invalid_argument_error("no instance");
+  if (n == 1) {
+    backend = std::move(members[0]);
+  } else {
+    cluster::RouterOptions ro;
+    ro.router = a.router;
+    auto router = cluster::Router::create(std::move(members), ro, &clock);
+    if (!router.ok()) {
+      std::fprintf(stderr, "error: %s\n", router.status().message().c_str());
+      return 1;
+    }
+    backend = std::unique_ptr<cluster::GenerationBackend>(std::move(*router));
+  }
   server::ServerOptions so;
   so.host = a.host;
   so.port = static_cast<uint16_t>(a.port);
@@ -146,8 +178,9 @@ int run_serve(const ServeArgs& a) {
     return 1;
   }
   const std::string host = a.host.find(':') != std::string::npos ? "[" + a.host + "]" : a.host;
-  std::printf("ecoserve listening on http://%s:%u (model %s, policy %s)\n", host.c_str(), (*server)->port(),
-              so.served_model_name.c_str(), a.policy.c_str());
+  std::printf("ecoserve listening on http://%s:%u (model %s, policy %s, %d instance%s, strategy %s%s)\n",
+              host.c_str(), (*server)->port(), so.served_model_name.c_str(), a.policy.c_str(), n, n == 1 ? "" : "s",
+              a.strategy.c_str(), n > 1 ? (", router " + a.router).c_str() : "");
   std::fflush(stdout);
 
   int sig = 0;
@@ -273,6 +306,24 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--send-timeout", a->send_timeout,
                   "seconds a response may wait for its client to take a byte before the connection is dropped (and "
                   "its generation cancelled); also bounds how long shutdown waits for slow readers; 0 = no limit")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--instances", a->instances,
+                  "instances in this process, each with its own engine, thread pool and KV cache, behind one endpoint")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--strategy", a->strategy,
+                  "how instances share prefill and decode: nodg (every instance mixes both; the router spreads "
+                  "requests)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"nodg"}));
+  cmd->add_option("--router", a->router,
+                  "request routing across instances (nodg): round-robin, least-loaded (fewest queued and running "
+                  "tokens) or cache-aware (longest cached prefix, traded against load)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"round-robin", "least-loaded", "cache-aware"}));
+  cmd->add_option("--threads-per-instance", a->threads_per_instance,
+                  "compute threads of each instance; 0 = --threads (or every core) divided among the instances")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-connections", a->max_connections,

@@ -29,6 +29,14 @@ struct InstanceReport {
   instance::InstanceStatus status;
 };
 
+// What a router adds to an instance's counters (all zero for one instance).
+struct ClusterStats {
+  int64_t routed = 0;                // requests routed to an instance
+  int64_t rejected = 0;              // requests no healthy instance could take
+  double route_seconds_total = 0.0;  // time spent in routing decisions
+  int32_t unhealthy_instances = 0;   // at the last routing decision
+};
+
 class GenerationBackend {
  public:
   virtual ~GenerationBackend() = default;
@@ -52,6 +60,8 @@ class GenerationBackend {
   virtual instance::InstanceStatus status() const = 0;
   // Per instance, in a stable order.
   virtual std::vector<InstanceReport> instances() const = 0;
+  // Routing counters (a single instance has none).
+  virtual ClusterStats cluster_stats() const { return {}; }
 
   // Stops taking new requests; running ones continue. Returns at once.
   virtual void begin_drain() = 0;

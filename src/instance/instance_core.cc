@@ -184,6 +184,12 @@ void InstanceCore::fill_status(InstanceStatus& status) const {
   status.num_running = scheduler_->num_running();
   status.num_swapped = scheduler_->num_swapped();
   status.kv_usage = scheduler_->kv_usage();
+  const policy::Scheduler::TokenLoad load = scheduler_->token_load();
+  status.num_waiting_tokens = load.waiting_tokens;
+  status.num_running_tokens = load.running_tokens;
+  status.num_free_blocks = scheduler_->num_free_blocks();
+  status.num_total_blocks = scheduler_->options().num_blocks;
+  status.block_size = scheduler_->options().block_size;
   status.prefix_cache_queries = scheduler_->prefix_cache_query_tokens();
   status.prefix_cache_hits = scheduler_->prefix_cache_hit_tokens();
   status.preemptions = scheduler_->num_preemptions();

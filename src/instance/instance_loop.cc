@@ -175,6 +175,7 @@ void InstanceLoop::Impl::publish(bool running_flag) {
   snapshot.last_heartbeat = clock->now();
   core->fill_status(snapshot);
   snapshot.num_waiting += static_cast<int32_t>(incoming.size());
+  for (const Incoming& in : incoming) snapshot.num_waiting_tokens += static_cast<int64_t>(in.request.prompt.size());
   queued = snapshot.num_waiting;
 }
 

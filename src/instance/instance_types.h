@@ -42,6 +42,11 @@ struct InstanceStatus {
   int32_t num_running = 0;
   int32_t num_swapped = 0;
   double kv_usage = 0.0;     // fraction of KV blocks in use (cached-but-free blocks count as free)
+  int64_t num_waiting_tokens = 0;  // prompt tokens still to compute in the waiting queue
+  int64_t num_running_tokens = 0;  // context tokens of running and swapped requests
+  int32_t num_free_blocks = 0;     // allocatable device blocks (free + evictable cached)
+  int32_t num_total_blocks = 0;
+  int32_t block_size = 0;          // tokens per KV block
   TimePoint last_heartbeat;  // the loop thread's last pass (idle or busy)
   bool running = false;      // loop thread alive and not stopped
   int64_t steps = 0;

@@ -97,6 +97,14 @@ double Scheduler::kv_usage() const {
   return static_cast<double>(cache_.num_in_use()) / cache_.num_blocks();
 }
 
+Scheduler::TokenLoad Scheduler::token_load() const {
+  TokenLoad load;
+  for (const Request* r : waiting_) load.waiting_tokens += r->num_tokens() - r->num_computed;
+  for (const Request* r : running_) load.running_tokens += r->num_tokens();
+  for (const Request* r : swapped_) load.running_tokens += r->num_tokens();
+  return load;
+}
+
 std::span<const int32_t> Scheduler::output_tokens(RequestId id) const {
   auto it = requests_.find(id);
   if (it == requests_.end()) return {};

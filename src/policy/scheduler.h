@@ -151,6 +151,14 @@ class Scheduler {
   const InstancePolicy& policy() const { return *policy_; }
   // The view the policy saw in the last schedule() (tests, debugging).
   const InstanceView& last_view() const { return view_; }
+  // Tokens still to compute in the waiting queue, and the context (prompt +
+  // generated) of the running and swapped requests: the load a router balances.
+  // O(requests).
+  struct TokenLoad {
+    int64_t waiting_tokens = 0;
+    int64_t running_tokens = 0;
+  };
+  TokenLoad token_load() const;
   // Generated tokens of a live request (empty span when unknown).
   std::span<const int32_t> output_tokens(RequestId id) const;
 

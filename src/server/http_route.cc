@@ -16,7 +16,8 @@ constexpr RouteEntry kRoutes[] = {{"/v1/completions", RouteKind::kCompletions, t
                                   {"/v1/chat/completions", RouteKind::kChatCompletions, true},
                                   {"/v1/models", RouteKind::kModels, false},
                                   {"/health", RouteKind::kHealth, false},
-                                  {"/metrics", RouteKind::kMetrics, false}};
+                                  {"/metrics", RouteKind::kMetrics, false},
+                                  {"/admin/cluster", RouteKind::kAdminCluster, false}};
 
 ApiError error(int status, std::string message, std::string code) {
   ApiError e;
@@ -57,7 +58,7 @@ std::variant<Route, RouteRejection> route_request(std::string_view method, std::
                                 "method_not_allowed"),
                           "Allow: " + allow + "\r\n"};
   }
-  if (path.starts_with("/v1/") && !api_key.empty()) {
+  if ((path.starts_with("/v1/") || path.starts_with("/admin/")) && !api_key.empty()) {
     const std::string expected = "Bearer " + std::string(api_key);
     if (!authorization || *authorization != expected) {
       return RouteRejection{error(401,

@@ -14,7 +14,7 @@
 
 namespace ecoserve::server {
 
-enum class RouteKind { kCompletions, kChatCompletions, kModels, kHealth, kMetrics };
+enum class RouteKind { kCompletions, kChatCompletions, kModels, kHealth, kMetrics, kAdminCluster };
 
 struct Route {
   RouteKind kind = RouteKind::kHealth;
@@ -35,7 +35,7 @@ struct RouteRejection {
 // `method` as sent ("GET", "POST", ...), `target` the request target (query
 // ignored), `authorization` the Authorization header if any, `api_key` the
 // server's key ("" = none required). Unknown path -> 404; wrong method -> 405
-// with Allow; /v1/* without the right "Bearer <key>" -> 401.
+// with Allow; /v1/* and /admin/* without the right "Bearer <key>" -> 401.
 std::variant<Route, RouteRejection> route_request(std::string_view method, std::string_view target,
                                                   std::optional<std::string_view> authorization,
                                                   std::string_view api_key);

@@ -74,6 +74,8 @@ TEST(HttpRoute, ApiKeyGuardsOnlyV1) {
   EXPECT_EQ(routed("POST", "/v1/completions", "Bearer sekret", "sekret").kind, RouteKind::kCompletions);
   EXPECT_EQ(routed("GET", "/health", std::nullopt, "sekret").kind, RouteKind::kHealth);
   EXPECT_EQ(routed("GET", "/metrics", std::nullopt, "sekret").kind, RouteKind::kMetrics);
+  EXPECT_EQ(rejected("GET", "/admin/cluster", std::nullopt, "sekret").error.http_status, 401);
+  EXPECT_EQ(routed("GET", "/admin/cluster", "Bearer sekret", "sekret").kind, RouteKind::kAdminCluster);
   // 404 and 405 are decided before the key: probing paths tells nothing more.
   EXPECT_EQ(rejected("GET", "/v1/completions", std::nullopt, "sekret").error.http_status, 405);
 }

@@ -529,9 +529,12 @@ class Session : public std::enable_shared_from_this<Session> {
       case RouteKind::kHealth:
         return handle_health();
       case RouteKind::kMetrics:
-        return send_body(200, "text/plain; version=0.0.4; charset=utf-8", st_.metrics->render(st_.backend->status()));
+        return send_body(200, "text/plain; version=0.0.4; charset=utf-8", st_.metrics->render(st_.backend->status(), st_.backend->instances(),
+                                                                          st_.backend->cluster_stats()));
       case RouteKind::kModels:
         return handle_models();
+      case RouteKind::kAdminCluster:
+        return handle_admin_cluster();
       case RouteKind::kCompletions:
       case RouteKind::kChatCompletions:
         return handle_generation(route.endpoint(), std::move(req.body()));
@@ -550,6 +553,39 @@ class Session : public std::enable_shared_from_this<Session> {
     } else {
       send_json(200, json{{"status", "ok"}});
     }
+  }
+
+  // The instances behind this endpoint: role, health, load, KV usage.
+  void handle_admin_cluster() {
+    const TimePoint now = st_.clock->now();
+    json list = json::array();
+    for (const cluster::InstanceReport& r : st_.backend->instances()) {
+      const instance::InstanceStatus& s = r.status;
+      list.push_back({{"name", r.name},
+                      {"role", r.role},
+                      {"healthy", r.healthy},
+                      {"heartbeat_age_seconds", to_seconds(now - s.last_heartbeat)},
+                      {"num_waiting", s.num_waiting},
+                      {"num_running", s.num_running},
+                      {"num_swapped", s.num_swapped},
+                      {"num_waiting_tokens", s.num_waiting_tokens},
+                      {"num_running_tokens", s.num_running_tokens},
+                      {"kv_cache_usage", s.kv_usage},
+                      {"num_free_blocks", s.num_free_blocks},
+                      {"num_total_blocks", s.num_total_blocks},
+                      {"steps", s.steps},
+                      {"mean_step_seconds", s.mean_step_seconds},
+                      {"prompt_tokens_total", s.prompt_tokens_total},
+                      {"generation_tokens_total", s.generation_tokens_total}});
+    }
+    const cluster::ClusterStats c = st_.backend->cluster_stats();
+    send_json(200, json{{"model", st_.options.served_model_name},
+                        {"instances", list},
+                        {"router",
+                         {{"routed", c.routed},
+                          {"rejected", c.rejected},
+                          {"route_seconds_total", c.route_seconds_total},
+                          {"unhealthy_instances", c.unhealthy_instances}}}});
   }
 
   void handle_models() {

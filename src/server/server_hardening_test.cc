@@ -212,8 +212,16 @@ TEST_F(ServerHardening, ClientThatStopsReadingIsDroppedAfterTheSendTimeout) {
   ASSERT_TRUE(c.send(post_head("/v1/completions", body.size()) + body));
   std::string got = c.read_until("\"text\"");
   ASSERT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got.substr(0, 300);
-  // Stop reading for 3 s: the kernel's buffers fill, then a second passes without progress.
-  std::this_thread::sleep_for(std::chrono::seconds(3));
+  // Stop reading. Once every token is generated (however fast this build is), ~13 MB
+  // wait in the server for a reader whose buffers hold a few: no byte moves for the
+  // send timeout, and the server drops us.
+  double running = -1;
+  for (int i = 0; i < 600 && running != 0.0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    running = metric_value(request(server.port(), http::verb::get, "/metrics").body, "ecoserve:num_requests_running");
+  }
+  ASSERT_EQ(running, 0.0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
   bool closed = false;
   got += c.read_until("data: [DONE]", &closed);
   EXPECT_TRUE(closed) << "the server kept the connection";

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <thread>
@@ -39,27 +40,53 @@ using nlohmann::json;
 
 using namespace ::ecoserve::server::testing;  // NOLINT: the test client helpers
 
-class ServerIntegration : public ::testing::Test {
+// Every test runs against each backend the server can have: one instance, and
+// two instances behind each NoDG router. One server per configuration, started
+// on first use and stopped (SIGTERM, which must drain and exit 0) at the end.
+struct Backend {
+  const char* name;
+  std::vector<std::string> args;
+};
+
+const Backend kBackends[] = {
+    {"single", {}},
+    {"nodg_round_robin", {"--instances", "2", "--threads-per-instance", "1", "--router", "round-robin"}},
+    {"nodg_least_loaded", {"--instances", "2", "--threads-per-instance", "1", "--router", "least-loaded"}},
+    {"nodg_cache_aware", {"--instances", "2", "--threads-per-instance", "1", "--router", "cache-aware"}},
+};
+
+void PrintTo(const Backend& b, std::ostream* os) { *os << b.name; }
+
+class ServerIntegration : public ::testing::TestWithParam<Backend> {
  protected:
-  static void SetUpTestSuite() {
-    if (!shared_data_path(kModel)) return;
-    if (!std::filesystem::exists(ecoserve_binary())) return;
-    server_ = new ServerProcess();
-    start_error_ = new std::string(server_->start({"--max-num-seqs", "64", "--kv-cache-mb", "32"}));
-  }
   static void TearDownTestSuite() {
-    if (server_) {
-      EXPECT_EQ(server_->stop(), 0) << "SIGTERM must drain and exit 0";
-      delete server_;
-      server_ = nullptr;
+    for (auto& [name, server] : servers()) {
+      EXPECT_EQ(server->stop(), 0) << name << ": SIGTERM must drain and exit 0";
     }
-    delete start_error_;
-    start_error_ = nullptr;
+    servers().clear();
+    start_errors().clear();
   }
   void SetUp() override {
     if (!shared_data_path(kModel)) GTEST_SKIP() << missing_data_message(kModel);
     if (!std::filesystem::exists(ecoserve_binary())) GTEST_SKIP() << "no ecoserve binary at " << ecoserve_binary();
-    ASSERT_TRUE(start_error_->empty()) << *start_error_;
+    const Backend& b = GetParam();
+    if (!servers().count(b.name)) {
+      auto server = std::make_unique<ServerProcess>();
+      std::vector<std::string> args = {"--max-num-seqs", "64", "--kv-cache-mb", "32"};
+      args.insert(args.end(), b.args.begin(), b.args.end());
+      start_errors()[b.name] = server->start(args);
+      servers()[b.name] = std::move(server);
+    }
+    server_ = servers()[b.name].get();
+    ASSERT_TRUE(start_errors()[b.name].empty()) << start_errors()[b.name];
+  }
+  static std::map<std::string, std::unique_ptr<ServerProcess>>& servers() {
+    static std::map<std::string, std::unique_ptr<ServerProcess>> m;
+    return m;
+  }
+  static std::map<std::string, std::string>& start_errors() {
+    static std::map<std::string, std::string> m;
+    return m;
   }
   uint16_t port() const { return server_->port(); }
 
@@ -79,13 +106,13 @@ class ServerIntegration : public ::testing::Test {
     return out;
   }
 
-  static ServerProcess* server_;
-  static std::string* start_error_;
+  ServerProcess* server_ = nullptr;
 };
-ServerProcess* ServerIntegration::server_ = nullptr;
-std::string* ServerIntegration::start_error_ = nullptr;
 
-TEST_F(ServerIntegration, GreedyCompletionEqualsGenerateAndStreamConcatenates) {
+INSTANTIATE_TEST_SUITE_P(Backends, ServerIntegration, ::testing::ValuesIn(kBackends),
+                         [](const ::testing::TestParamInfo<Backend>& info) { return std::string(info.param.name); });
+
+TEST_P(ServerIntegration, GreedyCompletionEqualsGenerateAndStreamConcatenates) {
   const std::string expected = generate_reference(40);
   ASSERT_FALSE(expected.empty());
   json req = {{"model", "tinystories-656k-q8_0"}, {"prompt", kPrompt}, {"max_tokens", 40}, {"temperature", 0}};
@@ -122,7 +149,7 @@ TEST_F(ServerIntegration, GreedyCompletionEqualsGenerateAndStreamConcatenates) {
   EXPECT_EQ(usage["usage"]["completion_tokens"], j["usage"]["completion_tokens"]);
 }
 
-TEST_F(ServerIntegration, StopStringIsNeverEmitted) {
+TEST_P(ServerIntegration, StopStringIsNeverEmitted) {
   const std::string full = generate_reference(40);
   ASSERT_GT(full.size(), 12u);
   const std::string stop = full.substr(8, 4);
@@ -149,7 +176,7 @@ TEST_F(ServerIntegration, StopStringIsNeverEmitted) {
   }
 }
 
-TEST_F(ServerIntegration, ChatStreamStartsWithAssistantRoleAndNChoices) {
+TEST_P(ServerIntegration, ChatStreamStartsWithAssistantRoleAndNChoices) {
   json req = {{"messages", json::array({{{"role", "user"}, {"content", "Tell me a story"}}})},
               {"max_tokens", 8}, {"stream", true}, {"n", 2}, {"seed", 3}};
   Reply r = post(port(), "/v1/chat/completions", req);
@@ -182,7 +209,7 @@ TEST_F(ServerIntegration, ChatStreamStartsWithAssistantRoleAndNChoices) {
   EXPECT_LE(content[0]["logprob"].get<double>(), 0.0);
 }
 
-TEST_F(ServerIntegration, ModelsHealthAndMetrics) {
+TEST_P(ServerIntegration, ModelsHealthAndMetrics) {
   Reply m = request(port(), http::verb::get, "/v1/models");
   ASSERT_EQ(m.status, 200);
   EXPECT_EQ(m.j()["data"][0]["id"], "tinystories-656k-q8_0");
@@ -193,7 +220,7 @@ TEST_F(ServerIntegration, ModelsHealthAndMetrics) {
   EXPECT_NE(met.body.find("ecoserve:kv_cache_usage_perc{model_name=\"tinystories-656k-q8_0\"}"), std::string::npos);
 }
 
-TEST_F(ServerIntegration, BadInputsGetExactStatusCodes) {
+TEST_P(ServerIntegration, BadInputsGetExactStatusCodes) {
   auto code = [&](const std::string& body, const std::string& target = "/v1/completions") {
     Reply r = request(port(), http::verb::post, target, body);
     if (r.status >= 400) {
@@ -218,7 +245,7 @@ TEST_F(ServerIntegration, BadInputsGetExactStatusCodes) {
   EXPECT_EQ(code(big), 413);
 }
 
-TEST_F(ServerIntegration, SixtyFourConcurrentStreamsComplete) {
+TEST_P(ServerIntegration, SixtyFourConcurrentStreamsComplete) {
   constexpr int kStreams = 64;
   std::atomic<int> completed{0};
   std::vector<std::thread> threads;
@@ -234,7 +261,7 @@ TEST_F(ServerIntegration, SixtyFourConcurrentStreamsComplete) {
   EXPECT_EQ(completed.load(), kStreams);
 }
 
-TEST_F(ServerIntegration, DisconnectMidStreamFreesKvCache) {
+TEST_P(ServerIntegration, DisconnectMidStreamFreesKvCache) {
   {
     net::io_context ioc;
     tcp::socket s(ioc);

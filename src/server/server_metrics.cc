@@ -171,7 +171,8 @@ void ServerMetrics::observe_inter_token(double s) { std::lock_guard lock(mu_); i
 void ServerMetrics::observe_e2e(double s) { std::lock_guard lock(mu_); e2e_.observe(s); }
 void ServerMetrics::observe_queue_time(double s) { std::lock_guard lock(mu_); queue_.observe(s); }
 
-std::string ServerMetrics::render(const instance::InstanceStatus& st) const {
+std::string ServerMetrics::render(const instance::InstanceStatus& st, std::span<const cluster::InstanceReport> instances,
+                                  const cluster::ClusterStats& cluster) const {
   std::string out;
   render_scalar(out, "ecoserve:num_requests_running", "gauge", "Number of requests in the running batch.", labels_,
                 st.num_running);
@@ -193,6 +194,35 @@ std::string ServerMetrics::render(const instance::InstanceStatus& st) const {
                 static_cast<double>(st.prefix_cache_hits));
   render_scalar(out, "ecoserve:num_preemptions_total", "counter", "Cumulative number of preemptions.", labels_,
                 static_cast<double>(st.preemptions));
+  if (instances.size() > 1) {
+    // One series per instance: label values are names we chose (digits, addresses), no escaping needed
+    // beyond quotes and backslashes, which they never contain.
+    auto family = [&](const std::string& name, const char* type, const std::string& help, auto value_of) {
+      out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+      for (const cluster::InstanceReport& r : instances) {
+        out += fmt::format("{}{{{},instance=\"{}\",role=\"{}\"}} {}\n", name, labels_, r.name, r.role,
+                           prometheus_number(value_of(r)));
+      }
+    };
+    family("ecoserve:instance_healthy", "gauge", "1 when the instance is healthy (heartbeat fresh, loop running).",
+           [](const cluster::InstanceReport& r) { return r.healthy ? 1.0 : 0.0; });
+    family("ecoserve:instance_num_requests_running", "gauge", "Requests in the instance's running batch.",
+           [](const cluster::InstanceReport& r) { return static_cast<double>(r.status.num_running); });
+    family("ecoserve:instance_num_requests_waiting", "gauge", "Requests waiting on the instance.",
+           [](const cluster::InstanceReport& r) { return static_cast<double>(r.status.num_waiting); });
+    family("ecoserve:instance_kv_cache_usage_perc", "gauge", "The instance's KV-cache usage. 1 means 100 percent.",
+           [](const cluster::InstanceReport& r) { return r.status.kv_usage; });
+    family("ecoserve:instance_generation_tokens_total", "counter", "Generation tokens of the instance.",
+           [](const cluster::InstanceReport& r) { return static_cast<double>(r.status.generation_tokens_total); });
+    render_scalar(out, "ecoserve:router_requests_routed_total", "counter", "Requests routed to an instance.", labels_,
+                  static_cast<double>(cluster.routed));
+    render_scalar(out, "ecoserve:router_requests_rejected_total", "counter",
+                  "Requests no healthy instance could take.", labels_, static_cast<double>(cluster.rejected));
+    render_scalar(out, "ecoserve:router_routing_seconds_total", "counter", "Time spent in routing decisions.", labels_,
+                  cluster.route_seconds_total);
+    render_scalar(out, "ecoserve:router_unhealthy_instances", "gauge", "Unhealthy instances at the last decision.",
+                  labels_, static_cast<double>(cluster.unhealthy_instances));
+  }
   std::lock_guard lock(mu_);
   ttft_.render(out, "ecoserve:time_to_first_token_seconds", "Histogram of time to first token in seconds.", labels_);
   tpot_.render(out, "ecoserve:time_per_output_token_seconds", "Histogram of time per output token in seconds.",

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/generation_backend.h"
 #include "instance/instance_types.h"
 
 namespace ecoserve::server {
@@ -85,8 +86,11 @@ class ServerMetrics {
   void observe_e2e(double seconds);
   void observe_queue_time(double seconds);
 
-  // All metric families, gauges and counters taken from `status`.
-  std::string render(const instance::InstanceStatus& status) const;
+  // All metric families, gauges and counters taken from `status`; with more than
+  // one instance also per-instance gauges (labels instance="NAME", role="ROLE")
+  // and the router's counters.
+  std::string render(const instance::InstanceStatus& status, std::span<const cluster::InstanceReport> instances = {},
+                     const cluster::ClusterStats& cluster = {}) const;
 
  private:
   std::string labels_;

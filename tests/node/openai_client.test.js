@@ -2,7 +2,9 @@
 // Uses $ECOSERVE_URL (e.g. http://127.0.0.1:8000) when set; otherwise spawns
 // `$ECOSERVE_BIN serve --port 0` (default ../../build/ecoserve) with
 // $ECOSERVE_MODEL (default ../shared/data/models/tinystories-656k-q8_0.gguf)
-// and stops it with SIGTERM at the end. Run: npm ci && node --test
+// and stops it with SIGTERM at the end; $ECOSERVE_SERVE_ARGS (space-separated) are
+// added to its command line, e.g. "--instances 2 --router cache-aware" to run the
+// same tests against a cluster. Run: npm ci && node --test
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -26,7 +28,8 @@ before(async () => {
     skip = `set ECOSERVE_URL, or build ${bin} and provide ${modelFile}`;
     return;
   }
-  child = spawn(bin, ['serve', '--model', modelFile, '--port', '0', '--threads', '1', '--api-key', 'node-key'],
+  const extra = (process.env.ECOSERVE_SERVE_ARGS ?? '').split(/\s+/).filter((a) => a.length > 0);
+  child = spawn(bin, ['serve', '--model', modelFile, '--port', '0', '--threads', '1', '--api-key', 'node-key', ...extra],
                 { stdio: ['ignore', 'pipe', 'inherit'] });
   baseURL = await new Promise((resolve, reject) => {
     let out = '';

@@ -1,0 +1,225 @@
+#include "cluster/router.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+
+#include "base/test_data.h"
+#include "cluster/fake_backend.h"
+#include "cluster/instance_backend.h"
+#include "engine/generator.h"
+
+namespace ecoserve::cluster {
+namespace {
+
+using testing::FakeBackend;
+
+instance::GenerationRequest request(uint64_t id, int32_t prompt_len, int32_t max_tokens = 4) {
+  instance::GenerationRequest r;
+  r.id = RequestId(id);
+  for (int32_t i = 0; i < prompt_len; ++i) r.prompt.push_back(1 + i);
+  r.sampling.max_tokens = max_tokens;
+  return r;
+}
+
+struct Fakes {
+  std::vector<FakeBackend*> fakes;
+  std::unique_ptr<Router> router;
+};
+
+Fakes make(int n, const std::string& policy, ManualClock* clock) {
+  Fakes f;
+  std::vector<std::unique_ptr<GenerationBackend>> members;
+  for (int i = 0; i < n; ++i) {
+    auto b = std::make_unique<FakeBackend>();
+    f.fakes.push_back(b.get());
+    members.push_back(std::move(b));
+  }
+  RouterOptions o;
+  o.router = policy;
+  auto r = Router::create(std::move(members), o, clock);
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  f.router = std::move(r).value();
+  return f;
+}
+
+instance::EventSink ignore() {
+  return [](const instance::TokenEvent&) {};
+}
+
+TEST(RouterTest, LeastLoadedUsesTheRoutersOwnCurrentAccounting) {
+  ManualClock clock;
+  Fakes f = make(2, "least-loaded", &clock);
+  // Snapshots say nothing (as right after start): the router's own accounting decides.
+  ASSERT_TRUE(f.router->submit(request(1, 100), ignore()).ok());
+  ASSERT_TRUE(f.router->submit(request(2, 10), ignore()).ok());
+  ASSERT_TRUE(f.router->submit(request(3, 10), ignore()).ok());
+  // 1 -> instance 0 (tie, first); 2 -> instance 1 (0 has 100 tokens); 3 -> 1 (10 < 100).
+  EXPECT_EQ(f.fakes[0]->submitted, (std::vector<RequestId>{RequestId(1)}));
+  EXPECT_EQ(f.fakes[1]->submitted, (std::vector<RequestId>{RequestId(2), RequestId(3)}));
+  // Request 1 finishes: instance 0 is empty again and takes the next.
+  f.fakes[0]->emit(1, 7, "length");
+  ASSERT_TRUE(f.router->submit(request(4, 10), ignore()).ok());
+  EXPECT_EQ(f.fakes[0]->submitted.back(), RequestId(4));
+  EXPECT_EQ(f.router->cluster_stats().routed, 4);
+}
+
+TEST(RouterTest, EventsReachTheClientAndCancelGoesToTheRightInstance) {
+  ManualClock clock;
+  Fakes f = make(2, "round-robin", &clock);
+  std::vector<instance::TokenEvent> got;
+  auto sink = [&](const instance::TokenEvent& ev) { got.push_back(ev); };
+  ASSERT_TRUE(f.router->submit(request(1, 5), sink).ok());
+  ASSERT_TRUE(f.router->submit(request(2, 5), sink).ok());
+  ASSERT_EQ(f.fakes[1]->submitted, (std::vector<RequestId>{RequestId(2)}));
+  f.router->cancel(RequestId(2));
+  EXPECT_EQ(f.fakes[1]->cancelled, (std::vector<RequestId>{RequestId(2)}));
+  EXPECT_TRUE(f.fakes[0]->cancelled.empty());
+  f.fakes[1]->emit(2, -1, "abort");
+  f.fakes[0]->emit(1, 42);
+  f.fakes[0]->emit(1, 43, "length");
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got[0].finish_reason, "abort");
+  EXPECT_EQ(got[1].token, 42);
+  EXPECT_TRUE(got[3].finished);
+  // Finished requests are forgotten: a late cancel goes nowhere.
+  f.router->cancel(RequestId(1));
+  EXPECT_TRUE(f.fakes[0]->cancelled.empty());
+  EXPECT_TRUE(f.router->idle());
+}
+
+TEST(RouterTest, UnhealthyInstancesGetNothingAndNoneHealthyIsUnavailable) {
+  ManualClock clock;
+  Fakes f = make(3, "round-robin", &clock);
+  instance::InstanceStatus stale;
+  stale.running = true;
+  stale.block_size = 16;
+  stale.last_heartbeat = clock.now();
+  f.fakes[0]->set_status(stale);  // will be 6 s old
+  instance::InstanceStatus down;
+  down.running = false;
+  f.fakes[2]->set_status(down);
+  clock.advance(from_ms(6000));
+  instance::InstanceStatus fresh;
+  fresh.running = true;
+  fresh.block_size = 16;
+  fresh.last_heartbeat = clock.now();
+  f.fakes[1]->set_status(fresh);
+  for (uint64_t id = 1; id <= 3; ++id) ASSERT_TRUE(f.router->submit(request(id, 5), ignore()).ok());
+  EXPECT_TRUE(f.fakes[0]->submitted.empty());
+  EXPECT_EQ(f.fakes[1]->submitted.size(), 3u);
+  EXPECT_TRUE(f.fakes[2]->submitted.empty());
+  EXPECT_EQ(f.router->cluster_stats().unhealthy_instances, 2);
+  f.fakes[1]->set_status(down);
+  Status s = f.router->submit(request(9, 5), ignore());
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(s.message(), "no healthy instance can take the request (3 of 3 unhealthy)");
+  EXPECT_EQ(f.router->cluster_stats().rejected, 1);
+  EXPECT_FALSE(f.router->status().running);
+}
+
+TEST(RouterTest, RefusalsPassThroughAndAreNotCounted) {
+  ManualClock clock;
+  Fakes f = make(1, "least-loaded", &clock);
+  f.fakes[0]->refuse = resource_exhausted_error("the waiting queue is full (1 requests); retry later");
+  Status s = f.router->submit(request(1, 5), ignore());
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(f.router->cluster_stats().routed, 0);
+  EXPECT_TRUE(f.router->idle());
+  // Over the context: refused before routing.
+  EXPECT_EQ(f.router->submit(request(2, 500, 100), ignore()).code(), StatusCode::kInvalidArgument);
+  f.router->begin_drain();
+  EXPECT_TRUE(f.fakes[0]->draining);
+  f.fakes[0]->refuse = Status();
+  EXPECT_EQ(f.router->submit(request(3, 5), ignore()).code(), StatusCode::kUnavailable);
+}
+
+TEST(RouterTest, StopEndsEveryRequestWithAbort) {
+  ManualClock clock;
+  Fakes f = make(2, "round-robin", &clock);
+  int aborted = 0;
+  auto sink = [&](const instance::TokenEvent& ev) { aborted += ev.finished && ev.finish_reason == "abort"; };
+  for (uint64_t id = 1; id <= 4; ++id) ASSERT_TRUE(f.router->submit(request(id, 5), sink).ok());
+  f.router->stop();
+  EXPECT_EQ(aborted, 4);
+  EXPECT_TRUE(f.fakes[0]->stopped && f.fakes[1]->stopped);
+}
+
+// Two real instances (tiny model, 1 thread each) behind the router: greedy tokens
+// equal single-instance generation for every routing policy.
+TEST(RouterTest, RealInstancesGiveTheSameGreedyTokensUnderEveryRouter) {
+  constexpr const char* kModel = "models/tinystories-656k-q8_0.gguf";
+  auto path = shared_data_path(kModel);
+  if (!path) GTEST_SKIP() << missing_data_message(kModel);
+  auto model = model::LlamaModel::load(*path);
+  ASSERT_TRUE(model.ok());
+  engine::EngineOptions eo;
+  eo.num_threads = 1;
+  eo.num_kv_blocks = 128;
+  const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "Tom and Sue went to the park",
+                                            "One day", "Once upon a time, there was"};
+  std::vector<std::vector<int32_t>> ids, want;
+  for (const auto& p : prompts) {
+    ids.push_back((*model)->tokenizer().encode(p, true));
+    auto runner = engine::ModelRunner::create(*model, eo);
+    ASSERT_TRUE(runner.ok());
+    engine::Generator gen(**runner);
+    engine::GenerateOptions go;
+    go.sampling.temperature = 0;
+    go.sampling.max_tokens = 20;
+    auto res = gen.generate(ids.back(), go);
+    ASSERT_TRUE(res.ok());
+    want.push_back(res->tokens);
+  }
+  SteadyClock clock;
+  for (const char* policy : {"round-robin", "least-loaded", "cache-aware"}) {
+    std::vector<std::unique_ptr<GenerationBackend>> members;
+    for (int i = 0; i < 2; ++i) {
+      auto b = InstanceBackend::create(*model, eo, instance::InstanceOptions{}, &clock);
+      ASSERT_TRUE(b.ok()) << b.status().to_string();
+      members.push_back(std::move(*b));
+    }
+    RouterOptions ro;
+    ro.router = policy;
+    auto router = Router::create(std::move(members), ro, &clock);
+    ASSERT_TRUE(router.ok());
+    (*router)->start();
+    std::mutex mu;
+    std::condition_variable cv;
+    std::map<uint64_t, std::vector<int32_t>> got;
+    int finished = 0;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      instance::GenerationRequest r;
+      r.id = RequestId(i + 1);
+      r.prompt = ids[i];
+      r.sampling.temperature = 0;
+      r.sampling.max_tokens = 20;
+      ASSERT_TRUE((*router)
+                      ->submit(std::move(r),
+                               [&](const instance::TokenEvent& ev) {
+                                 std::lock_guard<std::mutex> lock(mu);
+                                 if (ev.token >= 0) got[ev.id.value].push_back(ev.token);
+                                 if (ev.finished) {
+                                   ++finished;
+                                   cv.notify_all();
+                                 }
+                               })
+                      .ok());
+    }
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return finished == static_cast<int>(prompts.size()); });
+    }
+    for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i + 1], want[i]) << policy << ": " << prompts[i];
+    const auto reports = (*router)->instances();
+    ASSERT_EQ(reports.size(), 2u);
+    EXPECT_GT(reports[0].status.generation_tokens_total, 0) << policy << ": instance 0 got nothing";
+    EXPECT_GT(reports[1].status.generation_tokens_total, 0) << policy << ": instance 1 got nothing";
+    (*router)->stop();
+  }
+}
+
+}  // namespace
+}  // namespace ecoserve::cluster

@@ -1,0 +1,49 @@
+// ClusterView: what a cluster policy (routing, prefill/decode dispatch, later
+// EcoServe's inter-instance algorithm and Llumnix's migration pairs) sees of the
+// instances behind one endpoint, and the request it decides for. Plain data,
+// built by cluster::Router live and by the simulator; read-only for policies.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "base/ids.h"
+#include "kv/prefix_cache.h"
+#include "policy/instance_policy.h"
+
+namespace ecoserve::policy {
+
+// One instance as the router sees it.
+struct InstanceLoad {
+  InstanceId id;
+  InstanceRole role = InstanceRole::kMixed;
+  bool healthy = true;
+  int32_t num_waiting = 0;          // requests not started yet
+  int32_t num_running = 0;          // requests producing tokens
+  int64_t num_waiting_tokens = 0;   // prompt tokens still to compute
+  int64_t num_running_tokens = 0;   // context tokens (prompt + generated) of running requests
+  int32_t num_free_blocks = 0;      // allocatable KV blocks
+  int32_t num_total_blocks = 0;
+  int32_t max_num_seqs = 0;         // 0 = unknown / unlimited
+  int32_t block_size = 16;
+
+  int64_t load_tokens() const { return num_waiting_tokens + num_running_tokens; }
+  int32_t num_requests() const { return num_waiting + num_running; }
+};
+
+// Instances in a stable order (position = the router's index; ids need not be dense).
+struct ClusterView {
+  std::vector<InstanceLoad> instances;
+};
+
+struct RouteRequest {
+  int32_t prompt_len = 0;
+  int32_t max_tokens = 0;
+  int32_t priority = 0;
+  // Hash chain of the prompt's full blocks (kv::PrefixCache::extend_hashes); may be
+  // empty when the router does not use prefixes. Borrowed for the call.
+  std::span<const kv::BlockHash> block_hashes;
+};
+
+}  // namespace ecoserve::policy
