@@ -12,8 +12,10 @@ bash scripts/build.sh
 if [ -f tests/node/package.json ]; then
   (cd tests/node && npm ci --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error &&
    ECOSERVE_BIN="$PWD/../../build/ecoserve" node --test &&
-   # The openai client again, against two instances behind the cache-aware router.
+   # The openai client again, against two instances: NoDG behind the cache-aware router, and FuDG 1P1D.
    ECOSERVE_BIN="$PWD/../../build/ecoserve" ECOSERVE_SERVE_ARGS="--instances 2 --threads-per-instance 1 --router cache-aware" \
+     node --test openai_client.test.js &&
+   ECOSERVE_BIN="$PWD/../../build/ecoserve" ECOSERVE_SERVE_ARGS="--instances 2 --threads-per-instance 1 --strategy fudg" \
      node --test openai_client.test.js)
 fi
 bash scripts/fuzz.sh

@@ -57,6 +57,8 @@ struct ServeArgs {
   std::string strategy = "nodg";
   std::string router = "least-loaded";
   int32_t threads_per_instance = 0;
+  int32_t prefill_instances = 1;
+  int32_t remote_prefill_min_tokens = 0;
 };
 
 void wait_until(const std::function<bool()>& done, double seconds) {
@@ -123,16 +125,26 @@ int run_serve(const ServeArgs& a) {
   io.on_step = [step_metrics](const instance::StepStats& st) { step_metrics->observe_step(st); };
   SteadyClock clock;
   std::vector<std::unique_ptr<cluster::GenerationBackend>> members;
+  const bool fudg = a.strategy == "fudg";
+  if (fudg && (n < 2 || a.prefill_instances < 1 || a.prefill_instances >= n)) {
+    std::fprintf(stderr, "error: --strategy fudg needs --instances >= 2 and 1 <= --prefill-instances < --instances "
+                         "(got %d instances, %d prefill)\n", n, a.prefill_instances);
+    return 1;
+  }
   for (int32_t i = 0; i < n; ++i) {
-    auto instance = cluster::InstanceBackend::create(*model, eo, io, &clock);
+    const bool prefill = fudg && i < a.prefill_instances;
+    instance::InstanceOptions member_options = io;
+    if (prefill) member_options.policy = "prefill-only";  // requests leave after their first token
+    auto instance = cluster::InstanceBackend::create(*model, eo, member_options, &clock);
     if (!instance.ok()) {
       std::fprintf(stderr, "error: %s\n", instance.status().message().c_str());
       return 1;
     }
+    (*instance)->set_role(!fudg ? "mixed" : prefill ? "prefill" : "decode");
     std::fprintf(stderr,
-                 "[ecoserve] instance %d: %d threads, KV cache %d blocks of %d tokens, %s (%.0f MiB reserved), %d host "
-                 "swap blocks\n",
-                 i, eo.num_threads > 0 ? eo.num_threads : cores, (*instance)->num_kv_blocks(), a.block_size,
+                 "[ecoserve] instance %d (%s): %d threads, KV cache %d blocks of %d tokens, %s (%.0f MiB reserved), %d "
+                 "host swap blocks\n",
+                 i, !fudg ? "mixed" : prefill ? "prefill" : "decode", eo.num_threads > 0 ? eo.num_threads : cores, (*instance)->num_kv_blocks(), a.block_size,
                  engine::kv_cache_type_name(eo.kv_cache_type),
                  (*instance)->num_kv_blocks() * static_cast<double>(block_bytes) / (1 << 20),
                  (*instance)->num_host_blocks());
@@ -144,6 +156,9 @@ int run_serve(const ServeArgs& a) {
   } else {
     cluster::RouterOptions ro;
     ro.router = a.router;
+    ro.strategy = a.strategy;
+    ro.num_prefill_instances = fudg ? a.prefill_instances : 0;
+    ro.dispatch.remote_prefill_min_tokens = a.remote_prefill_min_tokens;
     auto router = cluster::Router::create(std::move(members), ro, &clock);
     if (!router.ok()) {
       std::fprintf(stderr, "error: %s\n", router.status().message().c_str());
@@ -314,9 +329,19 @@ void add_serve_command(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(1, 256));
   cmd->add_option("--strategy", a->strategy,
                   "how instances share prefill and decode: nodg (every instance mixes both; the router spreads "
-                  "requests)")
+                  "requests) or fudg (prefill instances and decode instances; the prompt's KV cache moves after "
+                  "the first token)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"nodg"}));
+      ->check(CLI::IsMember({"nodg", "fudg"}));
+  cmd->add_option("--prefill-instances", a->prefill_instances,
+                  "fudg: how many of the instances only prefill (the rest decode): XpYd")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 255));
+  cmd->add_option("--remote-prefill-min-tokens", a->remote_prefill_min_tokens,
+                  "fudg: shorter prompts prefill on their decode instance instead of moving their KV (conditional "
+                  "disaggregation); 0 = always remote")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--router", a->router,
                   "request routing across instances (nodg): round-robin, least-loaded (fewest queued and running "
                   "tokens) or cache-aware (longest cached prefix, traded against load)")

@@ -9,7 +9,10 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <vector>
 
+#include "base/ids.h"
 #include "base/status.h"
 #include "base/step_plan.h"
 
@@ -27,6 +30,27 @@ class Executor {
   virtual int32_t num_kv_blocks() const = 0;    // device blocks
   virtual int32_t num_host_blocks() const = 0;  // host (swap) blocks
   virtual int32_t max_context() const = 0;      // tokens per sequence at most
+
+  // KV transfer by token range (disaggregated prefill today; staged migration
+  // later): the KV of positions [begin, end) of a sequence whose block table is
+  // `blocks`, as a self-describing blob. Called between steps on the executor's
+  // thread. Executors that hold no KV contents (the simulator's) return UNIMPLEMENTED.
+  virtual StatusOr<std::vector<uint8_t>> export_kv(std::span<const BlockId> blocks, int32_t begin,
+                                                   int32_t end) const {
+    (void)blocks;
+    (void)begin;
+    (void)end;
+    return unimplemented_error("this executor does not hold KV contents");
+  }
+  // Writes a blob into the same positions of a sequence whose block table is
+  // `blocks` (blocks reserved by the caller). Returns the number of tokens written.
+  // FAILED_PRECONDITION when the blob comes from another model, shape, block size
+  // or KV type; INVALID_ARGUMENT when it is corrupt or does not fit.
+  virtual StatusOr<int32_t> import_kv(std::span<const uint8_t> blob, std::span<const BlockId> blocks) {
+    (void)blob;
+    (void)blocks;
+    return unimplemented_error("this executor does not hold KV contents");
+  }
 };
 
 }  // namespace ecoserve

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,11 @@ struct ClusterStats {
   int64_t rejected = 0;              // requests no healthy instance could take
   double route_seconds_total = 0.0;  // time spent in routing decisions
   int32_t unhealthy_instances = 0;   // at the last routing decision
+  int64_t kv_transfers = 0;          // fudg: prompt KV moved from a prefill to a decode instance
+  int64_t kv_transfer_bytes = 0;
+  double kv_transfer_seconds = 0.0;  // from "prefill_done" to the blob handed to the decode instance
+  int64_t kv_transfer_failures = 0;
+  int64_t local_prefills = 0;        // fudg: prompts prefilled on their decode instance (conditional)
 };
 
 class GenerationBackend {
@@ -62,6 +68,25 @@ class GenerationBackend {
   virtual std::vector<InstanceReport> instances() const = 0;
   // Routing counters (a single instance has none).
   virtual ClusterStats cluster_stats() const { return {}; }
+
+  // --- Disaggregation (fudg): the two sides of the KV connector ---
+  // Sending side: exports the KV held for a request that ended with "prefill_done"
+  // and frees the held blocks; `done` gets the blob or the error, on a backend thread.
+  virtual void take_prefilled_kv(RequestId id, std::function<void(StatusOr<std::vector<uint8_t>>)> done) {
+    (void)id;
+    done(unimplemented_error("this backend does not hold KV for transfer"));
+  }
+  // Receiving side: continues a request prefilled elsewhere (`output_tokens` already
+  // sampled and sent to the client, `kv` its prompt's KV): the request waits for
+  // blocks, loads the KV and decodes; errors arrive as its final event.
+  virtual Status submit_prefilled(instance::GenerationRequest request, std::vector<int32_t> output_tokens,
+                                  std::vector<uint8_t> kv, instance::EventSink sink) {
+    (void)request;
+    (void)output_tokens;
+    (void)kv;
+    (void)sink;
+    return unimplemented_error("this backend cannot take prefilled requests");
+  }
 
   // Stops taking new requests; running ones continue. Returns at once.
   virtual void begin_drain() = 0;

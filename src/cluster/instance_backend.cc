@@ -34,10 +34,23 @@ Status InstanceBackend::submit(instance::GenerationRequest request, instance::Ev
 
 void InstanceBackend::cancel(RequestId id) { loop_->cancel(id); }
 
+void InstanceBackend::take_prefilled_kv(RequestId id, std::function<void(StatusOr<std::vector<uint8_t>>)> done) {
+  loop_->post([id, done = std::move(done)](instance::InstanceCore& core, Executor& executor) {
+    StatusOr<std::vector<uint8_t>> blob = core.export_held(id, executor);
+    (void)core.release_held(id);  // the blob is a copy: the transfer no longer needs the blocks
+    done(std::move(blob));
+  });
+}
+
+Status InstanceBackend::submit_prefilled(instance::GenerationRequest request, std::vector<int32_t> output_tokens,
+                                         std::vector<uint8_t> kv, instance::EventSink sink) {
+  return loop_->submit_prefilled(std::move(request), std::move(output_tokens), std::move(kv), std::move(sink));
+}
+
 std::vector<InstanceReport> InstanceBackend::instances() const {
   InstanceReport r;
   r.name = "0";
-  r.role = "mixed";
+  r.role = role_;
   r.status = loop_->status();
   r.healthy = r.status.running;
   return {r};

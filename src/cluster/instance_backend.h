@@ -32,6 +32,11 @@ class InstanceBackend final : public GenerationBackend {
   void begin_drain() override { loop_->begin_drain(); }
   bool idle() const override { return loop_->idle(); }
   void stop() override { loop_->stop(); }
+  void take_prefilled_kv(RequestId id, std::function<void(StatusOr<std::vector<uint8_t>>)> done) override;
+  Status submit_prefilled(instance::GenerationRequest request, std::vector<int32_t> output_tokens,
+                          std::vector<uint8_t> kv, instance::EventSink sink) override;
+  // "mixed", or "prefill" with the prefill-only policy.
+  void set_role(std::string role) { role_ = std::move(role); }
 
   // Block geometry of the engine (for log lines).
   int32_t num_kv_blocks() const { return num_kv_blocks_; }
@@ -43,6 +48,7 @@ class InstanceBackend final : public GenerationBackend {
   std::unique_ptr<instance::InstanceLoop> loop_;
   int32_t num_kv_blocks_ = 0;
   int32_t num_host_blocks_ = 0;
+  std::string role_ = "mixed";
 };
 
 // The instance options a model implies: its vocabulary size and end-of-generation ids.

@@ -10,6 +10,14 @@ StatusOr<std::unique_ptr<Router>> Router::create(std::vector<std::unique_ptr<Gen
                                                  const RouterOptions& options, const Clock* clock) {
   if (instances.empty()) return invalid_argument_error("router: no instances");
   if (!clock) return invalid_argument_error("router: no clock");
+  if (options.strategy != "nodg" && options.strategy != "fudg") {
+    return invalid_argument_error("router: unknown strategy '{}' (nodg, fudg)", options.strategy);
+  }
+  if (options.strategy == "fudg" &&
+      (options.num_prefill_instances < 1 || options.num_prefill_instances >= static_cast<int32_t>(instances.size()))) {
+    return invalid_argument_error("router: fudg needs at least one prefill and one decode instance ({} prefill of {})",
+                                  options.num_prefill_instances, instances.size());
+  }
   ECO_ASSIGN_OR_RETURN(std::unique_ptr<policy::RouterPolicy> policy,
                        policy::make_router_policy(options.router, options.policy));
   for (size_t i = 0; i < instances.size(); ++i) {
@@ -36,6 +44,14 @@ Router::Router(std::vector<Member> members, const RouterOptions& options, const 
   max_context_ = members_[0].backend->max_context();
   const int32_t bs = members_[0].backend->status().block_size;
   block_size_ = bs > 0 ? bs : 16;
+  for (size_t i = 0; i < members_.size(); ++i) {
+    policy::InstanceRole role = policy::InstanceRole::kMixed;
+    if (fudg()) {
+      role = static_cast<int32_t>(i) < options_.num_prefill_instances ? policy::InstanceRole::kPrefill
+                                                                      : policy::InstanceRole::kDecode;
+    }
+    roles_.push_back(role);
+  }
 }
 
 Router::~Router() { stop(); }
@@ -46,6 +62,40 @@ void Router::start() {
 
 bool Router::healthy(const instance::InstanceStatus& s, TimePoint now) const {
   return s.running && now - s.last_heartbeat <= options_.heartbeat_timeout;
+}
+
+int32_t Router::build_view(const std::vector<instance::InstanceStatus>& snaps, TimePoint now) {
+  view_.instances.resize(members_.size());
+  int32_t unhealthy = 0;
+  for (size_t i = 0; i < members_.size(); ++i) {
+    const Member& m = members_[i];
+    const instance::InstanceStatus& s = snaps[i];
+    policy::InstanceLoad& l = view_.instances[i];
+    l = policy::InstanceLoad{};
+    l.id = InstanceId(static_cast<int32_t>(i));
+    l.role = roles_[i];
+    l.healthy = healthy(s, now);
+    unhealthy += l.healthy ? 0 : 1;
+    l.num_waiting = m.waiting;
+    l.num_running = m.running;
+    l.num_waiting_tokens = m.waiting_tokens;
+    l.num_running_tokens = m.running_tokens;
+    l.num_free_blocks = s.num_free_blocks;
+    l.num_total_blocks = s.num_total_blocks;
+    l.block_size = block_size_;
+  }
+  return unhealthy;
+}
+
+void Router::account(const InFlight& f, int sign) {
+  Member& m = members_[f.member];
+  if (f.generated == 0) {
+    m.waiting += sign;
+    m.waiting_tokens += sign * f.prompt_tokens;
+  } else {
+    m.running += sign;
+    m.running_tokens += sign * (f.prompt_tokens + f.generated);
+  }
 }
 
 Status Router::submit(instance::GenerationRequest request, instance::EventSink sink) {
@@ -67,26 +117,7 @@ Status Router::submit(instance::GenerationRequest request, instance::EventSink s
   std::unique_lock<std::mutex> lock(mu_);
   if (draining_) return unavailable_error("the server is shutting down");
   const TimePoint t0 = clock_->now();
-  view_.instances.resize(members_.size());
-  int32_t unhealthy = 0;
-  for (size_t i = 0; i < members_.size(); ++i) {
-    const Member& m = members_[i];
-    const instance::InstanceStatus& s = snaps[i];
-    policy::InstanceLoad& l = view_.instances[i];
-    l = policy::InstanceLoad{};
-    l.id = InstanceId(static_cast<int32_t>(i));
-    l.role = policy::InstanceRole::kMixed;
-    l.healthy = healthy(s, now);
-    unhealthy += l.healthy ? 0 : 1;
-    l.num_waiting = m.waiting;
-    l.num_running = m.running;
-    l.num_waiting_tokens = m.waiting_tokens;
-    l.num_running_tokens = m.running_tokens;
-    l.num_free_blocks = s.num_free_blocks;
-    l.num_total_blocks = s.num_total_blocks;
-    l.max_num_seqs = 0;
-    l.block_size = block_size_;
-  }
+  const int32_t unhealthy = build_view(snaps, now);
   hashes_.clear();
   kv::PrefixCache::extend_hashes(request.prompt, block_size_, &hashes_);
   policy::RouteRequest rr;
@@ -94,7 +125,14 @@ Status Router::submit(instance::GenerationRequest request, instance::EventSink s
   rr.max_tokens = request.sampling.max_tokens;
   rr.priority = request.priority;
   rr.block_hashes = hashes_;
-  const std::optional<InstanceId> target = policy_->route(view_, rr);
+  std::optional<InstanceId> target;
+  std::optional<policy::PdDecision> pd;
+  if (fudg()) {
+    pd = policy::pd_dispatch(view_, rr, options_.dispatch);
+    if (pd) target = pd->remote_prefill ? pd->prefill : pd->decode;
+  } else {
+    target = policy_->route(view_, rr);
+  }
   stats_.route_seconds_total += to_seconds(clock_->now() - t0);
   stats_.unhealthy_instances = unhealthy;
   if (!target) {
@@ -103,26 +141,49 @@ Status Router::submit(instance::GenerationRequest request, instance::EventSink s
                              members_.size());
   }
   const size_t idx = static_cast<size_t>(target->value);
-  Member& m = members_[idx];
   const RequestId id = request.id;
-  const int32_t prompt_tokens = rr.prompt_len;
-  in_flight_[id] = InFlight{idx, prompt_tokens, 0};
-  m.waiting++;
-  m.waiting_tokens += prompt_tokens;
+  InFlight f;
+  f.member = idx;
+  f.prompt_tokens = rr.prompt_len;
+  instance::EventSink wrapped;
+  if (pd && pd->remote_prefill) {
+    // The decode side must sample exactly as one instance would: fix the seed here.
+    if (!request.sampling.has_seed) {
+      seed_state_ = seed_state_ * 6364136223846793005ull + 1442695040888963407ull;
+      request.sampling.seed = seed_state_ >> 1;
+      request.sampling.has_seed = true;
+    }
+    f.remote = true;
+    f.decode_member = static_cast<size_t>(pd->decode.value);
+    f.request = std::make_shared<instance::GenerationRequest>(request);
+    f.sink = std::make_shared<instance::EventSink>(std::move(sink));
+    wrapped = [this, client = f.sink](const instance::TokenEvent& ev) {
+      if (ev.finished && ev.finish_reason == "prefill_done") {
+        on_prefill_done(ev.id);  // not the client's end: the request moves on
+        return;
+      }
+      on_event(ev);
+      (*client)(ev);
+    };
+  } else {
+    if (pd) ++stats_.local_prefills;
+    wrapped = [this, sink = std::move(sink)](const instance::TokenEvent& ev) {
+      on_event(ev);
+      sink(ev);
+    };
+  }
+  account(f, +1);
+  in_flight_[id] = std::move(f);
   ++stats_.routed;
   lock.unlock();
 
-  // The instance calls the wrapper on its thread: account, then pass the event on.
-  Status s = m.backend->submit(std::move(request), [this, sink = std::move(sink)](const instance::TokenEvent& ev) {
-    on_event(ev);
-    sink(ev);
-  });
+  // The instance calls the wrapper on its thread.
+  Status s = members_[idx].backend->submit(std::move(request), std::move(wrapped));
   if (!s.ok()) {
     std::lock_guard<std::mutex> relock(mu_);
     auto it = in_flight_.find(id);
     if (it != in_flight_.end()) {
-      m.waiting--;
-      m.waiting_tokens -= prompt_tokens;
+      account(it->second, -1);
       in_flight_.erase(it);
     }
     --stats_.routed;
@@ -135,27 +196,102 @@ void Router::on_event(const instance::TokenEvent& ev) {
   auto it = in_flight_.find(ev.id);
   if (it == in_flight_.end()) return;
   InFlight& f = it->second;
-  Member& m = members_[f.member];
-  const bool was_waiting = f.generated == 0;
   if (ev.token >= 0) {
-    if (was_waiting) {
-      m.waiting--;
-      m.waiting_tokens -= f.prompt_tokens;
-      m.running++;
-      m.running_tokens += f.prompt_tokens;
-    }
+    account(f, -1);
     f.generated++;
-    m.running_tokens++;
+    if (f.remote && !f.in_decode) f.output_tokens.push_back(ev.token);
+    account(f, +1);
   }
   if (ev.finished) {
-    if (f.generated == 0) {
-      m.waiting--;
-      m.waiting_tokens -= f.prompt_tokens;
-    } else {
-      m.running--;
-      m.running_tokens -= f.prompt_tokens + f.generated;
-    }
+    account(f, -1);
     in_flight_.erase(it);
+  }
+}
+
+void Router::on_prefill_done(RequestId id) {
+  size_t prefill = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = in_flight_.find(id);
+    if (it == in_flight_.end()) return;
+    it->second.prefill_done = clock_->now();
+    prefill = it->second.member;
+  }
+  // Export runs as a task on the prefill instance's thread (never inside its step).
+  members_[prefill].backend->take_prefilled_kv(
+      id, [this, id](StatusOr<std::vector<uint8_t>> blob) { on_kv_exported(id, std::move(blob)); });
+}
+
+void Router::fail(RequestId id, const std::string& reason, const std::string& error) {
+  std::shared_ptr<instance::EventSink> sink;
+  int32_t prompt_tokens = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = in_flight_.find(id);
+    if (it == in_flight_.end()) return;
+    account(it->second, -1);
+    sink = it->second.sink;
+    prompt_tokens = it->second.prompt_tokens;
+    in_flight_.erase(it);
+  }
+  instance::TokenEvent ev;
+  ev.id = id;
+  ev.finished = true;
+  ev.finish_reason = reason;
+  ev.error = error;
+  ev.prompt_tokens = prompt_tokens;
+  if (sink) (*sink)(ev);
+}
+
+void Router::on_kv_exported(RequestId id, StatusOr<std::vector<uint8_t>> blob) {
+  std::shared_ptr<instance::GenerationRequest> request;
+  std::shared_ptr<instance::EventSink> client;
+  std::vector<int32_t> output_tokens;
+  size_t decode = 0;
+  enum class Outcome { kHandOver, kAbort, kError } outcome = Outcome::kHandOver;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = in_flight_.find(id);
+    if (it == in_flight_.end()) return;
+    InFlight& f = it->second;
+    if (f.cancelled || stopping_) {
+      outcome = Outcome::kAbort;
+    } else if (!blob.ok()) {
+      outcome = Outcome::kError;
+      ++stats_.kv_transfer_failures;
+    } else {
+      ++stats_.kv_transfers;
+      stats_.kv_transfer_bytes += static_cast<int64_t>(blob->size());
+      stats_.kv_transfer_seconds += to_seconds(clock_->now() - f.prefill_done);
+      // Hand over: from now on the decode instance holds the request (and cancels go there).
+      account(f, -1);
+      f.member = f.decode_member;
+      f.in_decode = true;
+      account(f, +1);
+      request = f.request;
+      client = f.sink;
+      output_tokens = f.output_tokens;
+      decode = f.decode_member;
+    }
+  }
+  if (outcome == Outcome::kAbort) return fail(id, "abort", "");
+  if (outcome == Outcome::kError) {
+    return fail(id, "error", "moving the KV cache to the decode instance failed: " + blob.status().message());
+  }
+  auto wrapped = [this, client](const instance::TokenEvent& ev) {
+    on_event(ev);
+    (*client)(ev);
+  };
+  Status s = members_[decode].backend->submit_prefilled(*request, std::move(output_tokens), std::move(*blob),
+                                                         std::move(wrapped));
+  if (!s.ok()) {
+    bool stopping = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping = stopping_;
+    }
+    if (stopping) return fail(id, "abort", "");
+    fail(id, "error", "the decode instance refused the request: " + s.message());
   }
 }
 
@@ -165,6 +301,7 @@ void Router::cancel(RequestId id) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = in_flight_.find(id);
     if (it == in_flight_.end()) return;
+    it->second.cancelled = true;
     idx = it->second.member;
   }
   members_[idx].backend->cancel(id);
@@ -202,7 +339,9 @@ instance::InstanceStatus Router::status() const {
   total.kv_usage = kv / static_cast<double>(members_.size());
   if (!total.running) {
     // No healthy instance: report the newest heartbeat anyway (for the /health message).
-    for (const Member& m : members_) total.last_heartbeat = std::max(total.last_heartbeat, m.backend->status().last_heartbeat);
+    for (const Member& m : members_) {
+      total.last_heartbeat = std::max(total.last_heartbeat, m.backend->status().last_heartbeat);
+    }
   }
   return total;
 }
@@ -210,10 +349,12 @@ instance::InstanceStatus Router::status() const {
 std::vector<InstanceReport> Router::instances() const {
   std::vector<InstanceReport> out;
   const TimePoint now = clock_->now();
-  for (const Member& m : members_) {
-    for (InstanceReport r : m.backend->instances()) {
-      r.name = m.name;
+  for (size_t i = 0; i < members_.size(); ++i) {
+    for (InstanceReport r : members_[i].backend->instances()) {
+      r.name = members_[i].name;
       r.healthy = healthy(r.status, now);
+      if (roles_[i] == policy::InstanceRole::kPrefill) r.role = "prefill";
+      if (roles_[i] == policy::InstanceRole::kDecode) r.role = "decode";
       out.push_back(std::move(r));
     }
   }
@@ -229,6 +370,10 @@ void Router::begin_drain() {
 }
 
 bool Router::idle() const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!in_flight_.empty()) return false;
+  }
   for (const Member& m : members_) {
     if (!m.backend->idle()) return false;
   }
@@ -236,7 +381,20 @@ bool Router::idle() const {
 }
 
 void Router::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
   for (Member& m : members_) m.backend->stop();
+  // Anything caught between the two (an export that found its instance stopped).
+  std::vector<RequestId> left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, f] : in_flight_) {
+      if (f.remote) left.push_back(id);
+    }
+  }
+  for (RequestId id : left) fail(id, "abort", "");
 }
 
 ClusterStats Router::cluster_stats() const {

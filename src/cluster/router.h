@@ -29,11 +29,19 @@
 #include "base/clock.h"
 #include "cluster/generation_backend.h"
 #include "policy/cluster_view.h"
+#include "policy/pd_dispatch.h"
 #include "policy/router_policy.h"
 
 namespace ecoserve::cluster {
 
 struct RouterOptions {
+  // "nodg": every instance mixes prefill and decode, `router` spreads requests.
+  // "fudg": the first num_prefill_instances instances only prefill (their
+  // backends run the prefill-only policy); the rest decode. policy::pd_dispatch
+  // picks both per request; the prompt's KV moves after the first token.
+  std::string strategy = "nodg";
+  int32_t num_prefill_instances = 0;
+  policy::PdDispatchOptions dispatch;   // fudg: conditional disaggregation
   std::string router = "least-loaded";  // policy::make_router_policy: round-robin | least-loaded | cache-aware
   policy::RouterOptions policy;         // the routing policy's tuning
   Duration heartbeat_timeout = from_ms(5000);
@@ -69,17 +77,35 @@ class Router final : public GenerationBackend {
     int64_t waiting_tokens = 0, running_tokens = 0;
   };
   struct InFlight {
-    size_t member = 0;
+    size_t member = 0;  // the instance that holds the request now
     int32_t prompt_tokens = 0;
     int32_t generated = 0;
+    // fudg, remote prefill: where it decodes, what to send there, and the client's sink.
+    bool remote = false;
+    bool in_decode = false;
+    bool cancelled = false;
+    size_t decode_member = 0;
+    std::shared_ptr<instance::GenerationRequest> request;
+    std::vector<int32_t> output_tokens;
+    std::shared_ptr<instance::EventSink> sink;
+    TimePoint prefill_done{};
   };
 
   Router(std::vector<Member> members, const RouterOptions& options, const Clock* clock,
          std::unique_ptr<policy::RouterPolicy> policy);
   bool healthy(const instance::InstanceStatus& s, TimePoint now) const;
   void on_event(const instance::TokenEvent& ev);
+  // Builds view_ from snapshots and the router's accounting (under mu_).
+  int32_t build_view(const std::vector<instance::InstanceStatus>& snaps, TimePoint now);
+  void account(const InFlight& f, int sign);  // adds (+1) or removes (-1) f's load from its member (under mu_)
+  // fudg: the prefill instance finished request `id`'s prefill (on its thread).
+  void on_prefill_done(RequestId id);
+  void on_kv_exported(RequestId id, StatusOr<std::vector<uint8_t>> blob);
+  void fail(RequestId id, const std::string& reason, const std::string& error);
+  bool fudg() const { return options_.strategy == "fudg"; }
 
   std::vector<Member> members_;
+  std::vector<policy::InstanceRole> roles_;
   RouterOptions options_;
   const Clock* clock_;
   std::shared_ptr<const model::LlamaModel> model_;
@@ -93,6 +119,8 @@ class Router final : public GenerationBackend {
   std::vector<kv::BlockHash> hashes_;               // under mu_ (scratch)
   ClusterStats stats_;                              // under mu_
   bool draining_ = false;                           // under mu_
+  bool stopping_ = false;                           // under mu_
+  uint64_t seed_state_ = 0x9e3779b97f4a7c15ull;     // under mu_: seeds for requests without one (fudg)
 };
 
 }  // namespace ecoserve::cluster

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <condition_variable>
+#include <thread>
 #include <map>
 #include <mutex>
 
@@ -219,6 +221,205 @@ TEST(RouterTest, RealInstancesGiveTheSameGreedyTokensUnderEveryRouter) {
     EXPECT_GT(reports[1].status.generation_tokens_total, 0) << policy << ": instance 1 got nothing";
     (*router)->stop();
   }
+}
+
+}  // namespace
+}  // namespace ecoserve::cluster
+
+namespace ecoserve::cluster {
+namespace {
+
+// FuDG with real engines: 1 prefill + 1 decode instance. The first token comes
+// from the prefill instance, the KV moves, the decode instance continues: the
+// tokens equal a single instance's, greedy and seeded sampling, f32 and f16 KV,
+// and with conditional (local) prefill.
+class FudgTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto path = shared_data_path("models/tinystories-656k-q8_0.gguf");
+    if (!path) GTEST_SKIP() << missing_data_message("models/tinystories-656k-q8_0.gguf");
+    auto m = model::LlamaModel::load(*path);
+    ASSERT_TRUE(m.ok());
+    model_ = *m;
+  }
+
+  std::unique_ptr<Router> fudg(engine::KvCacheType kv, int32_t remote_min = 0) {
+    engine::EngineOptions eo;
+    eo.num_threads = 1;
+    eo.num_kv_blocks = 128;
+    eo.kv_cache_type = kv;
+    std::vector<std::unique_ptr<GenerationBackend>> members;
+    for (const char* policy : {"prefill-only", "chunked"}) {
+      instance::InstanceOptions io;
+      io.policy = policy;
+      auto b = InstanceBackend::create(model_, eo, io, &clock_);
+      EXPECT_TRUE(b.ok()) << b.status().to_string();
+      members.push_back(std::move(*b));
+    }
+    RouterOptions ro;
+    ro.strategy = "fudg";
+    ro.num_prefill_instances = 1;
+    ro.dispatch.remote_prefill_min_tokens = remote_min;
+    auto r = Router::create(std::move(members), ro, &clock_);
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    (*r)->start();
+    return std::move(*r);
+  }
+
+  // Runs the requests through `backend`, returns each one's tokens and final reason.
+  std::map<uint64_t, std::pair<std::vector<int32_t>, std::string>> run(GenerationBackend& backend,
+                                                                      std::vector<instance::GenerationRequest> reqs) {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::map<uint64_t, std::pair<std::vector<int32_t>, std::string>> got;
+    size_t finished = 0;
+    const size_t n = reqs.size();
+    for (auto& r : reqs) {
+      Status s = backend.submit(std::move(r), [&](const instance::TokenEvent& ev) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (ev.token >= 0) got[ev.id.value].first.push_back(ev.token);
+        if (ev.finished) {
+          got[ev.id.value].second = ev.finish_reason;
+          if (!ev.error.empty()) ADD_FAILURE() << "request " << ev.id.value << ": " << ev.error;
+          ++finished;
+          cv.notify_all();
+        }
+      });
+      EXPECT_TRUE(s.ok()) << s.to_string();
+    }
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return finished == n; });
+    return got;
+  }
+
+  std::vector<instance::GenerationRequest> requests(float temperature) {
+    std::vector<instance::GenerationRequest> out;
+    const char* prompts[] = {"Once upon a time", "The little dog ran to the park and", "One day",
+                             "Once upon a time"};  // the last repeats the first: a prefix-cache hit
+    for (size_t i = 0; i < 4; ++i) {
+      instance::GenerationRequest r;
+      r.id = RequestId(i + 1);
+      r.prompt = model_->tokenizer().encode(prompts[i], true);
+      r.sampling.temperature = temperature;
+      r.sampling.max_tokens = 24;
+      r.sampling.ignore_eos = true;
+      r.sampling.has_seed = true;
+      r.sampling.seed = 100 + i;
+      out.push_back(std::move(r));
+    }
+    return out;
+  }
+
+  std::shared_ptr<const model::LlamaModel> model_;
+  SteadyClock clock_;
+};
+
+TEST_F(FudgTest, TokensEqualOneInstanceAndTheKvMoves) {
+  for (engine::KvCacheType kv : {engine::KvCacheType::kF32, engine::KvCacheType::kF16}) {
+    for (float temperature : {0.0f, 0.9f}) {
+      engine::EngineOptions eo;
+      eo.num_threads = 1;
+      eo.num_kv_blocks = 128;
+      eo.kv_cache_type = kv;
+      auto single = InstanceBackend::create(model_, eo, instance::InstanceOptions{}, &clock_);
+      ASSERT_TRUE(single.ok());
+      (*single)->start();
+      auto want = run(**single, requests(temperature));
+      (*single)->stop();
+      auto router = fudg(kv);
+      auto got = run(*router, requests(temperature));
+      for (uint64_t id = 1; id <= 4; ++id) {
+        EXPECT_EQ(got[id].first, want[id].first) << engine::kv_cache_type_name(kv) << " T=" << temperature << " #" << id;
+        EXPECT_EQ(got[id].second, "length");
+        EXPECT_EQ(got[id].first.size(), 24u);
+      }
+      const ClusterStats st = router->cluster_stats();
+      EXPECT_EQ(st.kv_transfers, 4);
+      EXPECT_GT(st.kv_transfer_bytes, 0);
+      EXPECT_EQ(st.kv_transfer_failures, 0);
+      const auto reports = router->instances();
+      ASSERT_EQ(reports.size(), 2u);
+      EXPECT_EQ(reports[0].role, "prefill");
+      EXPECT_EQ(reports[1].role, "decode");
+      // The prefill instance ran only prefills (one token each); the decode instance the rest.
+      EXPECT_EQ(reports[0].status.generation_tokens_total, 4);
+      EXPECT_EQ(reports[1].status.generation_tokens_total, 4 * 23);
+      // Nothing is left held or loaded once everything finished.
+      for (int i = 0; i < 200 && (router->instances()[0].status.kv_usage > 0 || router->instances()[1].status.kv_usage > 0); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      EXPECT_EQ(router->instances()[0].status.kv_usage, 0.0);
+      EXPECT_EQ(router->instances()[1].status.kv_usage, 0.0);
+      EXPECT_TRUE(router->idle());
+      router->stop();
+    }
+  }
+}
+
+TEST_F(FudgTest, ShortPromptsPrefillOnTheDecodeInstance) {
+  auto router = fudg(engine::KvCacheType::kF32, /*remote_min=*/8);
+  auto reqs = requests(0.0f);  // prompts of 5, 10, 3 and 5 tokens
+  auto got = run(*router, std::move(reqs));
+  const ClusterStats st = router->cluster_stats();
+  EXPECT_EQ(st.kv_transfers, 1);   // only the 10-token prompt moved
+  EXPECT_EQ(st.local_prefills, 3);
+  for (uint64_t id = 1; id <= 4; ++id) EXPECT_EQ(got[id].first.size(), 24u);
+  EXPECT_EQ(got[1].first, got[4].first);  // same prompt, greedy
+  router->stop();
+}
+
+TEST_F(FudgTest, CancelDuringEachPhaseEndsWithAbortAndFreesBlocks) {
+  auto router = fudg(engine::KvCacheType::kF32);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<uint64_t, std::string> reason;
+  std::map<uint64_t, int> tokens;
+  for (uint64_t id = 1; id <= 6; ++id) {
+    instance::GenerationRequest r;
+    r.id = RequestId(id);
+    r.prompt = model_->tokenizer().encode("Once upon a time there was a girl", true);
+    r.sampling.temperature = 0;
+    r.sampling.max_tokens = 400;
+    r.sampling.ignore_eos = true;
+    ASSERT_TRUE(router
+                    ->submit(std::move(r),
+                             [&](const instance::TokenEvent& ev) {
+                               std::lock_guard<std::mutex> lock(mu);
+                               if (ev.token >= 0) tokens[ev.id.value]++;
+                               if (ev.finished) reason[ev.id.value] = ev.finish_reason;
+                               cv.notify_all();
+                             })
+                    .ok());
+    // Cancel at once (prefill phase), after the first token (transfer) or later (decode).
+    if (id % 3 == 1) router->cancel(RequestId(id));
+    if (id % 3 == 2) {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return tokens[id] >= 1 || reason.count(id); });
+      lock.unlock();
+      router->cancel(RequestId(id));
+    }
+    if (id % 3 == 0) {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return tokens[id] >= 5 || reason.count(id); });
+      lock.unlock();
+      router->cancel(RequestId(id));
+    }
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return reason.size() == 6; });
+  }
+  for (uint64_t id = 1; id <= 6; ++id) {
+    EXPECT_EQ(reason[id], "abort") << id;
+    EXPECT_LT(tokens[id], 400) << id;
+  }
+  for (int i = 0; i < 400 && (router->instances()[0].status.kv_usage > 0 || router->instances()[1].status.kv_usage > 0); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(router->instances()[0].status.kv_usage, 0.0);
+  EXPECT_EQ(router->instances()[1].status.kv_usage, 0.0);
+  EXPECT_TRUE(router->idle());
+  router->stop();
 }
 
 }  // namespace

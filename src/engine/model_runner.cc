@@ -378,12 +378,15 @@ StatusOr<StepOutput> ModelRunner::execute(const StepPlan& plan) {
   return out;
 }
 
-StatusOr<std::vector<uint8_t>> ModelRunner::export_kv(std::span<const BlockId> blocks, int32_t num_tokens) const {
+StatusOr<std::vector<uint8_t>> ModelRunner::export_kv(std::span<const BlockId> blocks, int32_t begin,
+                                                      int32_t end) const {
   const auto& c = model_->config();
   const int32_t B = options_.block_size;
-  if (num_tokens < 0 || static_cast<int64_t>(blocks.size()) * B < num_tokens) {
-    return invalid_argument_error("engine: export of {} tokens from {} blocks of {}", num_tokens, blocks.size(), B);
+  if (begin < 0 || end < begin || static_cast<int64_t>(blocks.size()) * B < end) {
+    return invalid_argument_error("engine: export of tokens [{}, {}) from {} blocks of {}", begin, end, blocks.size(),
+                                  B);
   }
+  const int32_t num_tokens = end - begin;
   for (BlockId b : blocks) {
     if (b.value < 0 || b.value >= num_blocks_) return invalid_argument_error("engine: export of unknown block {}", b.value);
   }
@@ -394,14 +397,15 @@ StatusOr<std::vector<uint8_t>> ModelRunner::export_kv(std::span<const BlockId> b
   h.head_dim = c.head_dim;
   h.block_size = B;
   h.dtype = static_cast<uint32_t>(kv_ggml_type(options_.kv_cache_type));
-  h.num_tokens = num_tokens;
+  h.num_tokens = static_cast<uint32_t>(num_tokens);
+  h.first_token = static_cast<uint32_t>(begin);
   const size_t row = static_cast<size_t>(c.kv_dim()) * impl_->elem_bytes;
   std::vector<uint8_t> bytes(sizeof(h) + 2ull * c.n_layer * num_tokens * row);
   std::memcpy(bytes.data(), &h, sizeof(h));
   uint8_t* p = bytes.data() + sizeof(h);
   for (int32_t l = 0; l < c.n_layer; ++l) {
     for (const auto* cache : {&impl_->k_cache[l], &impl_->v_cache[l]}) {
-      for (int32_t t = 0; t < num_tokens; ++t, p += row) {
+      for (int32_t t = begin; t < end; ++t, p += row) {
         const size_t slot = (static_cast<size_t>(blocks[t / B].value) * B + t % B) * row;  // in bytes
         std::memcpy(p, cache->data() + slot, row);
       }
@@ -416,7 +420,7 @@ StatusOr<int32_t> ModelRunner::import_kv(std::span<const uint8_t> bytes, std::sp
   KvExportHeader h;
   if (bytes.size() < sizeof(h)) return invalid_argument_error("engine: KV blob of {} bytes has no header", bytes.size());
   std::memcpy(&h, bytes.data(), sizeof(h));
-  if (h.magic != KvExportHeader{}.magic || h.version != 1) {
+  if (h.magic != KvExportHeader{}.magic || h.version != KvExportHeader{}.version) {
     return invalid_argument_error("engine: not an ecoserve KV export (bad magic or version)");
   }
   if (h.model_fingerprint != model_->fingerprint()) {
@@ -442,9 +446,9 @@ StatusOr<int32_t> ModelRunner::import_kv(std::span<const uint8_t> bytes, std::sp
   if (bytes.size() != expected) {
     return invalid_argument_error("engine: KV blob has {} bytes, its header says {}", bytes.size(), expected);
   }
-  if (static_cast<int64_t>(h.num_tokens) > max_context_ ||
-      static_cast<int64_t>(blocks.size()) * B < static_cast<int64_t>(h.num_tokens)) {
-    return invalid_argument_error("engine: {} imported tokens do not fit {} blocks of {}", h.num_tokens,
+  const int64_t end = static_cast<int64_t>(h.first_token) + h.num_tokens;
+  if (end > max_context_ || static_cast<int64_t>(blocks.size()) * B < end) {
+    return invalid_argument_error("engine: imported tokens [{}, {}) do not fit {} blocks of {}", h.first_token, end,
                                   blocks.size(), B);
   }
   for (BlockId b : blocks) {
@@ -453,8 +457,8 @@ StatusOr<int32_t> ModelRunner::import_kv(std::span<const uint8_t> bytes, std::sp
   const uint8_t* p = bytes.data() + sizeof(h);
   for (int32_t l = 0; l < c.n_layer; ++l) {
     for (auto* cache : {&impl_->k_cache[l], &impl_->v_cache[l]}) {
-      for (uint32_t t = 0; t < h.num_tokens; ++t, p += row) {
-        const size_t slot = (static_cast<size_t>(blocks[t / B].value) * B + t % B) * row;  // in bytes
+      for (int64_t t = h.first_token; t < end; ++t, p += row) {
+        const size_t slot = (static_cast<size_t>(blocks[static_cast<size_t>(t / B)].value) * B + t % B) * row;
         std::memcpy(cache->data() + slot, p, row);
       }
     }

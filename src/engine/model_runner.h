@@ -54,7 +54,7 @@ struct EngineOptions {
 // Header of an exported sequence's KV (little-endian, fixed layout).
 struct KvExportHeader {
   uint32_t magic = 0x564B4345;  // "ECKV"
-  uint32_t version = 1;
+  uint32_t version = 2;
   uint64_t model_fingerprint = 0;
   uint32_t n_layer = 0;
   uint32_t n_head_kv = 0;
@@ -62,6 +62,7 @@ struct KvExportHeader {
   uint32_t block_size = 0;
   uint32_t dtype = 0;  // kernels::GgmlType of the stored values (F32 or F16)
   uint32_t num_tokens = 0;
+  uint32_t first_token = 0;  // position of the first exported token in its sequence
 };
 
 class ModelRunner final : public Executor {
@@ -91,13 +92,18 @@ class ModelRunner final : public Executor {
 
   void copy_block(BlockId src, BlockId dst);
 
-  // One sequence's KV (its first num_tokens tokens in `blocks`) as bytes with a header.
-  StatusOr<std::vector<uint8_t>> export_kv(std::span<const BlockId> blocks, int32_t num_tokens) const;
-  // Writes exported KV into `blocks` (at least ceil(num_tokens / block_size) of this
-  // runner's blocks). FAILED_PRECONDITION when the model, shapes, block size or
-  // KV cache type differ.
-  // Returns the number of tokens imported.
-  StatusOr<int32_t> import_kv(std::span<const uint8_t> bytes, std::span<const BlockId> blocks);
+  // The KV of positions [begin, end) of the sequence whose block table is `blocks`,
+  // as bytes with a header (KvExportHeader, then per layer K then V rows).
+  StatusOr<std::vector<uint8_t>> export_kv(std::span<const BlockId> blocks, int32_t begin,
+                                           int32_t end) const override;
+  // A sequence's first num_tokens tokens.
+  StatusOr<std::vector<uint8_t>> export_kv(std::span<const BlockId> blocks, int32_t num_tokens) const {
+    return export_kv(blocks, 0, num_tokens);
+  }
+  // Writes exported KV into the same positions of the sequence whose block table is
+  // `blocks` (which must cover them). FAILED_PRECONDITION when the model, shapes,
+  // block size or KV cache type differ. Returns the number of tokens imported.
+  StatusOr<int32_t> import_kv(std::span<const uint8_t> bytes, std::span<const BlockId> blocks) override;
 
  private:
   struct Impl;

@@ -331,6 +331,48 @@ TEST_F(ModelRunnerTest, KvExportImportContinuesIdentically) {
   }
 }
 
+// Staged transfer (the shape migration needs): two token ranges, moved as two
+// blobs into another sequence's block table, continue exactly like the source.
+TEST_F(ModelRunnerTest, KvExportImportByRangesInStages) {
+  const auto prompt = random_tokens(37, vocab_, 43);
+  auto a = runner(16, 16);
+  auto b = runner(16, 16);
+  ASSERT_TRUE(a && b);
+  const auto a_blocks = ids({0, 1, 2, 3});
+  const auto b_blocks = ids({7, 2, 11, 4});
+  const auto first = run_one(*a, make_step(1, 0, prompt, a_blocks)).seqs.at(0);
+  auto head = a->export_kv(a_blocks, 0, 20);
+  auto tail = a->export_kv(a_blocks, 20, 37);
+  ASSERT_TRUE(head.ok() && tail.ok());
+  KvExportHeader h;
+  std::memcpy(&h, tail->data(), sizeof(h));
+  EXPECT_EQ(h.first_token, 20u);
+  EXPECT_EQ(h.num_tokens, 17u);
+  EXPECT_EQ(h.version, 2u);
+  // The tail first: ranges are independent.
+  auto nt = b->import_kv(*tail, b_blocks);
+  ASSERT_TRUE(nt.ok()) << nt.status().to_string();
+  EXPECT_EQ(*nt, 17);
+  auto nh = b->import_kv(*head, b_blocks);
+  ASSERT_TRUE(nh.ok());
+  EXPECT_EQ(*nh, 20);
+  int32_t ta = first.token, tb = first.token;
+  for (int32_t i = 0; i < 4; ++i) {
+    const auto oa = run_one(*a, make_step(1, 37 + i, {ta}, a_blocks)).seqs.at(0);
+    const auto ob = run_one(*b, make_step(1, 37 + i, {tb}, b_blocks)).seqs.at(0);
+    EXPECT_EQ(rel_diff(ob.logits, oa.logits), 0.0) << "decode step " << i;
+    ta = oa.token;
+    tb = ob.token;
+  }
+  // A range the block table cannot hold, and a reversed range, are refused.
+  EXPECT_EQ(a->export_kv(ids({0, 1}), 20, 37).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(a->export_kv(a_blocks, 30, 20).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(b->import_kv(*tail, ids({7, 2})).status().code(), StatusCode::kInvalidArgument);
+  // Through the Executor interface (what the instance layer calls).
+  Executor& ex = *b;
+  EXPECT_TRUE(ex.export_kv(b_blocks, 0, 37).ok());
+}
+
 TEST_F(ModelRunnerTest, KvImportRejectsIncompatibleAndCorruptBlobs) {
   const auto prompt = random_tokens(20, vocab_, 51);
   auto a = runner(16, 8);

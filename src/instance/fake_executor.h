@@ -7,6 +7,8 @@
 #pragma once
 
 #include <algorithm>
+#include <cstring>
+#include <span>
 #include <functional>
 #include <string>
 #include <vector>
@@ -67,6 +69,34 @@ class FakeExecutor final : public Executor {
     return out;
   }
 
+  // The blob is [begin, end, slot contents...] as int32: the importing side's KV
+  // checks then prove the transfer moved the right positions into the right blocks.
+  StatusOr<std::vector<uint8_t>> export_kv(std::span<const BlockId> blocks, int32_t begin,
+                                           int32_t end) const override {
+    if (begin < 0 || end < begin || static_cast<int64_t>(blocks.size()) * block_size_ < end) {
+      return invalid_argument_error("fake export of [{}, {}) from {} blocks", begin, end, blocks.size());
+    }
+    std::vector<int32_t> v = {begin, end};
+    for (int32_t pos = begin; pos < end; ++pos) v.push_back(slot_at(blocks, pos));
+    std::vector<uint8_t> out(v.size() * sizeof(int32_t));
+    std::memcpy(out.data(), v.data(), out.size());
+    return out;
+  }
+  StatusOr<int32_t> import_kv(std::span<const uint8_t> blob, std::span<const BlockId> blocks) override {
+    if (!fail_import.empty()) return failed_precondition_error("{}", fail_import);
+    if (blob.size() < 2 * sizeof(int32_t) || blob.size() % sizeof(int32_t) != 0) {
+      return invalid_argument_error("fake import: corrupt blob");
+    }
+    std::vector<int32_t> v(blob.size() / sizeof(int32_t));
+    std::memcpy(v.data(), blob.data(), blob.size());
+    const int32_t begin = v[0], end = v[1];
+    if (static_cast<int32_t>(v.size()) != 2 + end - begin || static_cast<int64_t>(blocks.size()) * block_size_ < end) {
+      return invalid_argument_error("fake import: [{}, {}) does not fit", begin, end);
+    }
+    for (int32_t pos = begin; pos < end; ++pos) slot_at(blocks, pos) = v[static_cast<size_t>(2 + pos - begin)];
+    return end - begin;
+  }
+
   int32_t block_size() const override { return block_size_; }
   int32_t num_kv_blocks() const override { return num_blocks_; }
   int32_t num_host_blocks() const override { return num_host_blocks_; }
@@ -85,12 +115,18 @@ class FakeExecutor final : public Executor {
 
   TokenFn next_token = default_token;
   std::string fail_next;            // non-empty: the next execute() fails with this message
+  std::string fail_import;          // non-empty: import_kv() fails with this message
   std::vector<std::string> plans;   // summarize() of every executed plan
   std::vector<uint64_t> seeds;      // SeqStep::seed of every sampled sequence, in order
   int64_t kv_mismatches = 0;        // computed positions whose KV slot held another token
 
  private:
-  int32_t& slot(const std::vector<BlockId>& table, int32_t pos) {
+  int32_t& slot(const std::vector<BlockId>& table, int32_t pos) { return slot_at(table, pos); }
+  int32_t& slot_at(std::span<const BlockId> table, int32_t pos) {
+    return device_[static_cast<size_t>(table[static_cast<size_t>(pos / block_size_)].value) * block_size_ +
+                   pos % block_size_];
+  }
+  int32_t slot_at(std::span<const BlockId> table, int32_t pos) const {
     return device_[static_cast<size_t>(table[static_cast<size_t>(pos / block_size_)].value) * block_size_ +
                    pos % block_size_];
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "policy/make_instance_policy.h"
@@ -10,8 +11,10 @@ namespace ecoserve::instance {
 
 StatusOr<std::unique_ptr<InstanceCore>> InstanceCore::create(const InstanceCoreOptions& options,
                                                              const Executor& geometry) {
-  if (options.policy != "prefill-first" && options.policy != "chunked") {
-    return invalid_argument_error("instance: unknown policy '{}' (prefill-first, chunked)", options.policy);
+  if (options.policy != "prefill-first" && options.policy != "chunked" && options.policy != "prefill-only" &&
+      options.policy != "decode-only") {
+    return invalid_argument_error("instance: unknown policy '{}' (prefill-first, chunked, prefill-only, decode-only)",
+                                  options.policy);
   }
   policy::PolicyOptions po;
   po.max_num_seqs = options.max_num_seqs;
@@ -102,22 +105,103 @@ void InstanceCore::add_request(GenerationRequest request, EventSink sink, TimePo
 
 void InstanceCore::abort(std::span<const RequestId> ids) {
   bool any = false;
-  for (RequestId id : ids) any |= scheduler_->abort(id);
+  for (RequestId id : ids) {
+    // Still waiting for its KV: it never reached the scheduler.
+    for (auto it = remote_waiting_.begin(); it != remote_waiting_.end(); ++it) {
+      if (it->request.id == id) {
+        remote_waiting_.erase(it);
+        emit_final(id, "abort", nullptr, "");
+        break;
+      }
+    }
+    if (held_.erase(id)) {
+      (void)scheduler_->release_held(id);
+      continue;
+    }
+    any |= scheduler_->abort(id);
+  }
   if (!any) return;
   for (const auto& f : scheduler_->on_step_done({})) emit_final(f.id, "abort", &f, "");
 }
 
 void InstanceCore::abort_all() {
   std::vector<RequestId> ids;
-  ids.reserve(tracked_.size());
+  ids.reserve(tracked_.size() + held_.size());
   for (const auto& [id, t] : tracked_) ids.push_back(id);
+  for (const auto& [id, h] : held_) ids.push_back(id);
   abort(ids);
   // Requests the scheduler no longer knows (none expected) still get their final event.
   for (RequestId id : ids) emit_final(id, "abort", nullptr, "");
 }
 
+StatusOr<std::vector<uint8_t>> InstanceCore::export_held(RequestId id, const Executor& executor) const {
+  auto it = held_.find(id);
+  if (it == held_.end()) return not_found_error("no KV held for request {}", id.value);
+  return executor.export_kv(it->second.blocks, 0, it->second.num_tokens);
+}
+
+Status InstanceCore::release_held(RequestId id) {
+  if (!held_.erase(id)) return not_found_error("no KV held for request {}", id.value);
+  return scheduler_->release_held(id);
+}
+
+void InstanceCore::add_prefilled_request(GenerationRequest request, std::vector<int32_t> output_tokens,
+                                         std::vector<uint8_t> kv, EventSink sink, TimePoint arrival) {
+  const RequestId id = request.id;
+  const int32_t prompt_tokens = static_cast<int32_t>(request.prompt.size());
+  if (tracked_.count(id)) {
+    TokenEvent ev;
+    ev.id = id;
+    ev.finished = true;
+    ev.finish_reason = "error";
+    ev.error = "a request with this id is already running";
+    ev.prompt_tokens = prompt_tokens;
+    sink(ev);
+    return;
+  }
+  tracked_[id] = Tracked{std::move(sink), arrival, {}, false, prompt_tokens};
+  remote_waiting_.push_back(RemoteWaiting{std::move(request), std::move(output_tokens), std::move(kv), arrival});
+}
+
+void InstanceCore::admit_remote(Executor& executor) {
+  while (!remote_waiting_.empty()) {
+    RemoteWaiting& w = remote_waiting_.front();
+    const RequestId id = w.request.id;
+    policy::RequestSpec spec;
+    spec.id = id;
+    spec.prompt = w.request.prompt;
+    spec.sampling = w.request.sampling;
+    spec.priority = w.request.priority;
+    spec.arrival = w.arrival;
+    spec.seed = spec.sampling.has_seed ? spec.sampling.seed : seed_rng_();
+    StatusOr<std::vector<BlockId>> table = scheduler_->add_computed_request(std::move(spec), w.output_tokens);
+    if (!table.ok() && table.status().code() == StatusCode::kResourceExhausted) return;  // wait for free blocks, in order
+    if (!table.ok()) {
+      const std::string msg = table.status().message();
+      remote_waiting_.pop_front();
+      emit_final(id, "error", nullptr, msg);
+      continue;
+    }
+    StatusOr<int32_t> loaded = executor.import_kv(w.kv, *table);
+    const int32_t prompt_len = static_cast<int32_t>(w.request.prompt.size());
+    remote_waiting_.pop_front();
+    if (!loaded.ok() || *loaded != prompt_len + static_cast<int32_t>(w.output_tokens.size()) - 1) {
+      const std::string msg = loaded.ok() ? fmt::format("the transferred KV holds {} tokens, {} expected", *loaded,
+                                                        prompt_len + static_cast<int32_t>(w.output_tokens.size()) - 1)
+                                          : "loading the transferred KV failed: " + loaded.status().message();
+      scheduler_->abort(id);
+      for (const auto& f : scheduler_->on_step_done({})) {
+        if (f.id != id) emit_final(f.id, "abort", &f, "");
+      }
+      emit_final(id, "error", nullptr, msg);
+      continue;
+    }
+  }
+}
+
 StepReport InstanceCore::step(TimePoint now, Executor& executor) {
   StepReport report;
+  admit_remote(executor);
   if (!scheduler_->has_unfinished()) return report;
   StepPlan plan = scheduler_->schedule(now);
   if (plan.empty()) return report;  // nothing fits right now (e.g. every block held)
@@ -171,6 +255,9 @@ StepReport InstanceCore::step(TimePoint now, Executor& executor) {
     ++report.generated_tokens;
   }
   for (const auto& f : finished) {
+    if (f.reason == policy::FinishReason::kPrefillDone && !f.held_blocks.empty()) {
+      held_[f.id] = Held{f.held_blocks, f.num_prompt_tokens};
+    }
     const std::string reason(policy::finish_reason_name(f.reason));
     emit_final(f.id, out.ok() ? reason : "error", &f, out.ok() ? "" : out.status().message());
   }
@@ -180,7 +267,7 @@ StepReport InstanceCore::step(TimePoint now, Executor& executor) {
 }
 
 void InstanceCore::fill_status(InstanceStatus& status) const {
-  status.num_waiting = scheduler_->num_waiting();
+  status.num_waiting = scheduler_->num_waiting() + static_cast<int32_t>(remote_waiting_.size());
   status.num_running = scheduler_->num_running();
   status.num_swapped = scheduler_->num_swapped();
   status.kv_usage = scheduler_->kv_usage();

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <deque>
 #include <random>
 #include <span>
 #include <string>
@@ -35,7 +36,10 @@
 namespace ecoserve::instance {
 
 struct InstanceCoreOptions {
-  std::string policy = "chunked";  // "prefill-first" | "chunked" (policy::make_instance_policy)
+  // "prefill-first" | "chunked" | "prefill-only" | "decode-only" (policy::make_instance_policy).
+  // With "prefill-only" a request ends after its first token with the final event
+  // "prefill_done" and its blocks held for export_held() (disaggregated prefill).
+  std::string policy = "chunked";
   int32_t max_num_seqs = 64;
   int32_t max_num_batched_tokens = 512;
   int32_t chunk_size = 512;
@@ -78,11 +82,29 @@ class InstanceCore {
   // Every request finishes with "abort" (stopping).
   void abort_all();
 
-  // One iteration: plan with the policy at `now`, run the plan on `executor`,
-  // emit token and final events.
+  // One iteration: admit the prefilled requests whose blocks are free, plan with
+  // the policy at `now`, run the plan on `executor`, emit token and final events.
   StepReport step(TimePoint now, Executor& executor);
 
-  bool has_unfinished() const { return scheduler_->has_unfinished(); }
+  // --- KV transfer (disaggregated prefill, FuDG) ---
+  // Sending side: the KV of a request that ended with "prefill_done" (its prompt's
+  // positions), while its blocks are held. NOT_FOUND when nothing is held for it.
+  StatusOr<std::vector<uint8_t>> export_held(RequestId id, const Executor& executor) const;
+  // Frees the held blocks once the transfer is complete (or abandoned).
+  Status release_held(RequestId id);
+  int32_t num_held() const { return static_cast<int32_t>(held_.size()); }
+  // Receiving side: a request whose prompt was prefilled elsewhere. `output_tokens`
+  // are the tokens already sampled there (at least the first, already emitted to
+  // the client), `kv` the exported prompt KV. The request waits in the state
+  // "waiting for remote KV" until its blocks are free, is then loaded into its
+  // reserved blocks (by step(), on this thread) and decodes from there; its sink
+  // sees the tokens after output_tokens. A blob that cannot be imported ends the
+  // request with an "error" final event; so does a request that can never fit.
+  void add_prefilled_request(GenerationRequest request, std::vector<int32_t> output_tokens, std::vector<uint8_t> kv,
+                             EventSink sink, TimePoint arrival);
+  int32_t num_waiting_for_kv() const { return static_cast<int32_t>(remote_waiting_.size()); }
+
+  bool has_unfinished() const { return scheduler_->has_unfinished() || !remote_waiting_.empty(); }
   int32_t num_tracked() const { return static_cast<int32_t>(tracked_.size()); }
   const policy::Scheduler& scheduler() const { return *scheduler_; }
   int32_t max_context() const { return max_context_; }
@@ -99,13 +121,27 @@ class InstanceCore {
     int32_t prompt_tokens = 0;
   };
 
+  struct Held {
+    std::vector<BlockId> blocks;
+    int32_t num_tokens = 0;  // computed positions (the prompt)
+  };
+  struct RemoteWaiting {
+    GenerationRequest request;
+    std::vector<int32_t> output_tokens;
+    std::vector<uint8_t> kv;
+    TimePoint arrival;
+  };
+
   InstanceCore(std::unique_ptr<policy::Scheduler> scheduler, const InstanceCoreOptions& options, int32_t max_context);
+  void admit_remote(Executor& executor);
   void emit_final(RequestId id, const std::string& reason, const policy::FinishedInfo* info, const std::string& error);
 
   std::unique_ptr<policy::Scheduler> scheduler_;
   InstanceCoreOptions options_;
   int32_t max_context_ = 0;
   std::unordered_map<RequestId, Tracked> tracked_;
+  std::unordered_map<RequestId, Held> held_;
+  std::deque<RemoteWaiting> remote_waiting_;  // FIFO: waiting for blocks to load their KV into
   std::mt19937_64 seed_rng_;
   std::vector<policy::SampledToken> sampled_;  // step() scratch
   int64_t prompt_tokens_total_ = 0;

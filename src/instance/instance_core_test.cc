@@ -225,7 +225,7 @@ TEST(InstanceCoreTest, ValidateAndRejectedRequests) {
 TEST(InstanceCoreTest, UnknownPolicyOrPreemptionModeIsRejected) {
   FakeExecutor exec(4, 8, 40);
   InstanceCoreOptions o = options("fastest");
-  EXPECT_EQ(InstanceCore::create(o, exec).status().message(), "instance: unknown policy 'fastest' (prefill-first, chunked)");
+  EXPECT_EQ(InstanceCore::create(o, exec).status().message(), "instance: unknown policy 'fastest' (prefill-first, chunked, prefill-only, decode-only)");
   o = options();
   o.preemption_mode = "drop";
   EXPECT_EQ(InstanceCore::create(o, exec).status().code(), StatusCode::kInvalidArgument);
@@ -252,6 +252,107 @@ TEST(InstanceCoreTest, PreemptionKeepsOutputsExact) {
     }
     EXPECT_GT((*core)->scheduler().num_preemptions(), 0) << mode;
   }
+}
+
+}  // namespace
+}  // namespace ecoserve::instance
+
+namespace ecoserve::instance {
+namespace {
+
+// Disaggregated prefill between two cores: the prefill core ends the request
+// after its first token ("prefill_done") holding its blocks; the KV moves as a
+// blob into blocks the decode core reserves; decoding continues there with the
+// same tokens a single core produces, and every KV slot the decode core reads
+// holds the right token (FakeExecutor checks each step).
+TEST(InstanceCoreTest, PrefillOnOneCoreDecodeOnAnother) {
+  FakeExecutor pexec(4, 32, 128), dexec(4, 32, 128);
+  InstanceCoreOptions po = options("prefill-only");
+  auto prefill = InstanceCore::create(po, pexec);
+  auto decode = InstanceCore::create(options("chunked"), dexec);
+  ASSERT_TRUE(prefill.ok() && decode.ok()) << prefill.status().to_string();
+  // Different block layouts on the two sides: fill some of the decode core's blocks first.
+  Events ev;
+  (*decode)->add_request(request(9, 10, 2), ev.sink(), at_ms(0));
+  (*decode)->step(at_ms(0), dexec);
+  (*prefill)->add_request(request(1, 11, 6), ev.sink(), at_ms(0));
+  (*prefill)->step(at_ms(1), pexec);
+  ASSERT_EQ(ev.by_id.at(1).size(), 2u);
+  EXPECT_EQ(ev.by_id.at(1)[0].token, FakeExecutor::default_token(RequestId(1), 0));
+  EXPECT_EQ(ev.final_event(1).finish_reason, "prefill_done");
+  EXPECT_EQ((*prefill)->num_held(), 1);
+  InstanceStatus ps;
+  (*prefill)->fill_status(ps);
+  EXPECT_GT(ps.kv_usage, 0.0);  // the held blocks
+
+  auto blob = (*prefill)->export_held(RequestId(1), pexec);
+  ASSERT_TRUE(blob.ok()) << blob.status().to_string();
+  ASSERT_TRUE((*prefill)->release_held(RequestId(1)).ok());
+  EXPECT_EQ((*prefill)->release_held(RequestId(1)).code(), StatusCode::kNotFound);
+  (*prefill)->fill_status(ps);
+  EXPECT_EQ(ps.kv_usage, 0.0);
+
+  Events dev;
+  (*decode)->add_prefilled_request(request(1, 11, 6), {ev.by_id.at(1)[0].token}, std::move(*blob), dev.sink(),
+                                   at_ms(2));
+  EXPECT_EQ((*decode)->num_waiting_for_kv(), 1);
+  for (int64_t t = 3; (*decode)->has_unfinished(); ++t) (*decode)->step(at_ms(t), dexec);
+  EXPECT_EQ(dexec.kv_mismatches, 0);
+  std::vector<int32_t> rest;
+  for (int32_t k = 1; k < 6; ++k) rest.push_back(FakeExecutor::default_token(RequestId(1), k));
+  EXPECT_EQ(dev.tokens(1), rest);
+  EXPECT_EQ(dev.final_event(1).finish_reason, "length");
+  EXPECT_EQ(ev.final_event(9).finish_reason, "length");
+}
+
+TEST(InstanceCoreTest, PrefilledRequestsWaitForBlocksAndBadKvIsAnError) {
+  FakeExecutor pexec(4, 32, 128), dexec(4, 6, 128);  // the decode side has 6 blocks of 4
+  auto prefill = InstanceCore::create(options("prefill-only"), pexec);
+  auto decode = InstanceCore::create(options("chunked"), dexec);
+  ASSERT_TRUE(prefill.ok() && decode.ok());
+  Events ev;
+  // A local request takes 4 of the decode side's blocks (14 tokens + room to grow).
+  (*decode)->add_request(request(5, 14, 2), ev.sink(), at_ms(0));
+  (*decode)->step(at_ms(0), dexec);
+  (*prefill)->add_request(request(1, 11, 3), ev.sink(), at_ms(0));
+  (*prefill)->step(at_ms(1), pexec);
+  auto blob = (*prefill)->export_held(RequestId(1), pexec);
+  ASSERT_TRUE(blob.ok());
+  Events dev;
+  (*decode)->add_prefilled_request(request(1, 11, 3), {ev.by_id.at(1)[0].token}, *blob, dev.sink(), at_ms(2));
+  (*decode)->step(at_ms(2), dexec);
+  EXPECT_EQ((*decode)->num_waiting_for_kv(), 1);  // 3 blocks needed, 2 free: waits
+  for (int64_t t = 3; (*decode)->has_unfinished(); ++t) (*decode)->step(at_ms(t), dexec);
+  EXPECT_EQ(dev.tokens(1).size(), 2u);  // loaded once request 5 finished
+  EXPECT_EQ(dexec.kv_mismatches, 0);
+
+  // An import the executor refuses ends the request with an error and frees its blocks.
+  dexec.fail_import = "KV was exported by another model";
+  (*decode)->add_prefilled_request(request(2, 11, 3), {1500}, *blob, dev.sink(), at_ms(50));
+  (*decode)->step(at_ms(50), dexec);
+  EXPECT_EQ(dev.final_event(2).finish_reason, "error");
+  EXPECT_EQ(dev.final_event(2).error, "loading the transferred KV failed: KV was exported by another model");
+  InstanceStatus ds;
+  (*decode)->fill_status(ds);
+  EXPECT_EQ(ds.kv_usage, 0.0);
+  // Aborting a request still waiting for its KV ends it at once.
+  dexec.fail_import.clear();
+  (*decode)->add_request(request(6, 20, 8), ev.sink(), at_ms(60));
+  (*decode)->step(at_ms(60), dexec);
+  (*decode)->add_prefilled_request(request(3, 11, 3), {1500}, *blob, dev.sink(), at_ms(61));
+  (*decode)->step(at_ms(61), dexec);
+  ASSERT_EQ((*decode)->num_waiting_for_kv(), 1);
+  const RequestId ids[] = {RequestId(3)};
+  (*decode)->abort(ids);
+  EXPECT_EQ(dev.final_event(3).finish_reason, "abort");
+  EXPECT_EQ((*decode)->num_waiting_for_kv(), 0);
+  // Aborting a held request on the prefill side frees its blocks.
+  const RequestId held[] = {RequestId(1)};
+  (*prefill)->abort(held);
+  EXPECT_EQ((*prefill)->num_held(), 0);
+  InstanceStatus ps;
+  (*prefill)->fill_status(ps);
+  EXPECT_EQ(ps.kv_usage, 0.0);
 }
 
 }  // namespace

@@ -33,6 +33,13 @@ class TimedExecutor final : public Executor {
   int32_t num_kv_blocks() const override { return inner_.num_kv_blocks(); }
   int32_t num_host_blocks() const override { return inner_.num_host_blocks(); }
   int32_t max_context() const override { return inner_.max_context(); }
+  StatusOr<std::vector<uint8_t>> export_kv(std::span<const BlockId> blocks, int32_t begin,
+                                           int32_t end_token) const override {
+    return inner_.export_kv(blocks, begin, end_token);
+  }
+  StatusOr<int32_t> import_kv(std::span<const uint8_t> blob, std::span<const BlockId> blocks) override {
+    return inner_.import_kv(blob, blocks);
+  }
   TimePoint start{}, end{};
 
  private:
@@ -65,6 +72,7 @@ struct InstanceLoop::Impl {
   std::condition_variable cv;
   std::deque<Incoming> incoming;
   std::vector<RequestId> cancels;
+  std::deque<InstanceLoop::CoreTask> tasks;
   bool stopping = false;
   bool draining = false;
   int32_t queued = 0;  // incoming + the scheduler's waiting (under mu)
@@ -127,6 +135,14 @@ void InstanceLoop::stop() {
     left.swap(impl_->incoming);
     impl_->snapshot.running = false;
   }
+  // Tasks the thread never ran: run them here (the thread is gone; the core is ours).
+  std::deque<CoreTask> tasks;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    tasks.swap(impl_->tasks);
+  }
+  for (auto& t : tasks) t(*impl_->core, *impl_->executor);
+  if (!tasks.empty()) impl_->core->abort_all();
   for (auto& in : left) {
     TokenEvent ev;
     ev.id = in.request.id;
@@ -161,6 +177,29 @@ void InstanceLoop::cancel(RequestId id) {
   impl_->cv.notify_one();
 }
 
+void InstanceLoop::post(CoreTask task) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->tasks.push_back(std::move(task));
+  }
+  impl_->cv.notify_one();
+}
+
+Status InstanceLoop::submit_prefilled(GenerationRequest request, std::vector<int32_t> output_tokens,
+                                      std::vector<uint8_t> kv, EventSink sink) {
+  if (!sink) return invalid_argument_error("no event sink");
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->stopping) return unavailable_error("the instance is stopping");
+  }
+  const TimePoint arrival = impl_->clock->now();
+  post([request = std::move(request), output_tokens = std::move(output_tokens), kv = std::move(kv),
+        sink = std::move(sink), arrival](InstanceCore& core, Executor&) mutable {
+    core.add_prefilled_request(std::move(request), std::move(output_tokens), std::move(kv), std::move(sink), arrival);
+  });
+  return ok_status();
+}
+
 InstanceStatus InstanceLoop::status() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->snapshot;
@@ -184,15 +223,18 @@ void InstanceLoop::Impl::run() {
   while (true) {
     std::deque<Incoming> batch;
     std::vector<RequestId> to_cancel;
+    std::deque<InstanceLoop::CoreTask> to_run;
     {
       std::unique_lock<std::mutex> lock(mu);
-      if (!stopping && incoming.empty() && cancels.empty() && !core->has_unfinished()) {
+      if (!stopping && incoming.empty() && cancels.empty() && tasks.empty() && !core->has_unfinished()) {
         cv.wait_for(lock, options.idle_heartbeat);
       }
       if (stopping) break;
       batch.swap(incoming);
       to_cancel.swap(cancels);
+      to_run.swap(tasks);
     }
+    for (auto& t : to_run) t(*core, *executor);
     for (auto& in : batch) core->add_request(std::move(in.request), std::move(in.sink), in.arrival);
     if (!to_cancel.empty()) core->abort(to_cancel);
     if (!core->has_unfinished()) {

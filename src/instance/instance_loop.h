@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,6 +62,17 @@ class InstanceLoop {
   Status submit(GenerationRequest request, EventSink sink);
   // The request finishes with "abort" at the next step and its blocks are freed.
   void cancel(RequestId id);
+
+  // Runs `task` on the loop thread between steps, with the core and the executor
+  // (KV export/import for disaggregation, later migration stages). Tasks run in
+  // order; tasks still queued when the loop stops run on the stopping thread, so
+  // every task runs exactly once. Tasks must not block.
+  using CoreTask = std::function<void(InstanceCore&, Executor&)>;
+  void post(CoreTask task);
+  // Continues a request prefilled on another instance (InstanceCore::add_prefilled_request).
+  // UNAVAILABLE when stopped.
+  Status submit_prefilled(GenerationRequest request, std::vector<int32_t> output_tokens, std::vector<uint8_t> kv,
+                          EventSink sink);
 
   InstanceStatus status() const;
   int32_t max_context() const;

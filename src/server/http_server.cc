@@ -585,7 +585,12 @@ class Session : public std::enable_shared_from_this<Session> {
                          {{"routed", c.routed},
                           {"rejected", c.rejected},
                           {"route_seconds_total", c.route_seconds_total},
-                          {"unhealthy_instances", c.unhealthy_instances}}}});
+                          {"unhealthy_instances", c.unhealthy_instances},
+                          {"kv_transfers", c.kv_transfers},
+                          {"kv_transfer_bytes", c.kv_transfer_bytes},
+                          {"kv_transfer_seconds", c.kv_transfer_seconds},
+                          {"kv_transfer_failures", c.kv_transfer_failures},
+                          {"local_prefills", c.local_prefills}}}});
   }
 
   void handle_models() {

@@ -53,6 +53,7 @@ const Backend kBackends[] = {
     {"nodg_round_robin", {"--instances", "2", "--threads-per-instance", "1", "--router", "round-robin"}},
     {"nodg_least_loaded", {"--instances", "2", "--threads-per-instance", "1", "--router", "least-loaded"}},
     {"nodg_cache_aware", {"--instances", "2", "--threads-per-instance", "1", "--router", "cache-aware"}},
+    {"fudg_1p1d", {"--instances", "2", "--threads-per-instance", "1", "--strategy", "fudg", "--prefill-instances", "1"}},
 };
 
 void PrintTo(const Backend& b, std::ostream* os) { *os << b.name; }

@@ -222,6 +222,19 @@ std::string ServerMetrics::render(const instance::InstanceStatus& st, std::span<
                   cluster.route_seconds_total);
     render_scalar(out, "ecoserve:router_unhealthy_instances", "gauge", "Unhealthy instances at the last decision.",
                   labels_, static_cast<double>(cluster.unhealthy_instances));
+    render_scalar(out, "ecoserve:kv_transfers_total", "counter",
+                  "Prompt KV caches moved from a prefill to a decode instance (fudg).", labels_,
+                  static_cast<double>(cluster.kv_transfers));
+    render_scalar(out, "ecoserve:kv_transfer_bytes_total", "counter", "Bytes of KV cache moved (fudg).", labels_,
+                  static_cast<double>(cluster.kv_transfer_bytes));
+    render_scalar(out, "ecoserve:kv_transfer_seconds_total", "counter",
+                  "Time from the end of a prefill to its KV handed to the decode instance (fudg).", labels_,
+                  cluster.kv_transfer_seconds);
+    render_scalar(out, "ecoserve:kv_transfer_failures_total", "counter", "KV transfers that failed (fudg).", labels_,
+                  static_cast<double>(cluster.kv_transfer_failures));
+    render_scalar(out, "ecoserve:local_prefills_total", "counter",
+                  "Prompts prefilled on their decode instance (fudg, conditional disaggregation).", labels_,
+                  static_cast<double>(cluster.local_prefills));
   }
   std::lock_guard lock(mu_);
   ttft_.render(out, "ecoserve:time_to_first_token_seconds", "Histogram of time to first token in seconds.", labels_);
