@@ -41,6 +41,7 @@ struct ClusterStats {
   double kv_transfer_seconds = 0.0;  // from "prefill_done" to the blob handed to the decode instance
   int64_t kv_transfer_failures = 0;
   int64_t local_prefills = 0;        // fudg: prompts prefilled on their decode instance (conditional)
+  int64_t retries = 0;               // requests sent to another instance before their first token
 };
 
 class GenerationBackend {

@@ -35,6 +35,8 @@ class InstanceBackend final : public GenerationBackend {
   void take_prefilled_kv(RequestId id, std::function<void(StatusOr<std::vector<uint8_t>>)> done) override;
   Status submit_prefilled(instance::GenerationRequest request, std::vector<int32_t> output_tokens,
                           std::vector<uint8_t> kv, instance::EventSink sink) override;
+  // Test hook (InstanceLoop::freeze_for_testing): a hung engine behind a live process.
+  void freeze_for_testing(Duration d) { loop_->freeze_for_testing(d); }
   // "mixed", or "prefill" with the prefill-only policy.
   void set_role(std::string role) { role_ = std::move(role); }
 

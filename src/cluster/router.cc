@@ -1,6 +1,7 @@
 #include "cluster/router.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "kv/prefix_cache.h"
 
@@ -58,6 +59,7 @@ Router::~Router() { stop(); }
 
 void Router::start() {
   for (Member& m : members_) m.backend->start();
+  if (options_.watchdog_interval.count() > 0 && !watchdog_.joinable()) watchdog_ = std::thread([this] { watchdog(); });
 }
 
 bool Router::healthy(const instance::InstanceStatus& s, TimePoint now) const {
@@ -108,6 +110,27 @@ Status Router::submit(instance::GenerationRequest request, instance::EventSink s
         "for the completion). Please reduce the prompt or max_tokens.",
         max_context_, need, request.prompt.size(), request.sampling.max_tokens);
   }
+  const RequestId id = request.id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (draining_ || stopping_) return unavailable_error("the server is shutting down");
+    if (in_flight_.count(id)) return already_exists_error("request {} is already running", id.value);
+    InFlight f;
+    f.prompt_tokens = static_cast<int32_t>(request.prompt.size());
+    f.request = std::make_shared<instance::GenerationRequest>(std::move(request));
+    f.sink = std::make_shared<instance::EventSink>(std::move(sink));
+    f.routed = false;
+    in_flight_.emplace(id, std::move(f));
+  }
+  Status s = dispatch(id, std::nullopt);
+  if (!s.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_flight_.erase(id);
+  }
+  return s;
+}
+
+Status Router::dispatch(RequestId id, std::optional<size_t> exclude) {
   // Snapshots are read outside the lock (each takes its instance's own lock).
   std::vector<instance::InstanceStatus> snaps;
   snaps.reserve(members_.size());
@@ -115,9 +138,13 @@ Status Router::submit(instance::GenerationRequest request, instance::EventSink s
   const TimePoint now = clock_->now();
 
   std::unique_lock<std::mutex> lock(mu_);
-  if (draining_) return unavailable_error("the server is shutting down");
+  auto it = in_flight_.find(id);
+  if (it == in_flight_.end()) return not_found_error("request {} is gone", id.value);
+  InFlight& f = it->second;
+  instance::GenerationRequest& request = *f.request;
   const TimePoint t0 = clock_->now();
   const int32_t unhealthy = build_view(snaps, now);
+  if (exclude) view_.instances[*exclude].healthy = false;
   hashes_.clear();
   kv::PrefixCache::extend_hashes(request.prompt, block_size_, &hashes_);
   policy::RouteRequest rr;
@@ -137,64 +164,59 @@ Status Router::submit(instance::GenerationRequest request, instance::EventSink s
   stats_.unhealthy_instances = unhealthy;
   if (!target) {
     ++stats_.rejected;
-    return unavailable_error("no healthy instance can take the request ({} of {} unhealthy)", unhealthy,
-                             members_.size());
+    return unavailable_error("no healthy instance can take the request ({} of {} unhealthy)",
+                             unhealthy + (exclude ? 1 : 0), members_.size());
   }
   const size_t idx = static_cast<size_t>(target->value);
-  const RequestId id = request.id;
-  InFlight f;
   f.member = idx;
-  f.prompt_tokens = rr.prompt_len;
-  instance::EventSink wrapped;
-  if (pd && pd->remote_prefill) {
+  f.generated = 0;
+  f.output_tokens.clear();
+  f.in_decode = false;
+  f.remote = pd && pd->remote_prefill;
+  f.routed = true;
+  const uint64_t epoch = ++f.epoch;
+  if (f.remote) {
     // The decode side must sample exactly as one instance would: fix the seed here.
     if (!request.sampling.has_seed) {
       seed_state_ = seed_state_ * 6364136223846793005ull + 1442695040888963407ull;
       request.sampling.seed = seed_state_ >> 1;
       request.sampling.has_seed = true;
     }
-    f.remote = true;
     f.decode_member = static_cast<size_t>(pd->decode.value);
-    f.request = std::make_shared<instance::GenerationRequest>(request);
-    f.sink = std::make_shared<instance::EventSink>(std::move(sink));
-    wrapped = [this, client = f.sink](const instance::TokenEvent& ev) {
-      if (ev.finished && ev.finish_reason == "prefill_done") {
-        on_prefill_done(ev.id);  // not the client's end: the request moves on
-        return;
-      }
-      on_event(ev);
-      (*client)(ev);
-    };
-  } else {
-    if (pd) ++stats_.local_prefills;
-    wrapped = [this, sink = std::move(sink)](const instance::TokenEvent& ev) {
-      on_event(ev);
-      sink(ev);
-    };
+  } else if (pd) {
+    ++stats_.local_prefills;
   }
+  const bool remote = f.remote;
+  instance::EventSink wrapped = [this, id, epoch, remote, client = f.sink](const instance::TokenEvent& ev) {
+    if (remote && ev.finished && ev.finish_reason == "prefill_done") {
+      on_prefill_done(id, epoch);  // not the client's end: the request moves on
+      return;
+    }
+    deliver(id, epoch, ev, *client);
+  };
   account(f, +1);
-  in_flight_[id] = std::move(f);
   ++stats_.routed;
+  instance::GenerationRequest copy = request;
   lock.unlock();
 
   // The instance calls the wrapper on its thread.
-  Status s = members_[idx].backend->submit(std::move(request), std::move(wrapped));
+  Status s = members_[idx].backend->submit(std::move(copy), std::move(wrapped));
   if (!s.ok()) {
     std::lock_guard<std::mutex> relock(mu_);
-    auto it = in_flight_.find(id);
-    if (it != in_flight_.end()) {
-      account(it->second, -1);
-      in_flight_.erase(it);
+    auto again = in_flight_.find(id);
+    if (again != in_flight_.end() && again->second.epoch == epoch) {
+      account(again->second, -1);
+      again->second.routed = false;
     }
     --stats_.routed;
   }
   return s;
 }
 
-void Router::on_event(const instance::TokenEvent& ev) {
+Router::Delivery Router::on_event(RequestId id, uint64_t epoch, const instance::TokenEvent& ev) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = in_flight_.find(ev.id);
-  if (it == in_flight_.end()) return;
+  auto it = in_flight_.find(id);
+  if (it == in_flight_.end() || it->second.epoch != epoch) return Delivery::kDrop;  // a superseded attempt
   InFlight& f = it->second;
   if (ev.token >= 0) {
     account(f, -1);
@@ -202,24 +224,108 @@ void Router::on_event(const instance::TokenEvent& ev) {
     if (f.remote && !f.in_decode) f.output_tokens.push_back(ev.token);
     account(f, +1);
   }
-  if (ev.finished) {
+  if (!ev.finished) return Delivery::kForward;
+  // An instance failed the request before its first token: once, try another.
+  if (ev.finish_reason == "error" && f.generated == 0 && !f.retried && !f.cancelled && !stopping_ &&
+      options_.retry_before_first_token && members_.size() > 1) {
+    f.retried = true;
     account(f, -1);
-    in_flight_.erase(it);
+    f.routed = false;
+    return Delivery::kRetry;
+  }
+  account(f, -1);
+  in_flight_.erase(it);
+  return Delivery::kForward;
+}
+
+void Router::deliver(RequestId id, uint64_t epoch, const instance::TokenEvent& ev, const instance::EventSink& client) {
+  size_t failed = 0;
+  switch (on_event(id, epoch, ev)) {
+    case Delivery::kDrop:
+      return;
+    case Delivery::kForward:
+      client(ev);
+      return;
+    case Delivery::kRetry: {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = in_flight_.find(id);
+        if (it == in_flight_.end()) return;
+        failed = it->second.member;
+        ++stats_.retries;
+      }
+      Status s = dispatch(id, failed);
+      if (!s.ok()) fail(id, "error", ev.error + " (retrying on another instance failed: " + s.message() + ")");
+      return;
+    }
   }
 }
 
-void Router::on_prefill_done(RequestId id) {
+void Router::watchdog() {
+  std::unique_lock<std::mutex> lock(watchdog_mu_);
+  while (!watchdog_stop_) {
+    watchdog_cv_.wait_for(lock, std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.watchdog_interval));
+    if (watchdog_stop_) break;
+    lock.unlock();
+    check_instances();
+    lock.lock();
+  }
+}
+
+void Router::check_instances() {
+  std::vector<bool> sick(members_.size());
+  const TimePoint now = clock_->now();
+  bool any = false;
+  for (size_t i = 0; i < members_.size(); ++i) {
+    sick[i] = !healthy(members_[i].backend->status(), now);
+    any |= sick[i];
+  }
+  if (!any) return;
+  // Requests held by an instance that stopped beating: before their first token
+  // they go elsewhere (once); after it they fail fast. The old instance is told to
+  // cancel; anything it still sends belongs to a superseded attempt and is dropped.
+  std::vector<std::pair<RequestId, size_t>> retry, lost;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    for (auto& [id, f] : in_flight_) {
+      if (!f.routed || !sick[f.member]) continue;
+      if (f.generated == 0 && !f.retried && !f.cancelled && members_.size() > 1) {
+        f.retried = true;
+        account(f, -1);
+        f.routed = false;
+        ++f.epoch;
+        ++stats_.retries;
+        retry.emplace_back(id, f.member);
+      } else {
+        lost.emplace_back(id, f.member);
+      }
+    }
+  }
+  for (auto [id, member] : retry) {
+    members_[member].backend->cancel(id);
+    Status s = dispatch(id, member);
+    if (!s.ok()) fail(id, "error", "instance " + members_[member].name + " stopped responding, and retrying failed: " + s.message());
+  }
+  for (auto [id, member] : lost) {
+    members_[member].backend->cancel(id);
+    fail(id, "error", "instance " + members_[member].name +
+                          " stopped responding after the request's first tokens; not regenerated");
+  }
+}
+
+void Router::on_prefill_done(RequestId id, uint64_t epoch) {
   size_t prefill = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = in_flight_.find(id);
-    if (it == in_flight_.end()) return;
+    if (it == in_flight_.end() || it->second.epoch != epoch) return;
     it->second.prefill_done = clock_->now();
     prefill = it->second.member;
   }
   // Export runs as a task on the prefill instance's thread (never inside its step).
   members_[prefill].backend->take_prefilled_kv(
-      id, [this, id](StatusOr<std::vector<uint8_t>> blob) { on_kv_exported(id, std::move(blob)); });
+      id, [this, id, epoch](StatusOr<std::vector<uint8_t>> blob) { on_kv_exported(id, epoch, std::move(blob)); });
 }
 
 void Router::fail(RequestId id, const std::string& reason, const std::string& error) {
@@ -243,7 +349,7 @@ void Router::fail(RequestId id, const std::string& reason, const std::string& er
   if (sink) (*sink)(ev);
 }
 
-void Router::on_kv_exported(RequestId id, StatusOr<std::vector<uint8_t>> blob) {
+void Router::on_kv_exported(RequestId id, uint64_t epoch, StatusOr<std::vector<uint8_t>> blob) {
   std::shared_ptr<instance::GenerationRequest> request;
   std::shared_ptr<instance::EventSink> client;
   std::vector<int32_t> output_tokens;
@@ -252,7 +358,7 @@ void Router::on_kv_exported(RequestId id, StatusOr<std::vector<uint8_t>> blob) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = in_flight_.find(id);
-    if (it == in_flight_.end()) return;
+    if (it == in_flight_.end() || it->second.epoch != epoch) return;
     InFlight& f = it->second;
     if (f.cancelled || stopping_) {
       outcome = Outcome::kAbort;
@@ -278,10 +384,7 @@ void Router::on_kv_exported(RequestId id, StatusOr<std::vector<uint8_t>> blob) {
   if (outcome == Outcome::kError) {
     return fail(id, "error", "moving the KV cache to the decode instance failed: " + blob.status().message());
   }
-  auto wrapped = [this, client](const instance::TokenEvent& ev) {
-    on_event(ev);
-    (*client)(ev);
-  };
+  auto wrapped = [this, id, epoch, client](const instance::TokenEvent& ev) { deliver(id, epoch, ev, *client); };
   Status s = members_[decode].backend->submit_prefilled(*request, std::move(output_tokens), std::move(*blob),
                                                          std::move(wrapped));
   if (!s.ok()) {
@@ -302,6 +405,7 @@ void Router::cancel(RequestId id) {
     auto it = in_flight_.find(id);
     if (it == in_flight_.end()) return;
     it->second.cancelled = true;
+    if (!it->second.routed) return;  // between attempts: the retry sees `cancelled`
     idx = it->second.member;
   }
   members_[idx].backend->cancel(id);
@@ -385,14 +489,18 @@ void Router::stop() {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
+  {
+    std::lock_guard<std::mutex> lock(watchdog_mu_);
+    watchdog_stop_ = true;
+  }
+  watchdog_cv_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
   for (Member& m : members_) m.backend->stop();
   // Anything caught between the two (an export that found its instance stopped).
   std::vector<RequestId> left;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [id, f] : in_flight_) {
-      if (f.remote) left.push_back(id);
-    }
+    for (const auto& [id, f] : in_flight_) left.push_back(id);
   }
   for (RequestId id : left) fail(id, "abort", "");
 }

@@ -21,7 +21,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <condition_variable>
 #include <mutex>
+#include <optional>
+#include <thread>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -44,7 +47,13 @@ struct RouterOptions {
   policy::PdDispatchOptions dispatch;   // fudg: conditional disaggregation
   std::string router = "least-loaded";  // policy::make_router_policy: round-robin | least-loaded | cache-aware
   policy::RouterOptions policy;         // the routing policy's tuning
+  // An instance is unhealthy when its loop stopped or its heartbeat is older than this.
   Duration heartbeat_timeout = from_ms(5000);
+  // How often the watchdog looks for requests held by unhealthy instances (0 = never).
+  Duration watchdog_interval = from_ms(500);
+  // A request that fails (or whose instance stops beating) before its first token is
+  // sent once to another instance; after its first token it fails fast.
+  bool retry_before_first_token = true;
 };
 
 class Router final : public GenerationBackend {
@@ -77,7 +86,10 @@ class Router final : public GenerationBackend {
     int64_t waiting_tokens = 0, running_tokens = 0;
   };
   struct InFlight {
-    size_t member = 0;  // the instance that holds the request now
+    size_t member = 0;   // the instance that holds the request now
+    uint64_t epoch = 0;  // attempt number: events of superseded attempts are dropped
+    bool routed = false; // an attempt is running on `member`
+    bool retried = false;
     int32_t prompt_tokens = 0;
     int32_t generated = 0;
     // fudg, remote prefill: where it decodes, what to send there, and the client's sink.
@@ -94,13 +106,20 @@ class Router final : public GenerationBackend {
   Router(std::vector<Member> members, const RouterOptions& options, const Clock* clock,
          std::unique_ptr<policy::RouterPolicy> policy);
   bool healthy(const instance::InstanceStatus& s, TimePoint now) const;
-  void on_event(const instance::TokenEvent& ev);
+  enum class Delivery { kForward, kDrop, kRetry };
+  Delivery on_event(RequestId id, uint64_t epoch, const instance::TokenEvent& ev);
+  void deliver(RequestId id, uint64_t epoch, const instance::TokenEvent& ev, const instance::EventSink& client);
+  // Routes request `id` (tracked in in_flight_) and submits it; `exclude` is an
+  // instance it just failed on.
+  Status dispatch(RequestId id, std::optional<size_t> exclude);
+  void watchdog();
+  void check_instances();
   // Builds view_ from snapshots and the router's accounting (under mu_).
   int32_t build_view(const std::vector<instance::InstanceStatus>& snaps, TimePoint now);
   void account(const InFlight& f, int sign);  // adds (+1) or removes (-1) f's load from its member (under mu_)
   // fudg: the prefill instance finished request `id`'s prefill (on its thread).
-  void on_prefill_done(RequestId id);
-  void on_kv_exported(RequestId id, StatusOr<std::vector<uint8_t>> blob);
+  void on_prefill_done(RequestId id, uint64_t epoch);
+  void on_kv_exported(RequestId id, uint64_t epoch, StatusOr<std::vector<uint8_t>> blob);
   void fail(RequestId id, const std::string& reason, const std::string& error);
   bool fudg() const { return options_.strategy == "fudg"; }
 
@@ -121,6 +140,11 @@ class Router final : public GenerationBackend {
   bool draining_ = false;                           // under mu_
   bool stopping_ = false;                           // under mu_
   uint64_t seed_state_ = 0x9e3779b97f4a7c15ull;     // under mu_: seeds for requests without one (fudg)
+
+  std::thread watchdog_;
+  std::mutex watchdog_mu_;
+  std::condition_variable watchdog_cv_;
+  bool watchdog_stop_ = false;  // under watchdog_mu_
 };
 
 }  // namespace ecoserve::cluster

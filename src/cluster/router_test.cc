@@ -337,19 +337,25 @@ TEST_F(FudgTest, TokensEqualOneInstanceAndTheKvMoves) {
       EXPECT_EQ(st.kv_transfers, 4);
       EXPECT_GT(st.kv_transfer_bytes, 0);
       EXPECT_EQ(st.kv_transfer_failures, 0);
-      const auto reports = router->instances();
+      // The prefill instance ran only prefills (one token each), the decode instance
+      // the rest; nothing is left held or loaded. (Snapshots are published after each
+      // step's events: wait for the last one.)
+      std::vector<InstanceReport> reports;
+      for (int i = 0; i < 400; ++i) {
+        reports = router->instances();
+        if (reports[1].status.generation_tokens_total == 4 * 23 && reports[0].status.kv_usage == 0 &&
+            reports[1].status.kv_usage == 0) {
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
       ASSERT_EQ(reports.size(), 2u);
       EXPECT_EQ(reports[0].role, "prefill");
       EXPECT_EQ(reports[1].role, "decode");
-      // The prefill instance ran only prefills (one token each); the decode instance the rest.
       EXPECT_EQ(reports[0].status.generation_tokens_total, 4);
       EXPECT_EQ(reports[1].status.generation_tokens_total, 4 * 23);
-      // Nothing is left held or loaded once everything finished.
-      for (int i = 0; i < 200 && (router->instances()[0].status.kv_usage > 0 || router->instances()[1].status.kv_usage > 0); ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
-      EXPECT_EQ(router->instances()[0].status.kv_usage, 0.0);
-      EXPECT_EQ(router->instances()[1].status.kv_usage, 0.0);
+      EXPECT_EQ(reports[0].status.kv_usage, 0.0);
+      EXPECT_EQ(reports[1].status.kv_usage, 0.0);
       EXPECT_TRUE(router->idle());
       router->stop();
     }
@@ -420,6 +426,114 @@ TEST_F(FudgTest, CancelDuringEachPhaseEndsWithAbortAndFreesBlocks) {
   EXPECT_EQ(router->instances()[1].status.kv_usage, 0.0);
   EXPECT_TRUE(router->idle());
   router->stop();
+}
+
+}  // namespace
+}  // namespace ecoserve::cluster
+
+namespace ecoserve::cluster {
+namespace {
+
+TEST(RouterFailureTest, ErrorBeforeTheFirstTokenIsRetriedOnceElsewhere) {
+  ManualClock clock;
+  Fakes f = make(2, "round-robin", &clock);
+  std::vector<instance::TokenEvent> got;
+  auto sink = [&](const instance::TokenEvent& ev) { got.push_back(ev); };
+  ASSERT_TRUE(f.router->submit(request(1, 5), sink).ok());
+  ASSERT_EQ(f.fakes[0]->submitted.size(), 1u);
+  // Instance 0 fails it before any token: the client sees nothing, instance 1 gets it.
+  f.fakes[0]->emit(1, -1, "error");
+  EXPECT_TRUE(got.empty());
+  ASSERT_EQ(f.fakes[1]->submitted, (std::vector<RequestId>{RequestId(1)}));
+  f.fakes[1]->emit(1, 7);
+  f.fakes[1]->emit(1, 8, "length");
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].token, 7);
+  EXPECT_EQ(got[2].finish_reason, "length");
+  EXPECT_EQ(f.router->cluster_stats().retries, 1);
+  // A second failure before the first token is not retried again; one after a token is never.
+  ASSERT_TRUE(f.router->submit(request(2, 5), sink).ok());  // round-robin: instance 0
+  f.fakes[0]->emit(2, -1, "error");                          // retried on 1
+  f.fakes[1]->emit(2, -1, "error");                          // forwarded
+  EXPECT_EQ(got.back().finish_reason, "error");
+  ASSERT_TRUE(f.router->submit(request(3, 5), sink).ok());
+  const size_t n = got.size();
+  FakeBackend* holder = f.fakes[0]->submitted.back() == RequestId(3) ? f.fakes[0] : f.fakes[1];
+  holder->emit(3, 9);
+  holder->emit(3, -1, "error");
+  ASSERT_EQ(got.size(), n + 2);
+  EXPECT_EQ(got.back().finish_reason, "error");
+  EXPECT_EQ(f.router->cluster_stats().retries, 2);
+  EXPECT_TRUE(f.router->idle());
+}
+
+// A hung engine behind a live process: instance 0's loop is frozen (test hook).
+// The router notices the stale heartbeat, sends the requests it held (none had a
+// token yet) to instance 1, and routes nothing new to instance 0.
+TEST(RouterFailureTest, FrozenEngineIsDetectedAndItsRequestsMove) {
+  auto path = shared_data_path("models/tinystories-656k-q8_0.gguf");
+  if (!path) GTEST_SKIP() << missing_data_message("models/tinystories-656k-q8_0.gguf");
+  auto model = model::LlamaModel::load(*path);
+  ASSERT_TRUE(model.ok());
+  SteadyClock clock;
+  engine::EngineOptions eo;
+  eo.num_threads = 1;
+  eo.num_kv_blocks = 128;
+  std::vector<std::unique_ptr<GenerationBackend>> members;
+  std::vector<InstanceBackend*> raw;
+  for (int i = 0; i < 2; ++i) {
+    instance::InstanceOptions io;
+    io.idle_heartbeat = from_ms(20);
+    auto b = InstanceBackend::create(*model, eo, io, &clock);
+    ASSERT_TRUE(b.ok());
+    raw.push_back(b->get());
+    members.push_back(std::move(*b));
+  }
+  RouterOptions ro;
+  ro.router = "round-robin";
+  ro.heartbeat_timeout = from_ms(300);
+  ro.watchdog_interval = from_ms(50);
+  auto router = Router::create(std::move(members), ro, &clock);
+  ASSERT_TRUE(router.ok());
+  (*router)->start();
+  raw[0]->freeze_for_testing(from_ms(1500));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the freeze has begun
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<uint64_t, std::string> reason;
+  std::map<uint64_t, int> tokens;
+  for (uint64_t id = 1; id <= 4; ++id) {
+    instance::GenerationRequest r;
+    r.id = RequestId(id);
+    r.prompt = (*model)->tokenizer().encode("Once upon a time", true);
+    r.sampling.temperature = 0;
+    r.sampling.max_tokens = 8;
+    ASSERT_TRUE((*router)
+                    ->submit(std::move(r),
+                             [&](const instance::TokenEvent& ev) {
+                               std::lock_guard<std::mutex> lock(mu);
+                               if (ev.token >= 0) tokens[ev.id.value]++;
+                               if (ev.finished) reason[ev.id.value] = ev.finish_reason;
+                               cv.notify_all();
+                             })
+                    .ok());
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::milliseconds(1400), [&] { return reason.size() == 4; }))
+        << "requests on the frozen instance were not moved";
+  }
+  for (uint64_t id = 1; id <= 4; ++id) {
+    EXPECT_EQ(reason[id], "length") << id;
+    EXPECT_EQ(tokens[id], 8) << id;
+  }
+  const ClusterStats st = (*router)->cluster_stats();
+  EXPECT_EQ(st.retries, 2);  // round-robin put 1 and 3 on the frozen instance
+  const auto reports = (*router)->instances();
+  EXPECT_FALSE(reports[0].healthy);
+  EXPECT_TRUE(reports[1].healthy);
+  (*router)->stop();
 }
 
 }  // namespace

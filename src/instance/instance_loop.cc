@@ -200,6 +200,10 @@ Status InstanceLoop::submit_prefilled(GenerationRequest request, std::vector<int
   return ok_status();
 }
 
+void InstanceLoop::freeze_for_testing(Duration d) {
+  post([d](InstanceCore&, Executor&) { std::this_thread::sleep_for(d); });
+}
+
 InstanceStatus InstanceLoop::status() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->snapshot;

@@ -73,6 +73,9 @@ class InstanceLoop {
   // UNAVAILABLE when stopped.
   Status submit_prefilled(GenerationRequest request, std::vector<int32_t> output_tokens, std::vector<uint8_t> kv,
                           EventSink sink);
+  // Test hook: the loop thread blocks for `d` as a hung engine would (no steps, no
+  // heartbeat), while everything around it keeps answering.
+  void freeze_for_testing(Duration d);
 
   InstanceStatus status() const;
   int32_t max_context() const;
