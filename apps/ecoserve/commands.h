@@ -13,6 +13,7 @@ void add_generate_command(CLI::App& app, int& exit_code);  // cmd_generate.cc
 void add_profile_command(CLI::App& app, int& exit_code);   // cmd_profile.cc
 void add_serve_command(CLI::App& app, int& exit_code);     // cmd_serve.cc
 void add_bench_command(CLI::App& app, int& exit_code);     // cmd_bench.cc
+void add_timeline_command(CLI::App& app, int& exit_code);  // cmd_timeline.cc
 // `model tokenize` lives in cmd_model_tokenize.cc; cmd_model.cc calls this to add it.
 void add_model_tokenize_subcommand(CLI::App* model_cmd, int& exit_code);
 

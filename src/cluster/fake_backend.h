@@ -45,6 +45,7 @@ class FakeBackend final : public GenerationBackend {
     r.status = status();
     return {r};
   }
+  std::vector<InstanceTimeline> timeline(TimePoint) const override { return {}; }
   void begin_drain() override { draining = true; }
   bool idle() const override {
     std::lock_guard<std::mutex> lock(mu_);

@@ -44,6 +44,13 @@ struct ClusterStats {
   int64_t retries = 0;               // requests sent to another instance before their first token
 };
 
+// The recent steps of one instance.
+struct InstanceTimeline {
+  std::string name;
+  std::string role = "mixed";
+  std::vector<instance::StepRecord> steps;
+};
+
 class GenerationBackend {
  public:
   virtual ~GenerationBackend() = default;
@@ -67,6 +74,8 @@ class GenerationBackend {
   virtual instance::InstanceStatus status() const = 0;
   // Per instance, in a stable order.
   virtual std::vector<InstanceReport> instances() const = 0;
+  // Every instance's steps that started at or after `since`.
+  virtual std::vector<InstanceTimeline> timeline(TimePoint since) const = 0;
   // Routing counters (a single instance has none).
   virtual ClusterStats cluster_stats() const { return {}; }
 

@@ -29,6 +29,9 @@ class InstanceBackend final : public GenerationBackend {
   int32_t max_context() const override { return loop_->max_context(); }
   instance::InstanceStatus status() const override { return loop_->status(); }
   std::vector<InstanceReport> instances() const override;
+  std::vector<InstanceTimeline> timeline(TimePoint since) const override {
+    return {InstanceTimeline{"0", role_, loop_->timeline(since)}};
+  }
   void begin_drain() override { loop_->begin_drain(); }
   bool idle() const override { return loop_->idle(); }
   void stop() override { loop_->stop(); }

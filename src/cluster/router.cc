@@ -465,6 +465,19 @@ std::vector<InstanceReport> Router::instances() const {
   return out;
 }
 
+std::vector<InstanceTimeline> Router::timeline(TimePoint since) const {
+  std::vector<InstanceTimeline> out;
+  for (size_t i = 0; i < members_.size(); ++i) {
+    for (InstanceTimeline t : members_[i].backend->timeline(since)) {
+      t.name = members_[i].name;
+      if (roles_[i] == policy::InstanceRole::kPrefill) t.role = "prefill";
+      if (roles_[i] == policy::InstanceRole::kDecode) t.role = "decode";
+      out.push_back(std::move(t));
+    }
+  }
+  return out;
+}
+
 void Router::begin_drain() {
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -70,6 +70,7 @@ class Router final : public GenerationBackend {
   int32_t max_context() const override { return max_context_; }
   instance::InstanceStatus status() const override;
   std::vector<InstanceReport> instances() const override;
+  std::vector<InstanceTimeline> timeline(TimePoint since) const override;
   void begin_drain() override;
   bool idle() const override;
   void stop() override;

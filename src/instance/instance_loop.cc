@@ -1,5 +1,6 @@
 #include "instance/instance_loop.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -77,6 +78,7 @@ struct InstanceLoop::Impl {
   bool draining = false;
   int32_t queued = 0;  // incoming + the scheduler's waiting (under mu)
   InstanceStatus snapshot;
+  std::deque<StepRecord> steps;  // the timeline ring (under mu)
   std::thread thread;
   bool started = false;
 
@@ -209,6 +211,15 @@ InstanceStatus InstanceLoop::status() const {
   return impl_->snapshot;
 }
 
+std::vector<StepRecord> InstanceLoop::timeline(TimePoint since) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::vector<StepRecord> out;
+  for (const StepRecord& r : impl_->steps) {
+    if (r.start >= since) out.push_back(r);
+  }
+  return out;
+}
+
 int32_t InstanceLoop::max_context() const { return impl_->core->max_context(); }
 const InstanceOptions& InstanceLoop::options() const { return impl_->options; }
 
@@ -260,6 +271,15 @@ void InstanceLoop::Impl::run() {
       std::lock_guard<std::mutex> lock(mu);
       snapshot.steps++;
       snapshot.last_step_seconds = execute_seconds;
+      StepRecord rec;
+      rec.start = t0;
+      rec.seconds = to_seconds(timed.end - t0);
+      rec.num_prefill_seqs = report.num_prefill_seqs;
+      rec.num_decode_seqs = report.num_decode_seqs;
+      rec.num_prefill_tokens = report.prompt_tokens;
+      rec.num_decode_tokens = std::max<int64_t>(0, report.num_tokens - report.prompt_tokens);
+      steps.push_back(rec);
+      while (static_cast<int32_t>(steps.size()) > std::max(1, options.timeline_capacity)) steps.pop_front();
       ema(snapshot.mean_step_seconds, execute_seconds, snapshot.steps);
       ema(snapshot.mean_plan_seconds, plan_seconds, snapshot.steps);
     }

@@ -38,6 +38,7 @@ struct InstanceOptions {
   int32_t vocab_size = 0;                     // prompt ids must be below this (0 = unchecked)
   std::vector<int32_t> eog_token_ids;         // the model's end-of-generation tokens
   Duration idle_heartbeat = from_ms(200);     // how often an idle loop wakes to beat
+  int32_t timeline_capacity = 20000;          // steps kept for timeline() (a ring)
   StepObserver on_step;                       // called on the loop thread after every step (optional)
 
   InstanceCoreOptions core_options() const;
@@ -78,6 +79,8 @@ class InstanceLoop {
   void freeze_for_testing(Duration d);
 
   InstanceStatus status() const;
+  // The steps that started at or after `since`, oldest first (at most timeline_capacity).
+  std::vector<StepRecord> timeline(TimePoint since) const;
   int32_t max_context() const;
   const InstanceOptions& options() const;
 

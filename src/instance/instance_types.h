@@ -71,4 +71,14 @@ struct StepStats {
 };
 using StepObserver = std::function<void(const StepStats&)>;
 
+// One executed step, for timelines (GET /admin/timeline, `ecoserve timeline`).
+struct StepRecord {
+  TimePoint start;            // when planning began
+  double seconds = 0.0;       // plan + execute
+  int32_t num_prefill_seqs = 0;
+  int32_t num_decode_seqs = 0;
+  int64_t num_prefill_tokens = 0;  // prompt tokens computed
+  int64_t num_decode_tokens = 0;   // the rest of the step's tokens
+};
+
 }  // namespace ecoserve::instance

@@ -410,6 +410,42 @@ StatusOr<RunResult> BenchmarkRunner::run(std::span<const BenchRequest> requests,
   return result;
 }
 
+StatusOr<std::string> http_get(const ServerUrl& url, const std::string& target, const std::string& api_key,
+                               double timeout_s) {
+  asio::io_context ioc;
+  tcp::resolver resolver(ioc);
+  error_code ec;
+  auto endpoints = resolver.resolve(url.host, url.port, ec);
+  if (ec) return unavailable_error("cannot resolve '{}:{}': {}", url.host, url.port, ec.message());
+  beast::tcp_stream stream(ioc);
+  stream.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(timeout_s)));
+  stream.connect(endpoints, ec);
+  if (ec) return unavailable_error("cannot connect to {}: {}", url.to_string(), ec.message());
+  http::request<http::empty_body> req{http::verb::get, target, 11};
+  req.set(http::field::host, url.host + ":" + url.port);
+  req.set(http::field::user_agent, "ecoserve");
+  if (!api_key.empty()) req.set(http::field::authorization, "Bearer " + api_key);
+  http::write(stream, req, ec);
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(256u << 20);
+  if (!ec) http::read(stream, buffer, parser, ec);
+  if (ec) return unavailable_error("GET {}{}: {}", url.to_string(), target, ec.message());
+  const auto& res = parser.get();
+  if (int code = static_cast<int>(res.result_int()); code != 200) {
+    std::string what = fmt::format("GET {}{}: HTTP {} {}", url.to_string(), target, code,
+                                   std::string(http::obsolete_reason(res.result())));
+    auto parsed = parse_stream_data(res.body());
+    if (parsed.ok() && !parsed->error.empty()) what += ": " + parsed->error.substr(0, 300);
+    if (code == 401) return unauthenticated_error("{}", what);
+    if (code == 403) return permission_denied_error("{}", what);
+    if (code == 400 || code == 404) return invalid_argument_error("{}", what);
+    return unavailable_error("{}", what);
+  }
+  return res.body();
+}
+
 StatusOr<std::string> discover_model(const ServerUrl& url, const std::string& api_key, double timeout_s) {
   asio::io_context ioc;
   tcp::resolver resolver(ioc);

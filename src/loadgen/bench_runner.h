@@ -70,6 +70,11 @@ class BenchmarkRunner {
   const PromptBuilder& builder_;
 };
 
+// GET {url}{target} (with the API key, if any): the body of a 200. UNAUTHENTICATED on
+// 401, INVALID_ARGUMENT on 400/404, UNAVAILABLE otherwise (messages name the URL).
+StatusOr<std::string> http_get(const ServerUrl& url, const std::string& target, const std::string& api_key = "",
+                               double timeout_s = 30.0);
+
 // GET {url}/v1/models (with the API key, if any) and return the first model id
 // (for when --model is not given). A non-200 answer names the status and the
 // server's error message: UNAUTHENTICATED for 401, PERMISSION_DENIED for 403,

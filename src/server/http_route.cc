@@ -17,7 +17,8 @@ constexpr RouteEntry kRoutes[] = {{"/v1/completions", RouteKind::kCompletions, t
                                   {"/v1/models", RouteKind::kModels, false},
                                   {"/health", RouteKind::kHealth, false},
                                   {"/metrics", RouteKind::kMetrics, false},
-                                  {"/admin/cluster", RouteKind::kAdminCluster, false}};
+                                  {"/admin/cluster", RouteKind::kAdminCluster, false},
+                                  {"/admin/timeline", RouteKind::kAdminTimeline, false}};
 
 ApiError error(int status, std::string message, std::string code) {
   ApiError e;

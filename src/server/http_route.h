@@ -14,7 +14,7 @@
 
 namespace ecoserve::server {
 
-enum class RouteKind { kCompletions, kChatCompletions, kModels, kHealth, kMetrics, kAdminCluster };
+enum class RouteKind { kCompletions, kChatCompletions, kModels, kHealth, kMetrics, kAdminCluster, kAdminTimeline };
 
 struct Route {
   RouteKind kind = RouteKind::kHealth;

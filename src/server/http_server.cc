@@ -535,6 +535,8 @@ class Session : public std::enable_shared_from_this<Session> {
         return handle_models();
       case RouteKind::kAdminCluster:
         return handle_admin_cluster();
+      case RouteKind::kAdminTimeline:
+        return handle_admin_timeline(sv(req.target()));
       case RouteKind::kCompletions:
       case RouteKind::kChatCompletions:
         return handle_generation(route.endpoint(), std::move(req.body()));
@@ -591,6 +593,39 @@ class Session : public std::enable_shared_from_this<Session> {
                           {"kv_transfer_seconds", c.kv_transfer_seconds},
                           {"kv_transfer_failures", c.kv_transfer_failures},
                           {"local_prefills", c.local_prefills}}}});
+  }
+
+  // Each instance's recent steps: GET /admin/timeline?seconds=N (default 10, at most 3600).
+  // Times are seconds relative to `now` (negative: in the past).
+  void handle_admin_timeline(std::string_view target) {
+    double seconds = 10.0;
+    if (auto q = target.find("seconds="); q != std::string_view::npos) {
+      const std::string v(target.substr(q + 8, target.find('&', q) == std::string_view::npos
+                                                   ? std::string_view::npos
+                                                   : target.find('&', q) - q - 8));
+      char* end = nullptr;
+      const double parsed = std::strtod(v.c_str(), &end);
+      if (v.empty() || end != v.c_str() + v.size() || !(parsed > 0) || parsed > 3600) {
+        send_error(bad_request("'seconds' must be a number in (0, 3600], got '" + v.substr(0, 40) + "'", "seconds"));
+        return;
+      }
+      seconds = parsed;
+    }
+    const TimePoint now = st_.clock->now();
+    const TimePoint since = now - std::chrono::duration_cast<Duration>(std::chrono::duration<double>(seconds));
+    json lanes = json::array();
+    for (const cluster::InstanceTimeline& t : st_.backend->timeline(since)) {
+      json steps = json::array();
+      for (const instance::StepRecord& r : t.steps) {
+        steps.push_back(json::array({to_seconds(r.start - now), r.seconds, r.num_prefill_tokens, r.num_decode_tokens,
+                                     r.num_prefill_seqs, r.num_decode_seqs}));
+      }
+      lanes.push_back({{"name", t.name}, {"role", t.role}, {"steps", steps}});
+    }
+    send_json(200, json{{"seconds", seconds},
+                        {"columns", {"start_s", "duration_s", "prefill_tokens", "decode_tokens", "prefill_seqs",
+                                     "decode_seqs"}},
+                        {"instances", lanes}});
   }
 
   void handle_models() {

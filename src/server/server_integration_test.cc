@@ -219,6 +219,28 @@ TEST_P(ServerIntegration, ModelsHealthAndMetrics) {
   ASSERT_EQ(met.status, 200);
   EXPECT_NE(met.body.find("# TYPE ecoserve:time_to_first_token_seconds histogram"), std::string::npos);
   EXPECT_NE(met.body.find("ecoserve:kv_cache_usage_perc{model_name=\"tinystories-656k-q8_0\"}"), std::string::npos);
+  // The instances behind the endpoint, and their recent steps.
+  const bool two = GetParam().args.size() > 0;
+  Reply generated = post(port(), "/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 4}});
+  ASSERT_EQ(generated.status, 200);
+  Reply cluster = request(port(), http::verb::get, "/admin/cluster");
+  ASSERT_EQ(cluster.status, 200) << cluster.body;
+  ASSERT_EQ(cluster.j()["instances"].size(), two ? 2u : 1u) << cluster.body;
+  EXPECT_EQ(cluster.j()["instances"][0]["healthy"], true);
+  const std::string role0 = cluster.j()["instances"][0]["role"];
+  EXPECT_EQ(role0, std::string(GetParam().name).rfind("fudg", 0) == 0 ? "prefill" : "mixed");
+  Reply timeline = request(port(), http::verb::get, "/admin/timeline?seconds=60");
+  ASSERT_EQ(timeline.status, 200) << timeline.body;
+  size_t steps = 0;
+  const json lanes = timeline.j()["instances"];
+  for (const auto& lane : lanes) steps += lane["steps"].size();
+  EXPECT_GE(steps, 1u) << timeline.body;  // at least the prefill of the request above
+  EXPECT_EQ(request(port(), http::verb::get, "/admin/timeline?seconds=-1").status, 400);
+  if (two) {
+    EXPECT_NE(met.body.find("ecoserve:instance_kv_cache_usage_perc{model_name=\"tinystories-656k-q8_0\",instance=\"1\""),
+              std::string::npos);
+    EXPECT_NE(met.body.find("ecoserve:router_requests_routed_total"), std::string::npos);
+  }
 }
 
 TEST_P(ServerIntegration, BadInputsGetExactStatusCodes) {

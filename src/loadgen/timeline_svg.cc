@@ -1,0 +1,105 @@
+#include "loadgen/timeline_svg.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "loadgen/svg_plot.h"
+
+namespace ecoserve::loadgen {
+
+namespace {
+
+std::string escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+StatusOr<std::string> render_timeline_svg(const nlohmann::json& t, const std::string& title, int width) {
+  if (!t.is_object() || !t.contains("seconds") || !t["seconds"].is_number() || !t.contains("instances") ||
+      !t["instances"].is_array()) {
+    return invalid_argument_error("timeline: expected {{\"seconds\": N, \"instances\": [...]}} (GET /admin/timeline)");
+  }
+  const double span = std::max(1e-3, t["seconds"].get<double>());
+  const int left = 120, right = 20, top = 40, lane_h = 36, gap = 10;
+  const int lanes = static_cast<int>(t["instances"].size());
+  const int height = top + lanes * (lane_h + gap) + 60;
+  const double plot_w = width - left - right;
+  auto x_of = [&](double s) { return left + (s + span) / span * plot_w; };  // s in [-span, 0]
+  std::string svg = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" "
+      "font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+      "<text x=\"{}\" y=\"22\" font-size=\"15\">{}</text>\n",
+      width, height, left, escape(title));
+  int lane = 0;
+  int64_t steps_drawn = 0;
+  for (const auto& inst : t["instances"]) {
+    if (!inst.is_object() || !inst.contains("steps") || !inst["steps"].is_array()) {
+      return invalid_argument_error("timeline: instance {} has no \"steps\" array", lane);
+    }
+    const int y = top + lane * (lane_h + gap);
+    const std::string name = inst.value("name", std::to_string(lane));
+    const std::string role = inst.value("role", "mixed");
+    svg += fmt::format("<text x=\"8\" y=\"{}\">instance {}</text>\n<text x=\"8\" y=\"{}\" fill=\"#666\">{}</text>\n",
+                       y + 15, escape(name), y + 30, escape(role));
+    svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"#f4f4f4\"/>\n", left, y, plot_w,
+                       lane_h);
+    for (const auto& s : inst["steps"]) {
+      if (!s.is_array() || s.size() < 4 || !s[0].is_number() || !s[1].is_number() || !s[2].is_number() ||
+          !s[3].is_number()) {
+        return invalid_argument_error("timeline: a step of instance {} is not [start_s, duration_s, prefill, decode]",
+                                      name);
+      }
+      const double start = std::max(-span, s[0].get<double>());
+      const double end = std::min(0.0, s[0].get<double>() + s[1].get<double>());
+      if (end <= start) continue;
+      const double prefill = std::max(0.0, s[2].get<double>()), decode = std::max(0.0, s[3].get<double>());
+      const double total = prefill + decode;
+      if (total <= 0) continue;
+      const double x = x_of(start), w = std::max(0.5, x_of(end) - x);
+      const double ph = lane_h * prefill / total;
+      if (prefill > 0) {
+        svg += fmt::format("<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"#e4572e\"/>\n", x, y,
+                           w, ph);
+      }
+      if (decode > 0) {
+        svg += fmt::format("<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"#4c78a8\"/>\n",
+                           x, y + ph, w, lane_h - ph);
+      }
+      ++steps_drawn;
+    }
+    ++lane;
+  }
+  // Time axis (seconds before the request).
+  const int axis_y = top + lanes * (lane_h + gap);
+  svg += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"black\"/>\n", left, axis_y,
+                     left + plot_w, axis_y);
+  for (double v : nice_ticks(-span, 0.0, 8)) {
+    if (v < -span - 1e-9 || v > 1e-9) continue;
+    svg += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"black\"/>"
+                       "<text x=\"{0:.1f}\" y=\"{3}\" text-anchor=\"middle\">{4:g}</text>\n",
+                       x_of(v), axis_y, axis_y + 5, axis_y + 18, v);
+  }
+  svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">time (s, 0 = when fetched)</text>\n",
+                     left + plot_w / 2, axis_y + 36);
+  svg += fmt::format(
+      "<rect x=\"{0}\" y=\"{1}\" width=\"12\" height=\"12\" fill=\"#e4572e\"/><text x=\"{2}\" y=\"{3}\">prefill "
+      "tokens</text><rect x=\"{4}\" y=\"{1}\" width=\"12\" height=\"12\" fill=\"#4c78a8\"/><text x=\"{5}\" "
+      "y=\"{3}\">decode tokens</text>\n",
+      width - 260, 12, width - 244, 22, width - 140, width - 124);
+  svg += fmt::format("<!-- {} steps -->\n</svg>\n", steps_drawn);
+  return svg;
+}
+
+}  // namespace ecoserve::loadgen

@@ -1,0 +1,45 @@
+#include "loadgen/timeline_svg.h"
+
+#include <gtest/gtest.h>
+
+namespace ecoserve::loadgen {
+namespace {
+
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+  return n;
+}
+
+TEST(TimelineSvg, OneLanePerInstanceAndStepsSplitByWork) {
+  const nlohmann::json t = {
+      {"seconds", 10},
+      {"instances",
+       {{{"name", "0"}, {"role", "prefill"}, {"steps", {{-9.0, 0.5, 512, 0, 1, 0}, {-5.0, 0.5, 256, 0, 1, 0}}}},
+        {{"name", "1"}, {"role", "decode"}, {"steps", {{-8.0, 0.1, 0, 32, 0, 32}, {-4.0, 0.2, 100, 100, 1, 20}}}}}}};
+  auto svg = render_timeline_svg(t, "fudg <1P1D>");
+  ASSERT_TRUE(svg.ok()) << svg.status().to_string();
+  EXPECT_NE(svg->find("fudg &lt;1P1D&gt;"), std::string::npos);
+  EXPECT_NE(svg->find("instance 0"), std::string::npos);
+  EXPECT_NE(svg->find(">decode</text>"), std::string::npos);
+  // 3 prefill-coloured rectangles (two prefill steps, the mixed one) + the legend's.
+  EXPECT_EQ(count(*svg, "fill=\"#e4572e\""), 3u + 1u);
+  // 2 decode-coloured (the decode step, the mixed one) + the legend's.
+  EXPECT_EQ(count(*svg, "fill=\"#4c78a8\""), 2u + 1u);
+  EXPECT_NE(svg->find("<!-- 4 steps -->"), std::string::npos);
+  // The mixed step is split in half: 18 px of a 36 px lane each.
+  EXPECT_NE(svg->find("height=\"18.00\" fill=\"#e4572e\""), std::string::npos) << *svg;
+}
+
+TEST(TimelineSvg, StepsOutsideTheWindowAreClippedAndBadInputIsAnError) {
+  const nlohmann::json t = {{"seconds", 2}, {"instances", {{{"name", "0"}, {"steps", {{-5.0, 1.0, 10, 0}}}}}}};
+  auto svg = render_timeline_svg(t, "x");
+  ASSERT_TRUE(svg.ok());
+  EXPECT_NE(svg->find("<!-- 0 steps -->"), std::string::npos);
+  EXPECT_EQ(render_timeline_svg(nlohmann::json::array(), "x").status().code(), StatusCode::kInvalidArgument);
+  const nlohmann::json bad = {{"seconds", 2}, {"instances", {{{"name", "0"}, {"steps", {{"a", 1}}}}}}};
+  EXPECT_EQ(render_timeline_svg(bad, "x").status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace ecoserve::loadgen
