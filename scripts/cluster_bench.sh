@@ -10,14 +10,14 @@
 # synth --preset 110m --type q8_0` when missing: random weights, real vocabulary;
 # scheduling depends on compute, not on weight values; a decode step takes tens of
 # ms on one thread). RATE (req/s, default 2) and NUM_PROMPTS (default 200) shape a
-# Poisson load of the `sharegpt` preset scaled by $LENGTH_SCALE (default 0.25, to
+# Poisson load of the `sharegpt` preset scaled by $LENGTH_SCALE (default 0.2, to
 # fit the context). Results: build/cluster_bench/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=build/ecoserve
 model=${1:-build/models/synth-110m-q8_0.gguf}
 rate=${2:-2}
-scale=${LENGTH_SCALE:-0.25}
+scale=${LENGTH_SCALE:-0.2}
 num=${3:-200}
 shift $(( $# < 3 ? $# : 3 )) || true
 [ "${1:-}" = "--" ] && shift

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "instance/instance_core.h"
 #include "kv/prefix_cache.h"
 
 namespace ecoserve::cluster {
@@ -103,13 +104,8 @@ void Router::account(const InFlight& f, int sign) {
 Status Router::submit(instance::GenerationRequest request, instance::EventSink sink) {
   if (!sink) return invalid_argument_error("no event sink");
   if (request.prompt.empty()) return invalid_argument_error("the prompt has no tokens");
-  const int64_t need = static_cast<int64_t>(request.prompt.size()) + request.sampling.max_tokens;
-  if (need > max_context_) {
-    return invalid_argument_error(
-        "This model's maximum context length is {} tokens. However, you requested {} tokens ({} in the prompt, {} "
-        "for the completion). Please reduce the prompt or max_tokens.",
-        max_context_, need, request.prompt.size(), request.sampling.max_tokens);
-  }
+  ECO_RETURN_IF_ERROR(instance::check_context(static_cast<int64_t>(request.prompt.size()),
+                                              request.sampling.max_tokens, max_context_));
   const RequestId id = request.id;
   {
     std::lock_guard<std::mutex> lock(mu_);

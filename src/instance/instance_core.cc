@@ -41,15 +41,19 @@ InstanceCore::InstanceCore(std::unique_ptr<policy::Scheduler> scheduler, const I
                            int32_t max_context)
     : scheduler_(std::move(scheduler)), options_(options), max_context_(max_context), seed_rng_(options.seed) {}
 
+Status check_context(int64_t prompt_tokens, int64_t max_tokens, int32_t max_context) {
+  const int64_t need = prompt_tokens + max_tokens;
+  if (need <= max_context) return ok_status();
+  return invalid_argument_error(
+      "This model's maximum context length is {} tokens. However, you requested {} tokens ({} in the prompt, {} "
+      "for the completion). Please reduce the prompt or max_tokens.",
+      max_context, need, prompt_tokens, max_tokens);
+}
+
 Status InstanceCore::validate(const GenerationRequest& request) const {
   if (request.prompt.empty()) return invalid_argument_error("the prompt has no tokens");
-  const int64_t need = static_cast<int64_t>(request.prompt.size()) + request.sampling.max_tokens;
-  if (need > max_context_) {
-    return invalid_argument_error(
-        "This model's maximum context length is {} tokens. However, you requested {} tokens ({} in the prompt, {} "
-        "for the completion). Please reduce the prompt or max_tokens.",
-        max_context_, need, request.prompt.size(), request.sampling.max_tokens);
-  }
+  ECO_RETURN_IF_ERROR(check_context(static_cast<int64_t>(request.prompt.size()), request.sampling.max_tokens,
+                                    max_context_));
   if (options_.vocab_size > 0) {
     for (int32_t t : request.prompt) {
       if (t < 0 || t >= options_.vocab_size) {

@@ -35,6 +35,10 @@
 
 namespace ecoserve::instance {
 
+// INVALID_ARGUMENT with the OpenAI-style message when a prompt of `prompt_tokens`
+// plus `max_tokens` exceeds `max_context`.
+Status check_context(int64_t prompt_tokens, int64_t max_tokens, int32_t max_context);
+
 struct InstanceCoreOptions {
   // "prefill-first" | "chunked" | "prefill-only" | "decode-only" (policy::make_instance_policy).
   // With "prefill-only" a request ends after its first token with the final event

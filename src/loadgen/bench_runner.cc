@@ -447,38 +447,18 @@ StatusOr<std::string> http_get(const ServerUrl& url, const std::string& target, 
 }
 
 StatusOr<std::string> discover_model(const ServerUrl& url, const std::string& api_key, double timeout_s) {
-  asio::io_context ioc;
-  tcp::resolver resolver(ioc);
-  error_code ec;
-  auto endpoints = resolver.resolve(url.host, url.port, ec);
-  if (ec) return unavailable_error("cannot resolve '{}:{}': {}", url.host, url.port, ec.message());
-  beast::tcp_stream stream(ioc);
-  stream.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double>(timeout_s)));
-  stream.connect(endpoints, ec);
-  if (ec) return unavailable_error("cannot connect to {}: {}", url.to_string(), ec.message());
   std::string target = url.target(Endpoint::kCompletions);
   target = target.substr(0, target.size() - std::string("/completions").size()) + "/models";
-  http::request<http::empty_body> req{http::verb::get, target, 11};
-  req.set(http::field::host, url.host + ":" + url.port);
-  req.set(http::field::user_agent, "ecoserve-bench");
-  if (!api_key.empty()) req.set(http::field::authorization, "Bearer " + api_key);
-  http::write(stream, req, ec);
-  beast::flat_buffer buffer;
-  http::response<http::string_body> res;
-  if (!ec) http::read(stream, buffer, res, ec);
-  if (ec) return unavailable_error("GET {}{}: {}", url.to_string(), target, ec.message());
-  if (int code = static_cast<int>(res.result_int()); code != 200) {
-    // "HTTP 401 Unauthorized: incorrect API key provided" (the server's OpenAI-style message when it sent one).
-    std::string what = fmt::format("GET {}{}: HTTP {} {}", url.to_string(), target, code,
-                                   std::string(http::obsolete_reason(res.result())));
-    auto parsed = parse_stream_data(res.body());
-    if (parsed.ok() && !parsed->error.empty()) what += ": " + parsed->error.substr(0, 300);
-    if (code == 401) return unauthenticated_error("{}", what);
-    if (code == 403) return permission_denied_error("{}", what);
-    return unavailable_error("{}", what);
+  auto body = http_get(url, target, api_key, timeout_s);
+  if (!body.ok()) {
+    // Model discovery reports every HTTP failure but 401/403 as UNAVAILABLE.
+    const StatusCode c = body.status().code();
+    if (c == StatusCode::kUnauthenticated || c == StatusCode::kPermissionDenied || c == StatusCode::kUnavailable) {
+      return body.status();
+    }
+    return unavailable_error("{}", body.status().message());
   }
-  auto j = nlohmann::json::parse(res.body(), nullptr, false);
+  auto j = nlohmann::json::parse(*body, nullptr, false);
   if (j.is_discarded() || !j.contains("data") || !j["data"].is_array() || j["data"].empty() ||
       !j["data"][0].contains("id") || !j["data"][0]["id"].is_string())
     return unavailable_error("GET {}{}: no model listed", url.to_string(), target);

@@ -8,11 +8,8 @@
 #include <fmt/format.h>
 
 namespace ecoserve::loadgen {
-namespace {
 
-constexpr std::array<const char*, 6> kColors = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
-
-std::string esc(const std::string& s) {
+std::string svg_escape(const std::string& s) {
   std::string o;
   for (char c : s) {
     switch (c) {
@@ -25,6 +22,12 @@ std::string esc(const std::string& s) {
   }
   return o;
 }
+
+namespace {
+
+std::string esc(const std::string& s) { return svg_escape(s); }
+
+constexpr std::array<const char*, 6> kColors = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
 
 std::string tick_label(double v) {
   if (v == 0) return "0";

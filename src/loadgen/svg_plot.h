@@ -36,6 +36,9 @@ class SvgPlot {
 // "Nice" tick values covering [lo, hi] (about `target` ticks of 1/2/5 x 10^k).
 std::vector<double> nice_ticks(double lo, double hi, int target = 6);
 
+// Text escaped for SVG/XML text and attribute values (< > & ").
+std::string svg_escape(const std::string& s);
+
 // Points of an empirical CDF: (sorted value, (i+1)/n).
 std::vector<std::pair<double, double>> cdf_points(std::vector<double> values);
 

@@ -8,24 +8,6 @@
 
 namespace ecoserve::loadgen {
 
-namespace {
-
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
 StatusOr<std::string> render_timeline_svg(const nlohmann::json& t, const std::string& title, int width) {
   if (!t.is_object() || !t.contains("seconds") || !t["seconds"].is_number() || !t.contains("instances") ||
       !t["instances"].is_array()) {
@@ -41,7 +23,7 @@ StatusOr<std::string> render_timeline_svg(const nlohmann::json& t, const std::st
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" "
       "font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       "<text x=\"{}\" y=\"22\" font-size=\"15\">{}</text>\n",
-      width, height, left, escape(title));
+      width, height, left, svg_escape(title));
   int lane = 0;
   int64_t steps_drawn = 0;
   for (const auto& inst : t["instances"]) {
@@ -52,7 +34,7 @@ StatusOr<std::string> render_timeline_svg(const nlohmann::json& t, const std::st
     const std::string name = inst.value("name", std::to_string(lane));
     const std::string role = inst.value("role", "mixed");
     svg += fmt::format("<text x=\"8\" y=\"{}\">instance {}</text>\n<text x=\"8\" y=\"{}\" fill=\"#666\">{}</text>\n",
-                       y + 15, escape(name), y + 30, escape(role));
+                       y + 15, svg_escape(name), y + 30, svg_escape(role));
     svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"#f4f4f4\"/>\n", left, y, plot_w,
                        lane_h);
     for (const auto& s : inst["steps"]) {

@@ -80,6 +80,22 @@ std::string post_head(const std::string& target, size_t content_length, const st
          "Content-Length: " + std::to_string(content_length) + "\r\n\r\n";
 }
 
+// A client with a 4 KB receive buffer (set before connecting, so the stream backs
+// up into the server) that starts a stream far larger than the socket buffers
+// hold: 32 choices of 490 tokens, ~2 KB per chunk with 20 top logprobs. Returns
+// once the first token chunk arrived; `got` holds what was read.
+void start_big_stream(uint16_t port, RawConnection& c, std::string& got) {
+  c.socket.open(tcp::v4());
+  int small = 4096;
+  ::setsockopt(c.socket.native_handle(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  ASSERT_TRUE(c.connect(port));
+  const std::string body = json{{"prompt", kPrompt}, {"max_tokens", 490}, {"ignore_eos", true}, {"stream", true},
+                                {"n", 32}, {"logprobs", 20}}.dump();
+  ASSERT_TRUE(c.send(post_head("/v1/completions", body.size()) + body));
+  got = c.read_until("\"text\"");
+  ASSERT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got.substr(0, 300);
+}
+
 class ServerHardening : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -171,17 +187,8 @@ TEST_F(ServerHardening, SigtermWaitsForASlowReaderToGetItsTerminator) {
   ServerProcess server;
   ASSERT_EQ(server.start({"--drain-timeout", "1"}), "");
   RawConnection c;
-  // A small receive buffer so that the stream backs up into the server (set before connecting).
-  c.socket.open(tcp::v4());
-  int small = 4096;
-  ::setsockopt(c.socket.native_handle(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-  ASSERT_TRUE(c.connect(server.port()));
-  // 32 choices, ~2 KB per token chunk with 20 top logprobs: far more than the socket buffers hold.
-  const std::string body = json{{"prompt", kPrompt}, {"max_tokens", 490}, {"ignore_eos", true}, {"stream", true},
-                                {"n", 32}, {"logprobs", 20}}.dump();
-  ASSERT_TRUE(c.send(post_head("/v1/completions", body.size()) + body));
-  std::string got = c.read_until("\"text\"");  // the stream has started
-  ASSERT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got.substr(0, 300);
+  std::string got;
+  ASSERT_NO_FATAL_FAILURE(start_big_stream(server.port(), c, got));
   ASSERT_EQ(::kill(server.pid(), SIGTERM), 0);
   // The drain times out with ~10 MB of the stream unread (more than the kernel's buffers hold).
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
@@ -203,15 +210,8 @@ TEST_F(ServerHardening, ClientThatStopsReadingIsDroppedAfterTheSendTimeout) {
   ServerProcess server;
   ASSERT_EQ(server.start({"--send-timeout", "1"}), "");
   RawConnection c;
-  c.socket.open(tcp::v4());
-  int small = 4096;
-  ::setsockopt(c.socket.native_handle(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-  ASSERT_TRUE(c.connect(server.port()));
-  const std::string body = json{{"prompt", kPrompt}, {"max_tokens", 490}, {"ignore_eos", true}, {"stream", true},
-                                {"n", 32}, {"logprobs", 20}}.dump();
-  ASSERT_TRUE(c.send(post_head("/v1/completions", body.size()) + body));
-  std::string got = c.read_until("\"text\"");
-  ASSERT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got.substr(0, 300);
+  std::string got;
+  ASSERT_NO_FATAL_FAILURE(start_big_stream(server.port(), c, got));
   // Stop reading. Once every token is generated (however fast this build is), ~13 MB
   // wait in the server for a reader whose buffers hold a few: no byte moves for the
   // send timeout, and the server drops us.
