@@ -2,6 +2,8 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <csignal>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -200,6 +202,11 @@ int run_serve(const ServeArgs& a) {
 
   int sig = 0;
   sigwait(&signals, &sig);
+  // Further SIGINT/SIGTERM during the drain are ignored process-wide: threads that
+  // libraries started before main() (OpenBLAS's pool) do not block them, and the
+  // default action there would kill the process mid-drain.
+  std::signal(SIGINT, SIG_IGN);
+  std::signal(SIGTERM, SIG_IGN);
   std::fprintf(stderr, "[ecoserve] %s: draining (up to %g s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
                a.drain_timeout);
   (*server)->begin_drain();

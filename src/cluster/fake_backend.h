@@ -24,14 +24,14 @@ class FakeBackend final : public GenerationBackend {
   Status submit(instance::GenerationRequest request, instance::EventSink sink) override {
     std::lock_guard<std::mutex> lock(mu_);
     if (!refuse.ok()) return refuse;
-    submitted.push_back(request.id);
+    submitted_.push_back(request.id);
     sinks_[request.id.value] = std::move(sink);
     prompts_[request.id.value] = std::move(request.prompt);
     return ok_status();
   }
   void cancel(RequestId id) override {
     std::lock_guard<std::mutex> lock(mu_);
-    cancelled.push_back(id);
+    cancelled_.push_back(id);
   }
   std::shared_ptr<const model::LlamaModel> model() const override { return nullptr; }
   int32_t max_context() const override { return max_context_; }
@@ -94,8 +94,20 @@ class FakeBackend final : public GenerationBackend {
     status_ = s;
   }
 
-  std::vector<RequestId> submitted, cancelled;
-  Status refuse;  // non-OK: submit() fails with it
+  // What reached submit() and cancel(), in order (copies: the router's watchdog may submit probes meanwhile).
+  std::vector<RequestId> submitted() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return submitted_;
+  }
+  std::vector<RequestId> cancelled() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return cancelled_;
+  }
+  void clear_submitted() {
+    std::lock_guard<std::mutex> lock(mu_);
+    submitted_.clear();
+  }
+  Status refuse;  // non-OK: submit() fails with it (set before requests are sent)
   bool started = false, draining = false, stopped = false;
 
  private:
@@ -104,6 +116,7 @@ class FakeBackend final : public GenerationBackend {
   instance::InstanceStatus status_;
   std::map<uint64_t, instance::EventSink> sinks_;
   std::map<uint64_t, std::vector<int32_t>> prompts_;
+  std::vector<RequestId> submitted_, cancelled_;
 };
 
 }  // namespace ecoserve::cluster::testing

@@ -46,6 +46,9 @@ Router::Router(std::vector<Member> members, const RouterOptions& options, const 
   max_context_ = members_[0].backend->max_context();
   const int32_t bs = members_[0].backend->status().block_size;
   block_size_ = bs > 0 ? bs : 16;
+  ready_ = std::make_unique<std::atomic<bool>[]>(members_.size());
+  for (size_t i = 0; i < members_.size(); ++i) ready_[i].store(true);
+  probes_ = std::make_unique<Probe[]>(members_.size());
   for (size_t i = 0; i < members_.size(); ++i) {
     policy::InstanceRole role = policy::InstanceRole::kMixed;
     if (fudg()) {
@@ -60,11 +63,55 @@ Router::~Router() { stop(); }
 
 void Router::start() {
   for (Member& m : members_) m.backend->start();
+  // The first probes go out one probe_interval after start.
+  const TimePoint now = clock_->now();
+  for (size_t i = 0; i < members_.size(); ++i) {
+    probes_[i].last = now;
+    probes_[i].ever = true;
+  }
   if (options_.watchdog_interval.count() > 0 && !watchdog_.joinable()) watchdog_ = std::thread([this] { watchdog(); });
 }
 
-bool Router::healthy(const instance::InstanceStatus& s, TimePoint now) const {
-  return s.running && now - s.last_heartbeat <= options_.heartbeat_timeout;
+bool Router::healthy(size_t member, const instance::InstanceStatus& s, TimePoint now) const {
+  return s.running && now - s.last_heartbeat <= options_.heartbeat_timeout && ready_[member].load();
+}
+
+void Router::probe(size_t i, TimePoint now) {
+  Probe& p = probes_[i];
+  if (p.in_flight.load()) {
+    if (now - p.sent > options_.probe_timeout) ready_[i].store(false);  // keeps waiting for it
+    return;
+  }
+  if (p.ever && now - p.last < options_.probe_interval) return;
+  instance::GenerationRequest r;
+  r.id = RequestId((uint64_t{1} << 62) + next_probe_id_++);  // far from the server's ids
+  const int32_t bos = model_ ? model_->tokenizer().bos_id() : -1;
+  r.prompt = {bos >= 0 ? bos : 1};
+  r.sampling.temperature = 0;
+  r.sampling.max_tokens = 1;
+  r.sampling.has_seed = true;
+  p.in_flight.store(true);
+  p.id = r.id;
+  p.sent = now;
+  p.last = now;
+  p.ever = true;
+  GenerationBackend* backend = members_[i].backend.get();
+  const RequestId id = r.id;
+  std::atomic<bool>* ready = &ready_[i];
+  Probe* slot = &p;
+  Status s = backend->submit(std::move(r), [ready, slot, backend, id](const instance::TokenEvent& ev) {
+    if (!ev.finished) return;
+    const bool ok = ev.finish_reason == "length" || ev.finish_reason == "stop" || ev.finish_reason == "prefill_done";
+    // A prefill instance holds the probe's blocks for a transfer that will not come.
+    if (ev.finish_reason == "prefill_done") backend->take_prefilled_kv(id, [](StatusOr<std::vector<uint8_t>>) {});
+    ready->store(ok);
+    slot->in_flight.store(false);
+  });
+  if (!s.ok()) {
+    p.in_flight.store(false);
+    // A full queue says nothing about the engine; a stopped one does.
+    if (s.code() != StatusCode::kResourceExhausted) ready_[i].store(false);
+  }
 }
 
 int32_t Router::build_view(const std::vector<instance::InstanceStatus>& snaps, TimePoint now) {
@@ -77,7 +124,7 @@ int32_t Router::build_view(const std::vector<instance::InstanceStatus>& snaps, T
     l = policy::InstanceLoad{};
     l.id = InstanceId(static_cast<int32_t>(i));
     l.role = roles_[i];
-    l.healthy = healthy(s, now);
+    l.healthy = healthy(i, s, now);
     unhealthy += l.healthy ? 0 : 1;
     l.num_waiting = m.waiting;
     l.num_running = m.running;
@@ -273,7 +320,8 @@ void Router::check_instances() {
   const TimePoint now = clock_->now();
   bool any = false;
   for (size_t i = 0; i < members_.size(); ++i) {
-    sick[i] = !healthy(members_[i].backend->status(), now);
+    if (options_.probe_interval.count() > 0) probe(i, now);
+    sick[i] = !healthy(i, members_[i].backend->status(), now);
     any |= sick[i];
   }
   if (!any) return;
@@ -411,8 +459,8 @@ instance::InstanceStatus Router::status() const {
   instance::InstanceStatus total;
   double kv = 0.0;
   const TimePoint now = clock_->now();
-  for (const Member& m : members_) {
-    const instance::InstanceStatus s = m.backend->status();
+  for (size_t i = 0; i < members_.size(); ++i) {
+    const instance::InstanceStatus s = members_[i].backend->status();
     total.num_waiting += s.num_waiting;
     total.num_running += s.num_running;
     total.num_swapped += s.num_swapped;
@@ -422,7 +470,7 @@ instance::InstanceStatus Router::status() const {
     total.num_total_blocks += s.num_total_blocks;
     total.block_size = s.block_size;
     kv += s.kv_usage;
-    if (healthy(s, now)) {
+    if (healthy(i, s, now)) {
       total.running = true;
       total.last_heartbeat = std::max(total.last_heartbeat, s.last_heartbeat);
     }
@@ -452,7 +500,7 @@ std::vector<InstanceReport> Router::instances() const {
   for (size_t i = 0; i < members_.size(); ++i) {
     for (InstanceReport r : members_[i].backend->instances()) {
       r.name = members_[i].name;
-      r.healthy = healthy(r.status, now);
+      r.healthy = healthy(i, r.status, now);
       if (roles_[i] == policy::InstanceRole::kPrefill) r.role = "prefill";
       if (roles_[i] == policy::InstanceRole::kDecode) r.role = "decode";
       out.push_back(std::move(r));

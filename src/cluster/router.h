@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -54,6 +55,12 @@ struct RouterOptions {
   // A request that fails (or whose instance stops beating) before its first token is
   // sent once to another instance; after its first token it fails fast.
   bool retry_before_first_token = true;
+  // Readiness probe: every probe_interval the watchdog sends each instance a real
+  // one-token greedy request; an instance whose probe fails, or has not finished
+  // within probe_timeout, is not ready (unhealthy) until a later probe succeeds.
+  // A port or a beating loop is not a working engine. 0 = no probes.
+  Duration probe_interval = from_ms(5000);
+  Duration probe_timeout = from_ms(10000);
 };
 
 class Router final : public GenerationBackend {
@@ -106,7 +113,8 @@ class Router final : public GenerationBackend {
 
   Router(std::vector<Member> members, const RouterOptions& options, const Clock* clock,
          std::unique_ptr<policy::RouterPolicy> policy);
-  bool healthy(const instance::InstanceStatus& s, TimePoint now) const;
+  bool healthy(size_t member, const instance::InstanceStatus& s, TimePoint now) const;
+  void probe(size_t member, TimePoint now);
   enum class Delivery { kForward, kDrop, kRetry };
   Delivery on_event(RequestId id, uint64_t epoch, const instance::TokenEvent& ev);
   void deliver(RequestId id, uint64_t epoch, const instance::TokenEvent& ev, const instance::EventSink& client);
@@ -141,6 +149,18 @@ class Router final : public GenerationBackend {
   bool draining_ = false;                           // under mu_
   bool stopping_ = false;                           // under mu_
   uint64_t seed_state_ = 0x9e3779b97f4a7c15ull;     // under mu_: seeds for requests without one (fudg)
+
+  // Readiness (probes): per member, set by probe results on instance threads.
+  std::unique_ptr<std::atomic<bool>[]> ready_;
+  struct Probe {
+    std::atomic<bool> in_flight{false};  // cleared by the probe's final event (an instance thread)
+    RequestId id;
+    TimePoint sent{};
+    TimePoint last{};
+    bool ever = false;
+  };
+  std::unique_ptr<Probe[]> probes_;  // watchdog thread only (but in_flight)
+  uint64_t next_probe_id_ = 0;  // watchdog thread only
 
   std::thread watchdog_;
   std::mutex watchdog_mu_;

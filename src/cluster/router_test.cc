@@ -59,12 +59,12 @@ TEST(RouterTest, LeastLoadedUsesTheRoutersOwnCurrentAccounting) {
   ASSERT_TRUE(f.router->submit(request(2, 10), ignore()).ok());
   ASSERT_TRUE(f.router->submit(request(3, 10), ignore()).ok());
   // 1 -> instance 0 (tie, first); 2 -> instance 1 (0 has 100 tokens); 3 -> 1 (10 < 100).
-  EXPECT_EQ(f.fakes[0]->submitted, (std::vector<RequestId>{RequestId(1)}));
-  EXPECT_EQ(f.fakes[1]->submitted, (std::vector<RequestId>{RequestId(2), RequestId(3)}));
+  EXPECT_EQ(f.fakes[0]->submitted(), (std::vector<RequestId>{RequestId(1)}));
+  EXPECT_EQ(f.fakes[1]->submitted(), (std::vector<RequestId>{RequestId(2), RequestId(3)}));
   // Request 1 finishes: instance 0 is empty again and takes the next.
   f.fakes[0]->emit(1, 7, "length");
   ASSERT_TRUE(f.router->submit(request(4, 10), ignore()).ok());
-  EXPECT_EQ(f.fakes[0]->submitted.back(), RequestId(4));
+  EXPECT_EQ(f.fakes[0]->submitted().back(), RequestId(4));
   EXPECT_EQ(f.router->cluster_stats().routed, 4);
 }
 
@@ -75,10 +75,10 @@ TEST(RouterTest, EventsReachTheClientAndCancelGoesToTheRightInstance) {
   auto sink = [&](const instance::TokenEvent& ev) { got.push_back(ev); };
   ASSERT_TRUE(f.router->submit(request(1, 5), sink).ok());
   ASSERT_TRUE(f.router->submit(request(2, 5), sink).ok());
-  ASSERT_EQ(f.fakes[1]->submitted, (std::vector<RequestId>{RequestId(2)}));
+  ASSERT_EQ(f.fakes[1]->submitted(), (std::vector<RequestId>{RequestId(2)}));
   f.router->cancel(RequestId(2));
-  EXPECT_EQ(f.fakes[1]->cancelled, (std::vector<RequestId>{RequestId(2)}));
-  EXPECT_TRUE(f.fakes[0]->cancelled.empty());
+  EXPECT_EQ(f.fakes[1]->cancelled(), (std::vector<RequestId>{RequestId(2)}));
+  EXPECT_TRUE(f.fakes[0]->cancelled().empty());
   f.fakes[1]->emit(2, -1, "abort");
   f.fakes[0]->emit(1, 42);
   f.fakes[0]->emit(1, 43, "length");
@@ -88,7 +88,7 @@ TEST(RouterTest, EventsReachTheClientAndCancelGoesToTheRightInstance) {
   EXPECT_TRUE(got[3].finished);
   // Finished requests are forgotten: a late cancel goes nowhere.
   f.router->cancel(RequestId(1));
-  EXPECT_TRUE(f.fakes[0]->cancelled.empty());
+  EXPECT_TRUE(f.fakes[0]->cancelled().empty());
   EXPECT_TRUE(f.router->idle());
 }
 
@@ -110,9 +110,9 @@ TEST(RouterTest, UnhealthyInstancesGetNothingAndNoneHealthyIsUnavailable) {
   fresh.last_heartbeat = clock.now();
   f.fakes[1]->set_status(fresh);
   for (uint64_t id = 1; id <= 3; ++id) ASSERT_TRUE(f.router->submit(request(id, 5), ignore()).ok());
-  EXPECT_TRUE(f.fakes[0]->submitted.empty());
-  EXPECT_EQ(f.fakes[1]->submitted.size(), 3u);
-  EXPECT_TRUE(f.fakes[2]->submitted.empty());
+  EXPECT_TRUE(f.fakes[0]->submitted().empty());
+  EXPECT_EQ(f.fakes[1]->submitted().size(), 3u);
+  EXPECT_TRUE(f.fakes[2]->submitted().empty());
   EXPECT_EQ(f.router->cluster_stats().unhealthy_instances, 2);
   f.fakes[1]->set_status(down);
   Status s = f.router->submit(request(9, 5), ignore());
@@ -440,11 +440,11 @@ TEST(RouterFailureTest, ErrorBeforeTheFirstTokenIsRetriedOnceElsewhere) {
   std::vector<instance::TokenEvent> got;
   auto sink = [&](const instance::TokenEvent& ev) { got.push_back(ev); };
   ASSERT_TRUE(f.router->submit(request(1, 5), sink).ok());
-  ASSERT_EQ(f.fakes[0]->submitted.size(), 1u);
+  ASSERT_EQ(f.fakes[0]->submitted().size(), 1u);
   // Instance 0 fails it before any token: the client sees nothing, instance 1 gets it.
   f.fakes[0]->emit(1, -1, "error");
   EXPECT_TRUE(got.empty());
-  ASSERT_EQ(f.fakes[1]->submitted, (std::vector<RequestId>{RequestId(1)}));
+  ASSERT_EQ(f.fakes[1]->submitted(), (std::vector<RequestId>{RequestId(1)}));
   f.fakes[1]->emit(1, 7);
   f.fakes[1]->emit(1, 8, "length");
   ASSERT_EQ(got.size(), 3u);
@@ -458,7 +458,7 @@ TEST(RouterFailureTest, ErrorBeforeTheFirstTokenIsRetriedOnceElsewhere) {
   EXPECT_EQ(got.back().finish_reason, "error");
   ASSERT_TRUE(f.router->submit(request(3, 5), sink).ok());
   const size_t n = got.size();
-  FakeBackend* holder = f.fakes[0]->submitted.back() == RequestId(3) ? f.fakes[0] : f.fakes[1];
+  FakeBackend* holder = f.fakes[0]->submitted().back() == RequestId(3) ? f.fakes[0] : f.fakes[1];
   holder->emit(3, 9);
   holder->emit(3, -1, "error");
   ASSERT_EQ(got.size(), n + 2);
@@ -533,6 +533,85 @@ TEST(RouterFailureTest, FrozenEngineIsDetectedAndItsRequestsMove) {
   const auto reports = (*router)->instances();
   EXPECT_FALSE(reports[0].healthy);
   EXPECT_TRUE(reports[1].healthy);
+  (*router)->stop();
+}
+
+}  // namespace
+}  // namespace ecoserve::cluster
+
+namespace ecoserve::cluster {
+namespace {
+
+// The readiness probe: a real one-token request per instance. An instance whose
+// probe fails (its engine errors although its loop beats) or does not finish in
+// time gets no requests until a probe succeeds again.
+TEST(RouterFailureTest, FailedOrLateProbesMakeAnInstanceNotReady) {
+  ManualClock clock;
+  std::vector<std::unique_ptr<GenerationBackend>> members;
+  std::vector<FakeBackend*> fakes;
+  for (int i = 0; i < 2; ++i) {
+    auto b = std::make_unique<FakeBackend>();
+    fakes.push_back(b.get());
+    members.push_back(std::move(b));
+  }
+  RouterOptions o;
+  o.router = "round-robin";
+  o.watchdog_interval = from_ms(5);
+  o.probe_interval = from_ms(1000);
+  o.probe_timeout = from_ms(3000);
+  o.heartbeat_timeout = from_ms(1000000);
+  auto router = Router::create(std::move(members), o, &clock);
+  ASSERT_TRUE(router.ok());
+  (*router)->start();
+  auto probe_of = [](FakeBackend* f) -> std::optional<uint64_t> {
+    for (RequestId id : f->submitted()) {
+      if (id.value >= (uint64_t{1} << 62)) return id.value;
+    }
+    return std::nullopt;
+  };
+  auto wait_for_probes = [&] {
+    for (int i = 0; i < 2000 && !(probe_of(fakes[0]) && probe_of(fakes[1])); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  };
+  EXPECT_FALSE(probe_of(fakes[0]));  // none before probe_interval
+  clock.advance(from_ms(1000));
+  wait_for_probes();
+  const auto p0 = probe_of(fakes[0]), p1 = probe_of(fakes[1]);
+  ASSERT_TRUE(p0 && p1);
+  fakes[0]->emit(*p0, -1, "error");  // the engine fails
+  fakes[1]->emit(*p1, 5, "length");
+  for (uint64_t id = 1; id <= 4; ++id) ASSERT_TRUE((*router)->submit(request(id, 5), ignore()).ok());
+  auto count = [](FakeBackend* f) {
+    const std::vector<RequestId> ids = f->submitted();
+    return std::count_if(ids.begin(), ids.end(),
+                         [](RequestId id) { return id.value < (uint64_t{1} << 62); });
+  };
+  EXPECT_EQ(count(fakes[0]), 0);
+  EXPECT_EQ(count(fakes[1]), 4);
+  EXPECT_FALSE((*router)->instances()[0].healthy);
+  // The next probe succeeds: instance 0 takes requests again.
+  fakes[0]->clear_submitted();
+  fakes[1]->clear_submitted();
+  clock.advance(from_ms(1000));
+  wait_for_probes();
+  fakes[0]->emit(*probe_of(fakes[0]), 5, "length");
+  const auto late = probe_of(fakes[1]);  // instance 1 never answers this one
+  ASSERT_TRUE(late);
+  EXPECT_TRUE((*router)->instances()[0].healthy);
+  clock.advance(from_ms(3500));  // past probe_timeout
+  for (int i = 0; i < 2000 && (*router)->instances()[1].healthy; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_FALSE((*router)->instances()[1].healthy);
+  // Requests 1-4, still waiting for their first token on instance 1, moved to 0 (and
+  // were cancelled on 1); new ones go to 0 too.
+  for (int i = 0; i < 2000 && count(fakes[0]) < 4; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (uint64_t id = 11; id <= 12; ++id) ASSERT_TRUE((*router)->submit(request(id, 5), ignore()).ok());
+  EXPECT_EQ(count(fakes[0]), 6);
+  EXPECT_EQ(count(fakes[1]), 0);
+  EXPECT_EQ(fakes[1]->cancelled().size(), 4u);
+  EXPECT_EQ((*router)->cluster_stats().retries, 4);
   (*router)->stop();
 }
 
