@@ -11,7 +11,7 @@
 
 namespace ecoserve::cluster::testing {
 
-class FakeBackend final : public GenerationBackend {
+class FakeBackend : public GenerationBackend {
  public:
   explicit FakeBackend(int32_t max_context = 512) : max_context_(max_context) {
     status_.running = true;
