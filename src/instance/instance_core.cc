@@ -187,11 +187,13 @@ void InstanceCore::admit_remote(Executor& executor) {
       continue;
     }
     StatusOr<int32_t> loaded = executor.import_kv(w.kv, *table);
-    const int32_t prompt_len = static_cast<int32_t>(w.request.prompt.size());
-    remote_waiting_.pop_front();
-    if (!loaded.ok() || *loaded != prompt_len + static_cast<int32_t>(w.output_tokens.size()) - 1) {
+    // Every position but the last sampled token's is computed elsewhere.
+    const int32_t expected =
+        static_cast<int32_t>(w.request.prompt.size()) + static_cast<int32_t>(w.output_tokens.size()) - 1;
+    remote_waiting_.pop_front();  // `w` is gone from here on
+    if (!loaded.ok() || *loaded != expected) {
       const std::string msg = loaded.ok() ? fmt::format("the transferred KV holds {} tokens, {} expected", *loaded,
-                                                        prompt_len + static_cast<int32_t>(w.output_tokens.size()) - 1)
+                                                        expected)
                                           : "loading the transferred KV failed: " + loaded.status().message();
       scheduler_->abort(id);
       for (const auto& f : scheduler_->on_step_done({})) {
