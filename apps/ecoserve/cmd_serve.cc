@@ -1,10 +1,14 @@
 // ecoserve serve: one instance behind the OpenAI-compatible HTTP server.
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
+#include <unistd.h>
 #include <signal.h>
 
-#include <csignal>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -63,6 +67,50 @@ struct ServeArgs {
   int32_t remote_prefill_min_tokens = 0;
 };
 
+// The write end of the shutdown pipe, for the signal handler: a handler gets no
+// context, so this one value is process-wide (set once by ShutdownSignals::install).
+std::atomic<int> g_shutdown_fd{-1};
+
+void on_shutdown_signal(int sig) {
+  const int fd = g_shutdown_fd.load();
+  if (fd < 0) return;
+  const char c = static_cast<char>(sig);
+  [[maybe_unused]] ssize_t n = ::write(fd, &c, 1);  // async-signal-safe; a full pipe just drops it
+}
+
+// SIGINT/SIGTERM -> a byte in a pipe. wait() returns the first signal's number.
+class ShutdownSignals {
+ public:
+  ~ShutdownSignals() {
+    for (int fd : fds_) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  Status install() {
+    if (::pipe2(fds_, O_CLOEXEC | O_NONBLOCK) != 0) return unavailable_error("serve: pipe2 failed");
+    g_shutdown_fd.store(fds_[1]);
+    struct sigaction sa = {};
+    sa.sa_handler = on_shutdown_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    if (::sigaction(SIGINT, &sa, nullptr) != 0 || ::sigaction(SIGTERM, &sa, nullptr) != 0) {
+      return unavailable_error("serve: sigaction failed");
+    }
+    return ok_status();
+  }
+  int wait() {
+    for (;;) {
+      pollfd p{fds_[0], POLLIN, 0};
+      if (::poll(&p, 1, -1) < 0 && errno != EINTR) return SIGTERM;
+      char c = 0;
+      if (::read(fds_[0], &c, 1) == 1) return static_cast<unsigned char>(c);
+    }
+  }
+
+ private:
+  int fds_[2] = {-1, -1};
+};
+
 void wait_until(const std::function<bool()>& done, double seconds) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (!done() && std::chrono::steady_clock::now() < deadline) {
@@ -71,12 +119,15 @@ void wait_until(const std::function<bool()>& done, double seconds) {
 }
 
 int run_serve(const ServeArgs& a) {
-  // SIGINT/SIGTERM are taken by sigwait() below: block them before any thread starts.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // SIGINT/SIGTERM: a handler (any thread may run it, including threads libraries
+  // started before main(), e.g. OpenBLAS's pool, which a signal mask set here would
+  // not cover) writes the signal number to a pipe the main thread reads below. The
+  // first one starts the drain; later ones are ignored.
+  ShutdownSignals shutdown_signals;
+  if (Status s = shutdown_signals.install(); !s.ok()) {
+    std::fprintf(stderr, "error: %s\n", s.message().c_str());
+    return 1;
+  }
 
   auto model = model::LlamaModel::load(a.model, a.mmap ? model::GgufFile::Load::kMmap : model::GgufFile::Load::kReadHugePages);
   if (!model.ok()) {
@@ -200,13 +251,7 @@ int run_serve(const ServeArgs& a) {
               a.strategy.c_str(), n > 1 ? (", router " + a.router).c_str() : "");
   std::fflush(stdout);
 
-  int sig = 0;
-  sigwait(&signals, &sig);
-  // Further SIGINT/SIGTERM during the drain are ignored process-wide: threads that
-  // libraries started before main() (OpenBLAS's pool) do not block them, and the
-  // default action there would kill the process mid-drain.
-  std::signal(SIGINT, SIG_IGN);
-  std::signal(SIGTERM, SIG_IGN);
+  const int sig = shutdown_signals.wait();
   std::fprintf(stderr, "[ecoserve] %s: draining (up to %g s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
                a.drain_timeout);
   (*server)->begin_drain();
