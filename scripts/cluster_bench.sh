@@ -35,6 +35,8 @@ strategies=(
   "nodg-chunked|--strategy nodg --router least-loaded --policy chunked"
   "nodg-cache-aware|--strategy nodg --router cache-aware --policy chunked"
   "fudg-1p1d|--strategy fudg --prefill-instances 1 --policy chunked"
+  "nodg-processes|--strategy nodg --router least-loaded --policy chunked --multi-process"
+  "fudg-1p1d-processes|--strategy fudg --prefill-instances 1 --policy chunked --multi-process"
 )
 status=0
 for entry in "${strategies[@]}"; do
@@ -68,7 +70,7 @@ for entry in "${strategies[@]}"; do
   # Every instance's KV cache must be back to empty.
   usage="" busy=1
   for _ in $(seq 1 50); do
-    usage=$(curl -s "$url/metrics" | sed -n 's/^ecoserve:instance_kv_cache_usage_perc{.*instance="\([0-9]*\)".*} \(.*\)/\1=\2/p' | tr '\n' ' ')
+    usage=$(curl -s "$url/metrics" | sed -n 's/^ecoserve:instance_kv_cache_usage_perc{.*instance="\([^"]*\)".*} \(.*\)/\1=\2/p' | tr '\n' ' ')
     busy=$(awk -v u="$usage" 'BEGIN { n = split(u, a, " "); b = (n == 0); for (i = 1; i <= n; i++) { split(a[i], kv, "="); if (kv[2] + 0 != 0) b = 1 } print b }')
     [ "$busy" = 0 ] && break
     sleep 0.1

@@ -16,6 +16,9 @@ if [ -f tests/node/package.json ]; then
    ECOSERVE_BIN="$PWD/../../build/ecoserve" ECOSERVE_SERVE_ARGS="--instances 2 --threads-per-instance 1 --router cache-aware" \
      node --test openai_client.test.js &&
    ECOSERVE_BIN="$PWD/../../build/ecoserve" ECOSERVE_SERVE_ARGS="--instances 2 --threads-per-instance 1 --strategy fudg" \
+     node --test openai_client.test.js &&
+   # And FuDG with each instance in its own process, over ZeroMQ (ecoserve instance + router).
+   ECOSERVE_BIN="$PWD/../../build/ecoserve" ECOSERVE_SERVE_ARGS="--instances 2 --threads-per-instance 1 --strategy fudg --multi-process" \
      node --test openai_client.test.js)
 fi
 bash scripts/fuzz.sh

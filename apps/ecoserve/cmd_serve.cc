@@ -14,13 +14,17 @@
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "apps/ecoserve/commands.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "engine/model_runner.h"
 #include "cluster/instance_backend.h"
+#include "cluster/instance_service.h"
+#include "cluster/remote_backend.h"
 #include "cluster/router.h"
+#include "base/subprocess.h"
 #include "model/llama_model.h"
 #include "server/http_server.h"
 #include "server/server_metrics.h"
@@ -65,6 +69,14 @@ struct ServeArgs {
   int32_t threads_per_instance = 0;
   int32_t prefill_instances = 1;
   int32_t remote_prefill_min_tokens = 0;
+  // Multi-process (ZeroMQ): `serve --multi-process` spawns its instances as
+  // `ecoserve instance` processes; `ecoserve router` fronts running ones.
+  bool multi_process = false;
+  std::vector<std::string> remote_instances;  // router: tcp://HOST:PORT of each instance
+  double heartbeat_timeout = 5.0;             // router: seconds without a status answer -> unhealthy
+  std::string listen = "tcp://127.0.0.1:0";   // instance
+  std::string role = "mixed";                 // instance
+  bool test_hooks = false;                    // instance
 };
 
 // The write end of the shutdown pipe, for the signal handler: a handler gets no
@@ -118,34 +130,20 @@ void wait_until(const std::function<bool()>& done, double seconds) {
   }
 }
 
-int run_serve(const ServeArgs& a) {
-  // SIGINT/SIGTERM: a handler (any thread may run it, including threads libraries
-  // started before main(), e.g. OpenBLAS's pool, which a signal mask set here would
-  // not cover) writes the signal number to a pipe the main thread reads below. The
-  // first one starts the drain; later ones are ignored.
-  ShutdownSignals shutdown_signals;
-  if (Status s = shutdown_signals.install(); !s.ok()) {
-    std::fprintf(stderr, "error: %s\n", s.message().c_str());
-    return 1;
-  }
 
-  auto model = model::LlamaModel::load(a.model, a.mmap ? model::GgufFile::Load::kMmap : model::GgufFile::Load::kReadHugePages);
-  if (!model.ok()) {
-    std::fprintf(stderr, "error: %s\n", model.status().message().c_str());
-    return 1;
-  }
-  const int32_t n = a.instances;
-  engine::EngineOptions eo;
+// The engine and instance options the flags give, for `n` instances sharing this host.
+void engine_and_instance_options(const ServeArgs& a, const model::LlamaModel& m, int32_t n, engine::EngineOptions& eo,
+                                 instance::InstanceOptions& io) {
+  const int32_t cores = std::max(1, static_cast<int32_t>(std::thread::hardware_concurrency()));
   // Each instance has its own engine and thread pool: --threads-per-instance, else
   // --threads (or every core) shared out.
-  const int32_t cores = std::max(1, static_cast<int32_t>(std::thread::hardware_concurrency()));
   eo.num_threads = a.threads_per_instance > 0 ? a.threads_per_instance
                    : n == 1                   ? a.threads
                                               : std::max(1, (a.threads > 0 ? a.threads : cores) / n);
   eo.block_size = a.block_size;
   eo.max_context = a.ctx;
   eo.kv_cache_type = a.kv_cache_type;
-  const auto& cfg = (*model)->config();
+  const auto& cfg = m.config();
   const int64_t context = a.ctx > 0 ? a.ctx : cfg.n_ctx_train;
   const int64_t block_bytes = engine::ModelRunner::kv_bytes_per_block(cfg, a.block_size, eo.kv_cache_type);
   if (a.kv_cache_mb > 0) {
@@ -163,7 +161,6 @@ int run_serve(const ServeArgs& a) {
     eo.num_host_blocks = static_cast<int32_t>(a.swap_mb > 0 ? (static_cast<int64_t>(a.swap_mb) << 20) / block_bytes
                                                             : eo.kv_cache_bytes / block_bytes);
   }
-  instance::InstanceOptions io;
   io.policy = a.policy;
   io.max_num_seqs = a.max_num_seqs;
   io.max_num_batched_tokens = a.max_num_batched_tokens;
@@ -171,54 +168,130 @@ int run_serve(const ServeArgs& a) {
   io.max_waiting = a.max_waiting;
   io.enable_prefix_caching = a.prefix_caching;
   io.preemption_mode = a.preemption_mode;
-  const std::string served_model_name =
-      a.served_model_name.empty() ? std::filesystem::path(a.model).stem().string() : a.served_model_name;
-  // Per-step scheduler/execute measurements, fed on the loop thread (ServerMetrics is thread-safe).
-  auto step_metrics = std::make_shared<server::ServerMetrics>(served_model_name);
-  io.on_step = [step_metrics](const instance::StepStats& st) { step_metrics->observe_step(st); };
-  SteadyClock clock;
-  std::vector<std::unique_ptr<cluster::GenerationBackend>> members;
+}
+
+// One embedded instance of `role` ("mixed", "prefill" or "decode"), with a log line.
+StatusOr<std::unique_ptr<cluster::InstanceBackend>> make_instance(std::shared_ptr<const model::LlamaModel> m,
+                                                                   const engine::EngineOptions& eo,
+                                                                   instance::InstanceOptions io,
+                                                                   const std::string& role, const std::string& name,
+                                                                   const Clock* clock) {
+  if (role == "prefill") io.policy = "prefill-only";  // requests leave after their first token
+  ECO_ASSIGN_OR_RETURN(std::unique_ptr<cluster::InstanceBackend> instance,
+                       cluster::InstanceBackend::create(m, eo, io, clock));
+  instance->set_role(role);
+  const int32_t cores = std::max(1, static_cast<int32_t>(std::thread::hardware_concurrency()));
+  const int64_t block_bytes = engine::ModelRunner::kv_bytes_per_block(m->config(), eo.block_size, eo.kv_cache_type);
+  std::fprintf(stderr,
+               "[ecoserve] instance %s (%s): %d threads, KV cache %d blocks of %d tokens, %s (%.0f MiB reserved), %d "
+               "host swap blocks\n",
+               name.c_str(), role.c_str(), eo.num_threads > 0 ? eo.num_threads : cores, instance->num_kv_blocks(),
+               eo.block_size, engine::kv_cache_type_name(eo.kv_cache_type),
+               instance->num_kv_blocks() * static_cast<double>(block_bytes) / (1 << 20), instance->num_host_blocks());
+  return instance;
+}
+
+std::string model_id_of(const std::string& path) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  return std::filesystem::path(path).filename().string() + ":" + (ec ? std::string("?") : std::to_string(size));
+}
+
+// `ecoserve instance` processes started by `serve --multi-process`: one per
+// instance, on loopback ports they pick; stopped with SIGTERM when serve exits.
+struct ChildInstances {
+  std::vector<std::unique_ptr<Subprocess>> children;
+  std::vector<std::string> addresses;
+  ~ChildInstances() {
+    for (auto& c : children) c->stop(SIGTERM);
+  }
+};
+
+Status spawn_instances(const ServeArgs& a, const engine::EngineOptions& eo, ChildInstances& out) {
+  char self[4096] = {};
+  const ssize_t len = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (len <= 0) return unavailable_error("cannot find the ecoserve binary (/proc/self/exe)");
   const bool fudg = a.strategy == "fudg";
-  if (fudg && (n < 2 || a.prefill_instances < 1 || a.prefill_instances >= n)) {
-    std::fprintf(stderr, "error: --strategy fudg needs --instances >= 2 and 1 <= --prefill-instances < --instances "
-                         "(got %d instances, %d prefill)\n", n, a.prefill_instances);
-    return 1;
+  for (int32_t i = 0; i < a.instances; ++i) {
+    const std::string role = !fudg ? "mixed" : i < a.prefill_instances ? "prefill" : "decode";
+    std::vector<std::string> argv = {
+        std::string(self, static_cast<size_t>(len)), "instance", "--listen", "tcp://127.0.0.1:0", "-m", a.model,
+        "--role", role, "--threads", std::to_string(eo.num_threads), "--policy", a.policy,
+        "--max-num-seqs", std::to_string(a.max_num_seqs), "--max-num-batched-tokens",
+        std::to_string(a.max_num_batched_tokens), "--chunk-size", std::to_string(a.chunk_size),
+        "--kv-cache-mb", std::to_string(std::max<int64_t>(1, eo.kv_cache_bytes >> 20)), "--block-size",
+        std::to_string(a.block_size), "--kv-cache-dtype", engine::kv_cache_type_name(a.kv_cache_type), "-c",
+        std::to_string(a.ctx), "--max-waiting", std::to_string(a.max_waiting),
+        a.prefix_caching ? "--enable-prefix-caching" : "--no-prefix-caching", "--preemption-mode",
+        a.preemption_mode, "--swap-space-mb", std::to_string(a.swap_mb), "--name", std::to_string(i)};
+    if (a.mmap) argv.push_back("--mmap");
+    auto child = std::make_unique<Subprocess>();
+    ECO_RETURN_IF_ERROR(child->start(argv));
+    StatusOr<std::string> line = child->wait_for_line("ecoserve instance listening on ", std::chrono::seconds(120));
+    if (!line.ok()) return line.status().with_prefix("instance " + std::to_string(i) + " did not start");
+    out.addresses.push_back(line->substr(0, line->find(' ')));
+    out.children.push_back(std::move(child));
   }
-  for (int32_t i = 0; i < n; ++i) {
-    const bool prefill = fudg && i < a.prefill_instances;
-    instance::InstanceOptions member_options = io;
-    if (prefill) member_options.policy = "prefill-only";  // requests leave after their first token
-    auto instance = cluster::InstanceBackend::create(*model, eo, member_options, &clock);
-    if (!instance.ok()) {
-      std::fprintf(stderr, "error: %s\n", instance.status().message().c_str());
-      return 1;
+  return ok_status();
+}
+
+// Connects to running instances and loads the model they serve (from the path the
+// first one reports, or --model): the router tokenizes and renders templates.
+StatusOr<std::vector<std::unique_ptr<cluster::GenerationBackend>>> connect_instances(
+    const ServeArgs& a, const std::vector<std::string>& addresses, const Clock* clock,
+    std::shared_ptr<const model::LlamaModel>* model_out) {
+  std::vector<std::unique_ptr<cluster::RemoteBackend>> remotes;
+  for (const std::string& address : addresses) {
+    cluster::RemoteBackendOptions ro;
+    ro.address = address;
+    ro.peer_timeout = from_seconds(std::max(0.2, a.heartbeat_timeout * 0.6));
+    ECO_ASSIGN_OR_RETURN(std::unique_ptr<cluster::RemoteBackend> r, cluster::RemoteBackend::connect(ro, clock));
+    const transport::InstanceInfo& info = r->info();
+    std::fprintf(stderr, "[ecoserve] instance %s: role %s, model %s, context %d, blocks of %d tokens\n",
+                 address.c_str(), info.role.c_str(), info.model_id.c_str(), info.max_context, info.block_size);
+    if (!remotes.empty() && info.model_id != remotes[0]->info().model_id) {
+      return failed_precondition_error("instance {} serves {}, instance {} serves {}: a router fronts one model",
+                                       address, info.model_id, addresses[0], remotes[0]->info().model_id);
     }
-    (*instance)->set_role(!fudg ? "mixed" : prefill ? "prefill" : "decode");
-    std::fprintf(stderr,
-                 "[ecoserve] instance %d (%s): %d threads, KV cache %d blocks of %d tokens, %s (%.0f MiB reserved), %d "
-                 "host swap blocks\n",
-                 i, !fudg ? "mixed" : prefill ? "prefill" : "decode", eo.num_threads > 0 ? eo.num_threads : cores, (*instance)->num_kv_blocks(), a.block_size,
-                 engine::kv_cache_type_name(eo.kv_cache_type),
-                 (*instance)->num_kv_blocks() * static_cast<double>(block_bytes) / (1 << 20),
-                 (*instance)->num_host_blocks());
-    members.push_back(std::move(*instance));
-  }
-  StatusOr<std::unique_ptr<cluster::GenerationBackend>> backend = invalid_argument_error("no instance");
-  if (n == 1) {
-    backend = std::move(members[0]);
-  } else {
-    cluster::RouterOptions ro;
-    ro.router = a.router;
-    ro.strategy = a.strategy;
-    ro.num_prefill_instances = fudg ? a.prefill_instances : 0;
-    ro.dispatch.remote_prefill_min_tokens = a.remote_prefill_min_tokens;
-    auto router = cluster::Router::create(std::move(members), ro, &clock);
-    if (!router.ok()) {
-      std::fprintf(stderr, "error: %s\n", router.status().message().c_str());
-      return 1;
+    const bool fudg = a.strategy == "fudg";
+    const size_t i = remotes.size();
+    const std::string want = !fudg ? "mixed" : static_cast<int32_t>(i) < a.prefill_instances ? "prefill" : "decode";
+    const bool fits = info.role == want || (fudg && want == "decode" && info.role == "mixed");
+    if (!fits) {
+      return failed_precondition_error(
+          "instance {} runs as '{}' but --strategy {} needs '{}' there (start it with --role {}; with fudg the "
+          "first --prefill-instances instances prefill)",
+          address, info.role, a.strategy, want, want);
     }
-    backend = std::unique_ptr<cluster::GenerationBackend>(std::move(*router));
+    remotes.push_back(std::move(r));
   }
+  const std::string path = !a.model.empty() ? a.model : remotes[0]->info().model_path;
+  auto model = model::LlamaModel::load(path, model::GgufFile::Load::kMmap);
+  if (!model.ok()) return model.status().with_prefix("the router loads the model's tokenizer from " + path);
+  *model_out = *model;
+  std::vector<std::unique_ptr<cluster::GenerationBackend>> members;
+  for (auto& r : remotes) {
+    r->set_model(*model);
+    members.push_back(std::move(r));
+  }
+  return members;
+}
+
+cluster::RouterOptions router_options(const ServeArgs& a) {
+  cluster::RouterOptions ro;
+  ro.router = a.router;
+  ro.strategy = a.strategy;
+  ro.num_prefill_instances = a.strategy == "fudg" ? a.prefill_instances : 0;
+  ro.dispatch.remote_prefill_min_tokens = a.remote_prefill_min_tokens;
+  ro.heartbeat_timeout = from_seconds(a.heartbeat_timeout);
+  return ro;
+}
+
+// Serves `backend` over HTTP until SIGINT/SIGTERM, then drains. Returns the exit code.
+int serve_http(const ServeArgs& a, std::unique_ptr<cluster::GenerationBackend> backend_owner,
+               const std::string& served_model_name, std::shared_ptr<server::ServerMetrics> step_metrics,
+               ShutdownSignals& shutdown_signals, const Clock& clock, const std::string& banner) {
+  std::unique_ptr<cluster::GenerationBackend>* backend = &backend_owner;
   server::ServerOptions so;
   so.host = a.host;
   so.port = static_cast<uint16_t>(a.port);
@@ -246,9 +319,8 @@ int run_serve(const ServeArgs& a) {
     return 1;
   }
   const std::string host = a.host.find(':') != std::string::npos ? "[" + a.host + "]" : a.host;
-  std::printf("ecoserve listening on http://%s:%u (model %s, policy %s, %d instance%s, strategy %s%s)\n",
-              host.c_str(), (*server)->port(), so.served_model_name.c_str(), a.policy.c_str(), n, n == 1 ? "" : "s",
-              a.strategy.c_str(), n > 1 ? (", router " + a.router).c_str() : "");
+  std::printf("ecoserve listening on http://%s:%u (model %s, %s)\n", host.c_str(), (*server)->port(),
+              so.served_model_name.c_str(), banner.c_str());
   std::fflush(stdout);
 
   const int sig = shutdown_signals.wait();
@@ -290,14 +362,155 @@ int run_serve(const ServeArgs& a) {
   return 0;
 }
 
-}  // namespace
 
-void add_serve_command(CLI::App& app, int& exit_code) {
-  auto a = std::make_shared<ServeArgs>();
-  auto* cmd = app.add_subcommand(
-      "serve", "Serve one model over an OpenAI-compatible HTTP API (/v1/completions, /v1/chat/completions, "
-               "/v1/models, /health, /metrics). SIGINT/SIGTERM drain and exit 0.");
-  cmd->add_option("-m,--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+int run_serve(const ServeArgs& a) {
+  // SIGINT/SIGTERM: a handler (any thread may run it, including threads libraries
+  // started before main(), e.g. OpenBLAS's pool, which a signal mask set here would
+  // not cover) writes the signal number to a pipe the main thread reads below. The
+  // first one starts the drain; later ones are ignored.
+  ShutdownSignals shutdown_signals;
+  if (Status s = shutdown_signals.install(); !s.ok()) {
+    std::fprintf(stderr, "error: %s\n", s.message().c_str());
+    return 1;
+  }
+  auto fail = [](const Status& s) {
+    std::fprintf(stderr, "error: %s\n", s.message().c_str());
+    return 1;
+  };
+  const int32_t n = a.instances;
+  const bool fudg = a.strategy == "fudg";
+  if (fudg && (n < 2 || a.prefill_instances < 1 || a.prefill_instances >= n)) {
+    std::fprintf(stderr, "error: --strategy fudg needs --instances >= 2 and 1 <= --prefill-instances < --instances "
+                         "(got %d instances, %d prefill)\n", n, a.prefill_instances);
+    return 1;
+  }
+  auto model = model::LlamaModel::load(a.model, a.mmap || a.multi_process ? model::GgufFile::Load::kMmap
+                                                                          : model::GgufFile::Load::kReadHugePages);
+  if (!model.ok()) return fail(model.status());
+  engine::EngineOptions eo;
+  instance::InstanceOptions io;
+  engine_and_instance_options(a, **model, n, eo, io);
+  const std::string served_model_name =
+      a.served_model_name.empty() ? std::filesystem::path(a.model).stem().string() : a.served_model_name;
+  // Per-step scheduler/execute measurements, fed on the loop thread (ServerMetrics is thread-safe).
+  auto step_metrics = std::make_shared<server::ServerMetrics>(served_model_name);
+  io.on_step = [step_metrics](const instance::StepStats& st) { step_metrics->observe_step(st); };
+  SteadyClock clock;
+  std::vector<std::unique_ptr<cluster::GenerationBackend>> members;
+  ChildInstances children;
+  if (a.multi_process) {
+    if (Status s = spawn_instances(a, eo, children); !s.ok()) return fail(s);
+    std::shared_ptr<const model::LlamaModel> unused;
+    auto connected = connect_instances(a, children.addresses, &clock, &unused);
+    if (!connected.ok()) return fail(connected.status());
+    members = std::move(*connected);
+  } else {
+    for (int32_t i = 0; i < n; ++i) {
+      const std::string role = !fudg ? "mixed" : i < a.prefill_instances ? "prefill" : "decode";
+      auto instance = make_instance(*model, eo, io, role, std::to_string(i), &clock);
+      if (!instance.ok()) return fail(instance.status());
+      members.push_back(std::move(*instance));
+    }
+  }
+  std::unique_ptr<cluster::GenerationBackend> backend;
+  if (n == 1 && !a.multi_process) {
+    backend = std::move(members[0]);
+  } else {
+    auto router = cluster::Router::create(std::move(members), router_options(a), &clock);
+    if (!router.ok()) return fail(router.status());
+    backend = std::move(*router);
+  }
+  char banner[256];
+  std::snprintf(banner, sizeof(banner), "policy %s, %d instance%s%s, strategy %s%s", a.policy.c_str(), n,
+                n == 1 ? "" : "s", a.multi_process ? " in processes" : "", a.strategy.c_str(),
+                n > 1 ? (", router " + a.router).c_str() : "");
+  return serve_http(a, std::move(backend), served_model_name, step_metrics, shutdown_signals, clock, banner);
+}
+
+int run_router(const ServeArgs& a) {
+  ShutdownSignals shutdown_signals;
+  if (Status s = shutdown_signals.install(); !s.ok()) {
+    std::fprintf(stderr, "error: %s\n", s.message().c_str());
+    return 1;
+  }
+  const int32_t n = static_cast<int32_t>(a.remote_instances.size());
+  if (a.strategy == "fudg" && (n < 2 || a.prefill_instances < 1 || a.prefill_instances >= n)) {
+    std::fprintf(stderr, "error: --strategy fudg needs at least two --instance and 1 <= --prefill-instances < their "
+                         "number (got %d instances, %d prefill)\n", n, a.prefill_instances);
+    return 1;
+  }
+  SteadyClock clock;
+  std::shared_ptr<const model::LlamaModel> model;
+  auto members = connect_instances(a, a.remote_instances, &clock, &model);
+  if (!members.ok()) {
+    std::fprintf(stderr, "error: %s\n", members.status().message().c_str());
+    return 1;
+  }
+  auto router = cluster::Router::create(std::move(*members), router_options(a), &clock);
+  if (!router.ok()) {
+    std::fprintf(stderr, "error: %s\n", router.status().message().c_str());
+    return 1;
+  }
+  const std::string path = !a.model.empty() ? a.model : std::string(model->gguf().path());
+  const std::string served_model_name =
+      a.served_model_name.empty() ? std::filesystem::path(path).stem().string() : a.served_model_name;
+  auto metrics = std::make_shared<server::ServerMetrics>(served_model_name);
+  char banner[256];
+  std::snprintf(banner, sizeof(banner), "%d remote instance%s, strategy %s, router %s", n, n == 1 ? "" : "s",
+                a.strategy.c_str(), a.router.c_str());
+  return serve_http(a, std::move(*router), served_model_name, metrics, shutdown_signals, clock, banner);
+}
+
+int run_instance(const ServeArgs& a) {
+  ShutdownSignals shutdown_signals;
+  if (Status s = shutdown_signals.install(); !s.ok()) {
+    std::fprintf(stderr, "error: %s\n", s.message().c_str());
+    return 1;
+  }
+  auto fail = [](const Status& s) {
+    std::fprintf(stderr, "error: %s\n", s.message().c_str());
+    return 1;
+  };
+  auto model = model::LlamaModel::load(a.model, a.mmap ? model::GgufFile::Load::kMmap : model::GgufFile::Load::kReadHugePages);
+  if (!model.ok()) return fail(model.status());
+  engine::EngineOptions eo;
+  instance::InstanceOptions io;
+  engine_and_instance_options(a, **model, 1, eo, io);
+  SteadyClock clock;
+  auto instance = make_instance(*model, eo, io, a.role, a.served_model_name.empty() ? a.listen : a.served_model_name,
+                                &clock);
+  if (!instance.ok()) return fail(instance.status());
+  cluster::InstanceServiceOptions so;
+  so.listen = a.listen;
+  so.role = a.role;
+  so.model_path = std::filesystem::absolute(a.model).string();
+  so.model_id = model_id_of(a.model);
+  so.block_size = eo.block_size;
+  cluster::InstanceBackend* raw = instance->get();
+  if (a.test_hooks) so.freeze_for_testing = [raw](Duration d) { raw->freeze_for_testing(d); };
+  (*instance)->start();  // first: the service reports the running instance's block size
+  auto service = cluster::InstanceService::create(raw, so, &clock);
+  if (!service.ok()) {
+    (*instance)->stop();
+    return fail(service.status());
+  }
+  (*service)->start();
+  std::printf("ecoserve instance listening on %s (model %s, role %s, wire version %u)\n",
+              (*service)->endpoint().c_str(), so.model_id.c_str(), a.role.c_str(), transport::kWireVersion);
+  std::fflush(stdout);
+  const int sig = shutdown_signals.wait();
+  std::fprintf(stderr, "[ecoserve] instance %s: draining (up to %g s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+               a.drain_timeout);
+  (*instance)->begin_drain();
+  wait_until([&] { return (*instance)->idle(); }, a.drain_timeout);
+  (*instance)->stop();   // aborts what is left; the final events still go out
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  (*service)->stop();
+  std::fprintf(stderr, "[ecoserve] instance stopped\n");
+  return 0;
+}
+// The engine and scheduler of an instance (serve, instance).
+void add_engine_flags(CLI::App* cmd, const std::shared_ptr<ServeArgs>& a) {
   cmd->add_flag("--mmap", a->mmap,
                   "map the model file (shared page cache, less memory) instead of reading it into huge-page memory (faster decode)");
   cmd->add_option("--policy", a->policy, "instance scheduling policy: prefill-first (vLLM) or chunked (Sarathi-Serve)")
@@ -306,11 +519,6 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("-t,--threads", a->threads, "compute threads; 0 = all cores")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--host", a->host, "address to bind")->capture_default_str();
-  cmd->add_option("--port", a->port, "TCP port; 0 = pick a free port (printed at start-up)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 65535));
-  cmd->add_option("--io-threads", a->io_threads, "HTTP I/O threads")->capture_default_str()->check(CLI::Range(1, 64));
   cmd->add_option("--max-num-seqs", a->max_num_seqs, "most sequences in a running batch")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 16));
@@ -331,17 +539,6 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-waiting", a->max_waiting, "waiting-queue bound; requests beyond it get HTTP 429")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--api-key", a->api_key, "require 'Authorization: Bearer KEY' on /v1/* (default: no key)");
-  cmd->add_option("--chat-template", a->chat_template,
-                  "chat template: llama-2, llama-3, chatml, zephyr or mistral (default: detected from the GGUF, "
-                  "chatml when unknown)")
-      ->check(CLI::IsMember({"llama-2", "llama2", "llama-3", "llama3", "chatml", "zephyr", "mistral"}));
-  cmd->add_option("--served-model-name", a->served_model_name,
-                  "model name clients must use (default: the GGUF file name without extension)");
-  cmd->add_option("--drain-timeout", a->drain_timeout,
-                  "on SIGINT/SIGTERM, seconds to let running requests finish before aborting them")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--enable-prefix-caching,!--no-prefix-caching", a->prefix_caching,
                 "share the KV blocks of common prompt prefixes (default: on)");
   cmd->add_option("--preemption-mode", a->preemption_mode,
@@ -351,6 +548,21 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--swap-space-mb", a->swap_mb, "host memory for swapped-out KV in MiB; 0 = as much as the KV cache")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+}
+// The OpenAI HTTP endpoint (serve, router).
+void add_http_flags(CLI::App* cmd, const std::shared_ptr<ServeArgs>& a) {
+  cmd->add_option("--host", a->host, "address to bind")->capture_default_str();
+  cmd->add_option("--port", a->port, "TCP port; 0 = pick a free port (printed at start-up)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--io-threads", a->io_threads, "HTTP I/O threads")->capture_default_str()->check(CLI::Range(1, 64));
+  cmd->add_option("--api-key", a->api_key, "require 'Authorization: Bearer KEY' on /v1/* (default: no key)");
+  cmd->add_option("--chat-template", a->chat_template,
+                  "chat template: llama-2, llama-3, chatml, zephyr or mistral (default: detected from the GGUF, "
+                  "chatml when unknown)")
+      ->check(CLI::IsMember({"llama-2", "llama2", "llama-3", "llama3", "chatml", "zephyr", "mistral"}));
+  cmd->add_option("--served-model-name", a->served_model_name,
+                  "model name clients must use (default: the GGUF file name without extension)");
   cmd->add_option("--max-body-bytes", a->max_body_bytes, "largest request body; larger ones get HTTP 413")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 32));
@@ -375,10 +587,13 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                   "its generation cancelled); also bounds how long shutdown waits for slow readers; 0 = no limit")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--instances", a->instances,
-                  "instances in this process, each with its own engine, thread pool and KV cache, behind one endpoint")
+  cmd->add_option("--max-connections", a->max_connections,
+                  "most open client connections (more get 503 and are closed); lowered to fit 'ulimit -n'")
       ->capture_default_str()
-      ->check(CLI::Range(1, 256));
+      ->check(CLI::Range(1, 1 << 20));
+}
+// How a router spreads requests over instances (serve, router).
+void add_cluster_flags(CLI::App* cmd, const std::shared_ptr<ServeArgs>& a) {
   cmd->add_option("--strategy", a->strategy,
                   "how instances share prefill and decode: nodg (every instance mixes both; the router spreads "
                   "requests) or fudg (prefill instances and decode instances; the prompt's KV cache moves after "
@@ -399,15 +614,89 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                   "tokens) or cache-aware (longest cached prefix, traded against load)")
       ->capture_default_str()
       ->check(CLI::IsMember({"round-robin", "least-loaded", "cache-aware"}));
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<ServeArgs>();
+  auto* cmd = app.add_subcommand(
+      "serve", "Serve one model over an OpenAI-compatible HTTP API (/v1/completions, /v1/chat/completions, "
+               "/v1/models, /health, /metrics). SIGINT/SIGTERM drain and exit 0.");
+  cmd->add_option("-m,--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+  add_engine_flags(cmd, a);
+  add_http_flags(cmd, a);
+  cmd->add_option("--drain-timeout", a->drain_timeout,
+                  "on SIGINT/SIGTERM, seconds to let running requests finish before aborting them")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--instances", a->instances,
+                  "instances in this process, each with its own engine, thread pool and KV cache, behind one endpoint")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   cmd->add_option("--threads-per-instance", a->threads_per_instance,
                   "compute threads of each instance; 0 = --threads (or every core) divided among the instances")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--max-connections", a->max_connections,
-                  "most open client connections (more get 503 and are closed); lowered to fit 'ulimit -n'")
+  add_cluster_flags(cmd, a);
+  cmd->add_flag("--multi-process", a->multi_process,
+                "run each instance as its own `ecoserve instance` process on a loopback port, reached over ZeroMQ "
+                "(what `ecoserve router` does with instances started by hand)");
+  cmd->add_option("--heartbeat-timeout", a->heartbeat_timeout,
+                  "seconds without a heartbeat before an instance is unhealthy (gets no requests)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(CLI::Range(0.1, 3600.0));
   cmd->callback([a, &exit_code] { exit_code = run_serve(*a); });
+}
+
+void add_router_command(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<ServeArgs>();
+  auto* cmd = app.add_subcommand(
+      "router", "Serve the OpenAI HTTP API in front of running `ecoserve instance` processes, reached over ZeroMQ "
+                "(msgpack messages, versioned). The router loads the model's tokenizer from the path the first "
+                "instance reports (or --model). SIGINT/SIGTERM drain and exit 0.");
+  cmd->add_option("--instance", a->remote_instances,
+                  "an instance's address, tcp://HOST:PORT (repeat for each; with fudg the first --prefill-instances "
+                  "must run with --role prefill)")
+      ->required();
+  cmd->add_option("-m,--model", a->model, "the GGUF the instances serve, if its path differs on this host")
+      ->check(CLI::ExistingFile);
+  add_http_flags(cmd, a);
+  cmd->add_option("--drain-timeout", a->drain_timeout,
+                  "on SIGINT/SIGTERM, seconds to let running requests finish before aborting them")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  add_cluster_flags(cmd, a);
+  cmd->add_option("--heartbeat-timeout", a->heartbeat_timeout,
+                  "seconds without an instance's heartbeat before it is unhealthy: it gets no requests and the "
+                  "requests it held fail (retried elsewhere when no token was sent yet)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  cmd->callback([a, &exit_code] { exit_code = run_router(*a); });
+}
+
+void add_instance_command(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<ServeArgs>();
+  auto* cmd = app.add_subcommand(
+      "instance", "Serve one instance (engine, scheduler, KV cache) to routers over ZeroMQ: `ecoserve router "
+                  "--instance tcp://HOST:PORT` fronts it. Prints 'ecoserve instance listening on tcp://...'. "
+                  "SIGINT/SIGTERM drain and exit 0.");
+  cmd->add_option("-m,--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--listen", a->listen, "ZeroMQ address to bind, tcp://HOST:PORT (port 0 picks a free one)")
+      ->capture_default_str();
+  cmd->add_option("--role", a->role,
+                  "mixed (prefill and decode), prefill (requests leave after their first token; their KV is "
+                  "held for a decode instance) or decode")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"mixed", "prefill", "decode"}));
+  cmd->add_option("--name", a->served_model_name, "the instance's name in logs (default: its address)");
+  add_engine_flags(cmd, a);
+  cmd->add_option("--drain-timeout", a->drain_timeout,
+                  "on SIGINT/SIGTERM, seconds to let running requests finish before aborting them")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--test-hooks", a->test_hooks, "accept test-only messages (freeze the engine); never in production");
+  cmd->callback([a, &exit_code] { exit_code = run_instance(*a); });
 }
 
 }  // namespace ecoserve::apps

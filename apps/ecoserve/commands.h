@@ -12,6 +12,8 @@ void add_model_command(CLI::App& app, int& exit_code);     // cmd_model.cc
 void add_generate_command(CLI::App& app, int& exit_code);  // cmd_generate.cc
 void add_profile_command(CLI::App& app, int& exit_code);   // cmd_profile.cc
 void add_serve_command(CLI::App& app, int& exit_code);     // cmd_serve.cc
+void add_router_command(CLI::App& app, int& exit_code);    // cmd_serve.cc
+void add_instance_command(CLI::App& app, int& exit_code);  // cmd_serve.cc
 void add_bench_command(CLI::App& app, int& exit_code);     // cmd_bench.cc
 void add_timeline_command(CLI::App& app, int& exit_code);  // cmd_timeline.cc
 // `model tokenize` lives in cmd_model_tokenize.cc; cmd_model.cc calls this to add it.

@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
   ecoserve::apps::add_generate_command(app, exit_code);
   ecoserve::apps::add_profile_command(app, exit_code);
   ecoserve::apps::add_serve_command(app, exit_code);
+  ecoserve::apps::add_router_command(app, exit_code);
+  ecoserve::apps::add_instance_command(app, exit_code);
   ecoserve::apps::add_bench_command(app, exit_code);
   ecoserve::apps::add_timeline_command(app, exit_code);
   app.parse_complete_callback([&] { ecoserve::init_logging(log_level); });

@@ -33,7 +33,9 @@ StatusOr<std::unique_ptr<Router>> Router::create(std::vector<std::unique_ptr<Gen
   for (size_t i = 0; i < instances.size(); ++i) {
     Member m;
     m.backend = std::move(instances[i]);
-    m.name = std::to_string(i);
+    // Remote instances go by their address; embedded ones by their index.
+    const std::vector<InstanceReport> reports = m.backend->instances();
+    m.name = !reports.empty() && reports[0].name.find("://") != std::string::npos ? reports[0].name : std::to_string(i);
     members.push_back(std::move(m));
   }
   return std::unique_ptr<Router>(new Router(std::move(members), options, clock, std::move(policy)));
@@ -198,8 +200,12 @@ Status Router::dispatch(RequestId id, std::optional<size_t> exclude) {
   std::optional<InstanceId> target;
   std::optional<policy::PdDecision> pd;
   if (fudg()) {
-    pd = policy::pd_dispatch(view_, rr, options_.dispatch);
-    if (pd) target = pd->remote_prefill ? pd->prefill : pd->decode;
+    pd = policy::pd_dispatch(view_, rr, options_.dispatch, &decode_index_);
+    if (pd) {
+      target = pd->remote_prefill ? pd->prefill : pd->decode;
+      // Either way the decode instance ends up holding the prompt's blocks.
+      decode_index_.insert(pd->decode, hashes_);
+    }
   } else {
     target = policy_->route(view_, rr);
   }
@@ -332,6 +338,12 @@ void Router::check_instances() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
+    // What a sick instance cached is not worth routing to (it may come back empty).
+    for (size_t i = 0; i < members_.size(); ++i) {
+      if (!sick[i]) continue;
+      policy_->remove_instance(InstanceId(static_cast<int32_t>(i)));
+      decode_index_.remove_instance(InstanceId(static_cast<int32_t>(i)));
+    }
     for (auto& [id, f] : in_flight_) {
       if (!f.routed || !sick[f.member]) continue;
       if (f.generated == 0 && !f.retried && !f.cancelled && members_.size() > 1) {

@@ -145,6 +145,9 @@ class Router final : public GenerationBackend {
   std::unordered_map<RequestId, InFlight> in_flight_;  // under mu_
   policy::ClusterView view_;                        // under mu_ (scratch)
   std::vector<kv::BlockHash> hashes_;               // under mu_ (scratch)
+  // fudg: which prompt blocks each decode instance probably caches (for
+  // conditional disaggregation: a mostly cached prompt prefills locally).
+  policy::PrefixIndex decode_index_;                // under mu_
   ClusterStats stats_;                              // under mu_
   bool draining_ = false;                           // under mu_
   bool stopping_ = false;                           // under mu_

@@ -374,6 +374,34 @@ TEST_F(FudgTest, ShortPromptsPrefillOnTheDecodeInstance) {
   router->stop();
 }
 
+TEST_F(FudgTest, APromptTheDecodeInstanceCachesPrefillsThereAndAgrees) {
+  auto router = fudg(engine::KvCacheType::kF32);
+  // Three full blocks of 16 tokens: the first request moves its KV to the decode
+  // instance, which then caches them; the same prompt again prefills locally.
+  auto reqs = requests(0.0f);
+  instance::GenerationRequest first = reqs[0];
+  std::string text;
+  for (int i = 0; i < 3; ++i) {
+    text += "Once upon a time, there was a little girl named Lily. She loved to play outside in the sun with her "
+            "friends and her big red ball. ";
+  }
+  first.prompt = model_->tokenizer().encode(text, true);
+  ASSERT_GE(first.prompt.size(), 48u);
+  instance::GenerationRequest again = first;
+  again.id = RequestId(2);
+  auto got1 = run(*router, {first});
+  EXPECT_EQ(router->cluster_stats().kv_transfers, 1);
+  EXPECT_EQ(router->cluster_stats().local_prefills, 0);
+  auto got2 = run(*router, {again});
+  EXPECT_EQ(router->cluster_stats().kv_transfers, 1);
+  EXPECT_EQ(router->cluster_stats().local_prefills, 1);
+  EXPECT_EQ(got1[1].first, got2[2].first);
+  EXPECT_EQ(got1[1].first.size(), 24u);
+  // The decode instance served the prompt from its prefix cache.
+  EXPECT_GE(router->instances().at(1).status.prefix_cache_hits, 32);
+  router->stop();
+}
+
 TEST_F(FudgTest, CancelDuringEachPhaseEndsWithAbortAndFreesBlocks) {
   auto router = fudg(engine::KvCacheType::kF32);
   std::mutex mu;
