@@ -244,7 +244,13 @@ int run_bench(const BenchArgs& a) {
     int probe_no = 0;
     auto probe = [&](double r) -> StatusOr<GoodputProbe> {
       ECO_ASSIGN_OR_RETURN(auto times, make_times(r));
-      ECO_ASSIGN_OR_RETURN(auto res, runner.run(*workload, times));
+      // Each probe sends new prompts (the same lengths' distribution, seed + probe
+      // index): a server's prefix cache warmed by an earlier probe must not serve a
+      // later one, or every probe after the first measures cache hits, not prefill.
+      WorkloadOptions probe_workload = wo;
+      probe_workload.seed = a.seed + runs.size();
+      ECO_ASSIGN_OR_RETURN(auto prompts, build_workload(probe_workload, builder));
+      ECO_ASSIGN_OR_RETURN(auto res, runner.run(prompts, times));
       auto m = compute_metrics(res.records, res.duration_s, mo);
       runs.emplace_back(r, std::move(res));
       return GoodputProbe{.rate = r, .attainment = m.attainment, .goodput = m.goodput};
@@ -361,7 +367,10 @@ void add_bench_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--max-concurrency", args->max_concurrency, "max requests in flight (0 = unlimited)")
       ->capture_default_str();
-  cmd->add_option("--seed", args->seed, "seed for sampling and arrivals")->capture_default_str();
+  cmd->add_option("--seed", args->seed,
+                  "seed for sampling, prompts and arrivals (--goodput-search probe k uses seed + k for its prompts, so "
+                  "no probe finds the previous probes' prompts in a prefix cache)")
+      ->capture_default_str();
   cmd->add_option("--request-timeout", args->request_timeout_s, "per-request timeout (s)")->capture_default_str();
   cmd->add_option("--ignore-eos", args->ignore_eos, "ask the server to ignore EOS (true/false)")
       ->capture_default_str();

@@ -40,8 +40,9 @@ using nlohmann::json;
 
 using namespace ::ecoserve::server::testing;  // NOLINT: the test client helpers
 
-// Every test runs against each backend the server can have: one instance, and
-// two instances behind each NoDG router. One server per configuration, started
+// Every test runs against each backend the server can have: one instance, two
+// instances behind each NoDG router, FuDG, and both strategies with the
+// instances in their own processes. One server per configuration, started
 // on first use and stopped (SIGTERM, which must drain and exit 0) at the end.
 struct Backend {
   const char* name;
@@ -54,6 +55,11 @@ const Backend kBackends[] = {
     {"nodg_least_loaded", {"--instances", "2", "--threads-per-instance", "1", "--router", "least-loaded"}},
     {"nodg_cache_aware", {"--instances", "2", "--threads-per-instance", "1", "--router", "cache-aware"}},
     {"fudg_1p1d", {"--instances", "2", "--threads-per-instance", "1", "--strategy", "fudg", "--prefill-instances", "1"}},
+    // The same over ZeroMQ: each instance an `ecoserve instance` child process.
+    {"nodg_processes", {"--instances", "2", "--threads-per-instance", "1", "--router", "least-loaded", "--multi-process"}},
+    {"fudg_1p1d_processes",
+     {"--instances", "2", "--threads-per-instance", "1", "--strategy", "fudg", "--prefill-instances", "1",
+      "--multi-process"}},
 };
 
 void PrintTo(const Backend& b, std::ostream* os) { *os << b.name; }
@@ -237,8 +243,12 @@ TEST_P(ServerIntegration, ModelsHealthAndMetrics) {
   EXPECT_GE(steps, 1u) << timeline.body;  // at least the prefill of the request above
   EXPECT_EQ(request(port(), http::verb::get, "/admin/timeline?seconds=-1").status, 400);
   if (two) {
-    EXPECT_NE(met.body.find("ecoserve:instance_kv_cache_usage_perc{model_name=\"tinystories-656k-q8_0\",instance=\"1\""),
-              std::string::npos);
+    // Instances are labelled by name: "0", "1" embedded, their addresses over ZeroMQ.
+    const std::string name1 = cluster.j()["instances"][1]["name"];
+    EXPECT_EQ(name1.rfind("tcp://", 0) == 0, std::string(GetParam().name).find("processes") != std::string::npos) << name1;
+    EXPECT_NE(met.body.find("ecoserve:instance_kv_cache_usage_perc{model_name=\"tinystories-656k-q8_0\",instance=\"" + name1 + "\""),
+              std::string::npos)
+        << met.body;
     EXPECT_NE(met.body.find("ecoserve:router_requests_routed_total"), std::string::npos);
   }
 }
