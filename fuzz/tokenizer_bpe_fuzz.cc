@@ -95,7 +95,9 @@ void run(const Vocab& v, std::string_view text) {
     joined += chunk;
   }
   joined += detok.flush();
-  FUZZ_CHECK(joined == tok.decode(with_special), joined);
+  // The stream is the whole decode with invalid UTF-8 replaced (decode() returns the
+  // raw bytes, which are invalid when a vocabulary without all 256 bytes met invalid input).
+  FUZZ_CHECK(joined == utf8::sanitize(tok.decode(with_special)), joined + " vs decode " + tok.decode(with_special));
 
   const std::vector<std::int32_t> special = tok.encode(text, /*add_special=*/false, /*parse_special=*/true);
   for (std::int32_t id : special) FUZZ_CHECK(id >= 0 && id < n, ids_string(special));

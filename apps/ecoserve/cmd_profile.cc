@@ -1,17 +1,21 @@
 // ecoserve profile engine: prefill and batched-decode throughput of one model.
+// ecoserve profile cost: the step-time table (CostProfile) EcoServe's cost model reads.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "apps/ecoserve/commands.h"
+#include "base/clock.h"
+#include "engine/cost_profiler.h"
 #include "engine/model_runner.h"
 #include "kernels/machine_peak.h"
 #include "model/llama_model.h"
+#include "policy/profiled_cost_model.h"
 
 namespace ecoserve::apps {
 
@@ -89,60 +93,33 @@ Bound prefill_bound(const ModelCost& c, int32_t len, double gbps, double peak_gm
   return {len / std::max(mem_s, compute_s), mem_s >= compute_s ? "memory" : "compute"};
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 // Tokens/s of prefilling one prompt_len-token prompt (best of `repeats`).
 StatusOr<double> measure_prefill(engine::ModelRunner& r, const ProfileArgs& a, std::mt19937& rng) {
-  const int32_t vocab = r.model().config().n_vocab;
-  std::uniform_int_distribution<int32_t> tok(3, vocab - 1);
-  StepPlan plan;
-  plan.seqs.resize(1);
-  auto& s = plan.seqs[0];
-  s.id = RequestId(1);
-  for (int32_t b = 0; b < (a.prompt_len + a.block_size - 1) / a.block_size; ++b) s.block_table.push_back(BlockId(b));
-  for (int32_t i = 0; i < a.prompt_len; ++i) s.tokens.push_back(tok(rng));
-  s.sample = true;
+  const StepPlan plan = engine::synthetic_step(1, 0, a.prompt_len, (a.prompt_len + a.block_size - 1) / a.block_size,
+                                               r.model().config().n_vocab, rng);
+  const SteadyClock clock;
   double best = 0;
   for (int32_t rep = 0; rep < a.repeats; ++rep) {
-    auto t0 = std::chrono::steady_clock::now();
-    ECO_ASSIGN_OR_RETURN(StepOutput o, r.execute(plan));
-    best = std::max(best, a.prompt_len / seconds_since(t0));
+    ECO_ASSIGN_OR_RETURN(double seconds, engine::time_step(r, plan, clock));
+    best = std::max(best, a.prompt_len / seconds);
   }
   return best;
 }
 
 // Tokens/s of decode steps for `batch` sequences that each hold `context` tokens.
 StatusOr<double> measure_decode(engine::ModelRunner& r, const ProfileArgs& a, int32_t batch, std::mt19937& rng) {
-  const int32_t vocab = r.model().config().n_vocab;
-  std::uniform_int_distribution<int32_t> tok(3, vocab - 1);
   const int32_t per_seq = (a.context + a.decode_steps + a.block_size - 1) / a.block_size;
-  StepPlan plan;
-  plan.seqs.resize(batch);
-  for (int32_t i = 0; i < batch; ++i) {
-    auto& s = plan.seqs[i];
-    s.id = RequestId(i + 1);
-    for (int32_t b = 0; b < per_seq; ++b) s.block_table.push_back(BlockId(i * per_seq + b));
-  }
-  // Fill the contexts (untimed), a few sequences per pass.
-  for (int32_t i = 0; i < batch; ++i) {
-    StepPlan fill;
-    fill.seqs.push_back(plan.seqs[i]);
-    for (int32_t j = 0; j < a.context; ++j) fill.seqs[0].tokens.push_back(tok(rng));
-    ECO_ASSIGN_OR_RETURN(StepOutput o, r.execute(fill));
-  }
-  for (auto& s : plan.seqs) {
-    s.sample = true;
-    s.tokens = {tok(rng)};
-  }
-  auto t0 = std::chrono::steady_clock::now();
+  // Fill the contexts (untimed).
+  ECO_RETURN_IF_ERROR(engine::fill_synthetic_context(r, batch, a.context, per_seq, rng));
+  StepPlan plan = engine::synthetic_step(batch, a.context, 1, per_seq, r.model().config().n_vocab, rng);
+  const SteadyClock clock;
+  const TimePoint t0 = clock.now();
   for (int32_t step = 0; step < a.decode_steps; ++step) {
     for (auto& s : plan.seqs) s.num_computed = a.context + step;
     ECO_ASSIGN_OR_RETURN(StepOutput o, r.execute(plan));
     for (int32_t i = 0; i < batch; ++i) plan.seqs[i].tokens[0] = o.seqs[i].token;
   }
-  return static_cast<double>(batch) * a.decode_steps / seconds_since(t0);
+  return static_cast<double>(batch) * a.decode_steps / to_seconds(clock.now() - t0);
 }
 
 int run_profile(const ProfileArgs& a) {
@@ -254,10 +231,103 @@ int run_profile(const ProfileArgs& a) {
   return 0;
 }
 
+struct CostArgs {
+  bool mmap = false;
+  std::string model;
+  int32_t threads = 0;  // 0 = all hardware threads
+  engine::KvCacheType kv_cache_type = engine::KvCacheType::kF32;
+  std::string out;      // empty: engine::default_cost_profile_path(model)
+  int32_t max_prefill = 512;
+  int32_t max_batch = 32;
+  int32_t repeats = 3;
+  int32_t block_size = 16;
+};
+
+// One table of a profile as a grid: a row per context, a column per size ("-"
+// where a point was left out because it did not fit the context).
+template <typename P, typename SizeOf>
+void print_table(const char* title, const char* size_name, const std::vector<P>& points, const SizeOf& size_of) {
+  std::set<int32_t> sizes, contexts;
+  for (const P& p : points) {
+    sizes.insert(size_of(p));
+    contexts.insert(p.context);
+  }
+  std::printf("%s, ms per step (rows: context; columns: %s)\n%8s", title, size_name, "");
+  for (int32_t s : sizes) std::printf(" %8d", s);
+  std::printf("\n");
+  for (int32_t c : contexts) {
+    std::printf("%8d", c);
+    for (int32_t s : sizes) {
+      const auto it = std::find_if(points.begin(), points.end(),
+                                   [&](const P& p) { return p.context == c && size_of(p) == s; });
+      if (it == points.end()) {
+        std::printf(" %8s", "-");
+      } else {
+        std::printf(" %8.2f", it->seconds * 1e3);
+      }
+    }
+    std::printf("\n");
+  }
+}
+
+int run_profile_cost(const CostArgs& a) {
+  auto fail = [](const Status& s) {
+    std::fprintf(stderr, "error: %s\n", s.message().c_str());
+    return 1;
+  };
+  auto model = model::LlamaModel::load(a.model, a.mmap ? model::GgufFile::Load::kMmap : model::GgufFile::Load::kReadHugePages);
+  if (!model.ok()) return fail(model.status());
+  const SteadyClock clock;
+  engine::CostProfilerOptions po;
+  po.clock = &clock;
+  po.max_prefill_tokens = a.max_prefill;
+  po.min_prefill_tokens = std::min(po.min_prefill_tokens, a.max_prefill);
+  po.max_batch = a.max_batch;
+  po.repeats = a.repeats;
+  po.model_id = engine::model_file_id(a.model);
+  po.on_progress = [](const std::string& line) {
+    std::fprintf(stderr, "[profile cost] %s\n", line.c_str());
+    std::fflush(stderr);
+  };
+  engine::EngineOptions eo;
+  eo.num_threads = a.threads;
+  eo.block_size = a.block_size;
+  eo.kv_cache_type = a.kv_cache_type;
+  const int32_t max_context = (*model)->config().n_ctx_train;
+  eo.num_kv_blocks = std::max(1, engine::cost_profile_blocks_needed(po, a.block_size, max_context));
+  auto runner = engine::ModelRunner::create(*model, eo);
+  if (!runner.ok()) return fail(runner.status());
+  const auto& c = (*model)->config();
+  std::fprintf(stderr, "[profile cost] %s (%.1fM params, %s): %d threads, KV %s, %d blocks of %d tokens (%.0f MiB)\n",
+               a.model.c_str(), c.num_params / 1e6, std::string(kernels::type_name((*model)->layers()[0].wq.type)).c_str(),
+               (*runner)->num_threads(), engine::kv_cache_type_name(a.kv_cache_type), (*runner)->num_kv_blocks(),
+               a.block_size, (*runner)->num_kv_blocks() * static_cast<double>((*runner)->kv_bytes_per_block()) / (1 << 20));
+  const TimePoint t0 = clock.now();
+  auto profile = engine::measure_cost_profile(**runner, po);
+  if (!profile.ok()) return fail(profile.status());
+  // The profile must make a cost model (it always should; this catches a broken grid early).
+  auto cost_model = policy::ProfiledCostModel::create(*profile);
+  if (!cost_model.ok()) return fail(cost_model.status());
+  const std::string out = a.out.empty() ? engine::default_cost_profile_path(a.model) : a.out;
+  if (Status s = engine::save_cost_profile(*profile, out); !s.ok()) return fail(s);
+
+  std::printf("model: %s  machine: %s  threads: %d  KV: %s  (measured in %.1f s, median of %d)\n",
+              profile->model_id.c_str(), profile->machine.c_str(), profile->threads, profile->kv_cache_dtype.c_str(),
+              to_seconds(clock.now() - t0), a.repeats);
+  print_table("prefill (one sequence)", "new tokens", profile->prefill,
+              [](const CostProfile::PrefillPoint& p) { return p.tokens; });
+  print_table("decode", "batch", profile->decode, [](const CostProfile::DecodePoint& p) { return p.batch; });
+  std::printf("step overhead a mixed step pays once (the smaller table intercept): %.2f ms\n",
+              (*cost_model)->step_overhead_seconds() * 1e3);
+  std::printf("saved: %s\n", out.c_str());
+  return 0;
+}
+
 }  // namespace
 
 void add_profile_command(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("profile", "Measure engine speed (prefill and batched decode tokens/s)");
+  auto* cmd = app.add_subcommand(
+      "profile", "Measure engine speed (prefill and batched decode tokens/s) or the cost model's step-time table");
   cmd->require_subcommand(1);
   auto args = std::make_shared<ProfileArgs>();
   auto* eng = cmd->add_subcommand("engine", "Prefill tok/s for one prompt and decode tok/s at several batch sizes");
@@ -277,6 +347,33 @@ void add_profile_command(CLI::App& app, int& exit_code) {
                 "measure this machine's peak multiply-add rate and read bandwidth, and print beside each figure the "
                 "fastest any kernel could go (memory- or compute-bound) and the share reached");
   eng->callback([args, &exit_code] { exit_code = run_profile(*args); });
+
+  auto cost_args = std::make_shared<CostArgs>();
+  const engine::CostProfilerOptions grid;
+  auto* cost = cmd->add_subcommand(
+      "cost", "Measure the step-time table EcoServe's cost model interpolates: prefill-only steps (one sequence, "
+                  "chunks of " + std::to_string(grid.min_prefill_tokens) + "..max-prefill tokens, doubling) at "
+                  "contexts 0, 1/4 and 1/2 of the model's, and decode-only steps (batch 1..max-batch, doubling) at "
+                  "contexts 32, 1/4 and 1/2 of the model's; the median of --repeats runs each (points past the "
+                  "model's context are left out). Saves JSON for the cost model; takes seconds to a minute");
+  cost->add_option("-m,--model", cost_args->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+  cost->add_flag("--mmap", cost_args->mmap, "map the model file instead of reading it into huge-page memory");
+  cost->add_option("-t,--threads", cost_args->threads, "engine threads (0 = all hardware threads)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024));
+  add_kv_cache_dtype_option(cost, cost_args->kv_cache_type);
+  cost->add_option("-o,--output", cost_args->out, "where to save the profile (default: MODEL.profile.json beside the model)");
+  cost->add_option("--max-prefill", cost_args->max_prefill, "largest prefill chunk measured (tokens)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  cost->add_option("--max-batch", cost_args->max_batch, "largest decode batch measured")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  cost->add_option("--repeats", cost_args->repeats, "runs per grid point (the median is kept)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  cost->add_option("--block-size", cost_args->block_size, "KV block size")->capture_default_str()->check(CLI::Range(1, 4096));
+  cost->callback([cost_args, &exit_code] { exit_code = run_profile_cost(*cost_args); });
 }
 
 }  // namespace ecoserve::apps

@@ -19,7 +19,9 @@
 #include "apps/ecoserve/commands.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "engine/cost_profiler.h"
 #include "engine/model_runner.h"
+#include "policy/profiled_cost_model.h"
 #include "cluster/instance_backend.h"
 #include "cluster/instance_service.h"
 #include "cluster/remote_backend.h"
@@ -77,6 +79,13 @@ struct ServeArgs {
   std::string listen = "tcp://127.0.0.1:0";   // instance
   std::string role = "mixed";                 // instance
   bool test_hooks = false;                    // instance
+  // padg (EcoServe): the cost profile, default SLOs, macro-instance sizes.
+  std::string profile;            // empty: MODEL.profile.json when it exists, else measured at start-up
+  double slo_ttft_ms = 0.0;       // 0: padg derives one from the profile; other strategies: none
+  double slo_tpot_ms = 0.0;
+  int32_t macro_min = 2;
+  int32_t macro_max = 4;
+  bool reject_unmeetable = false;
 };
 
 // The write end of the shutdown pipe, for the signal handler: a handler gets no
@@ -225,6 +234,8 @@ Status spawn_instances(const ServeArgs& a, const engine::EngineOptions& eo, Chil
         a.prefix_caching ? "--enable-prefix-caching" : "--no-prefix-caching", "--preemption-mode",
         a.preemption_mode, "--swap-space-mb", std::to_string(a.swap_mb), "--name", std::to_string(i)};
     if (a.mmap) argv.push_back("--mmap");
+    const std::string profile = !a.profile.empty() ? a.profile : engine::default_cost_profile_path(a.model);
+    if (a.policy == "temporal" && std::filesystem::exists(profile)) argv.insert(argv.end(), {"--profile", profile});
     auto child = std::make_unique<Subprocess>();
     ECO_RETURN_IF_ERROR(child->start(argv));
     StatusOr<std::string> line = child->wait_for_line("ecoserve instance listening on ", std::chrono::seconds(120));
@@ -277,6 +288,54 @@ StatusOr<std::vector<std::unique_ptr<cluster::GenerationBackend>>> connect_insta
   return members;
 }
 
+// padg: the cost model the temporal policy and the router predict with: the
+// profile at --profile (default MODEL.profile.json beside the model) or, when
+// there is none, a quick one measured now with the instances' thread count.
+StatusOr<std::shared_ptr<const policy::CostModel>> load_cost_model(const ServeArgs& a,
+                                                                   std::shared_ptr<const model::LlamaModel> m,
+                                                                   const engine::EngineOptions& eo) {
+  const std::string path = !a.profile.empty() ? a.profile : engine::default_cost_profile_path(a.model);
+  StatusOr<CostProfile> profile = engine::load_cost_profile(path);
+  if (profile.ok()) {
+    if (profile->model_id != engine::model_file_id(a.model)) {
+      spdlog::warn("cost profile {} was measured for {}, not {}: predictions may be off (run `ecoserve profile cost`)",
+                   path, profile->model_id, engine::model_file_id(a.model));
+    }
+    std::fprintf(stderr, "[ecoserve] cost profile: %s (%zu prefill and %zu decode points, %d threads)\n", path.c_str(),
+                 profile->prefill.size(), profile->decode.size(), profile->threads);
+  } else if (profile.status().code() == StatusCode::kNotFound && a.profile.empty()) {
+    const SteadyClock clock;
+    engine::CostProfilerOptions po = engine::quick_cost_profiler_options(&clock, a.chunk_size > 0 ? a.chunk_size : a.max_num_batched_tokens);
+    po.model_id = engine::model_file_id(a.model);
+    const TimePoint t0 = clock.now();
+    profile = engine::measure_cost_profile(std::move(m), eo, po);
+    if (!profile.ok()) return profile.status().with_prefix("measuring a cost profile");
+    std::fprintf(stderr,
+                 "[ecoserve] no cost profile at %s: measured a quick one in %.1f s (%d threads); `ecoserve profile "
+                 "cost -m %s -t %d` measures a finer one there\n",
+                 path.c_str(), to_seconds(clock.now() - t0), profile->threads, a.model.c_str(), profile->threads);
+  } else {
+    return profile.status();
+  }
+  ECO_ASSIGN_OR_RETURN(std::unique_ptr<policy::ProfiledCostModel> cm, policy::ProfiledCostModel::create(*profile));
+  return std::shared_ptr<const policy::CostModel>(std::move(cm));
+}
+
+// padg's default SLOs when none are given: TPOT 5x a batch-1 decode step and TTFT
+// 5x the prefill of a half-context prompt (at least 1 s), in ms.
+void derive_slos(ServeArgs& a, const policy::CostModel& cm, int32_t max_context) {
+  if (a.slo_tpot_ms <= 0) {
+    policy::StepShape one;
+    one.decode_seqs = 1;
+    one.decode_context_tokens = max_context / 4;
+    a.slo_tpot_ms = 5e3 * cm.step_seconds(one);
+  }
+  if (a.slo_ttft_ms <= 0) {
+    const int32_t chunk = a.chunk_size > 0 ? a.chunk_size : a.max_num_batched_tokens;
+    a.slo_ttft_ms = std::max(1000.0, 5e3 * cm.prefill_seconds(max_context / 2, 0, chunk));
+  }
+}
+
 cluster::RouterOptions router_options(const ServeArgs& a) {
   cluster::RouterOptions ro;
   ro.router = a.router;
@@ -284,6 +343,12 @@ cluster::RouterOptions router_options(const ServeArgs& a) {
   ro.num_prefill_instances = a.strategy == "fudg" ? a.prefill_instances : 0;
   ro.dispatch.remote_prefill_min_tokens = a.remote_prefill_min_tokens;
   ro.heartbeat_timeout = from_seconds(a.heartbeat_timeout);
+  ro.padg.default_slo_ttft = from_ms(a.slo_ttft_ms);
+  ro.padg.default_slo_tpot = from_ms(a.slo_tpot_ms);
+  ro.padg.chunk_size = a.chunk_size > 0 ? a.chunk_size : a.max_num_batched_tokens;
+  ro.padg.reject_unmeetable = a.reject_unmeetable;
+  ro.mitosis.macro_min = a.macro_min;
+  ro.mitosis.macro_max = a.macro_max;
   return ro;
 }
 
@@ -305,6 +370,8 @@ int serve_http(const ServeArgs& a, std::unique_ptr<cluster::GenerationBackend> b
   so.keep_alive_timeout_seconds = a.keep_alive_timeout;
   so.send_timeout_seconds = a.send_timeout;
   so.max_connections = a.max_connections;
+  so.default_slo_ttft_ms = a.slo_ttft_ms;
+  so.default_slo_tpot_ms = a.slo_tpot_ms;
   so.served_model_name = served_model_name;
   so.metrics = step_metrics;  // /metrics also exports the per-step histograms
   auto server = server::HttpServer::create(backend->get(), so, &clock);
@@ -363,7 +430,22 @@ int serve_http(const ServeArgs& a, std::unique_ptr<cluster::GenerationBackend> b
 }
 
 
-int run_serve(const ServeArgs& a) {
+// padg: switches the instances to the temporal policy, loads (or measures) the
+// cost model and fills in the default SLOs. `a` and `io` are updated.
+Status setup_padg(ServeArgs& a, std::shared_ptr<const model::LlamaModel> m, const engine::EngineOptions& eo,
+                  instance::InstanceOptions& io, std::shared_ptr<const policy::CostModel>* cost_model) {
+  const int32_t max_context = eo.max_context > 0 ? eo.max_context : m->config().n_ctx_train;
+  ECO_ASSIGN_OR_RETURN(*cost_model, load_cost_model(a, std::move(m), eo));
+  a.policy = io.policy = "temporal";
+  io.cost_model = *cost_model;
+  derive_slos(a, **cost_model, max_context);
+  std::fprintf(stderr, "[ecoserve] padg: default SLOs TTFT %.0f ms, TPOT %.1f ms; macro instances of %d..%d\n",
+               a.slo_ttft_ms, a.slo_tpot_ms, a.macro_min, a.macro_max);
+  return ok_status();
+}
+
+int run_serve(const ServeArgs& args) {
+  ServeArgs a = args;
   // SIGINT/SIGTERM: a handler (any thread may run it, including threads libraries
   // started before main(), e.g. OpenBLAS's pool, which a signal mask set here would
   // not cover) writes the signal number to a pipe the main thread reads below. The
@@ -395,6 +477,10 @@ int run_serve(const ServeArgs& a) {
   // Per-step scheduler/execute measurements, fed on the loop thread (ServerMetrics is thread-safe).
   auto step_metrics = std::make_shared<server::ServerMetrics>(served_model_name);
   io.on_step = [step_metrics](const instance::StepStats& st) { step_metrics->observe_step(st); };
+  std::shared_ptr<const policy::CostModel> cost_model;
+  if (a.strategy == "padg") {
+    if (Status s = setup_padg(a, *model, eo, io, &cost_model); !s.ok()) return fail(s);
+  }
   SteadyClock clock;
   std::vector<std::unique_ptr<cluster::GenerationBackend>> members;
   ChildInstances children;
@@ -416,18 +502,21 @@ int run_serve(const ServeArgs& a) {
   if (n == 1 && !a.multi_process) {
     backend = std::move(members[0]);
   } else {
-    auto router = cluster::Router::create(std::move(members), router_options(a), &clock);
+    cluster::RouterOptions ro = router_options(a);
+    ro.cost_model = cost_model;
+    auto router = cluster::Router::create(std::move(members), ro, &clock);
     if (!router.ok()) return fail(router.status());
     backend = std::move(*router);
   }
   char banner[256];
   std::snprintf(banner, sizeof(banner), "policy %s, %d instance%s%s, strategy %s%s", a.policy.c_str(), n,
                 n == 1 ? "" : "s", a.multi_process ? " in processes" : "", a.strategy.c_str(),
-                n > 1 ? (", router " + a.router).c_str() : "");
+                n > 1 || a.multi_process ? (", router " + (a.strategy == "padg" ? std::string("padg") : a.router)).c_str() : "");
   return serve_http(a, std::move(backend), served_model_name, step_metrics, shutdown_signals, clock, banner);
 }
 
-int run_router(const ServeArgs& a) {
+int run_router(const ServeArgs& args) {
+  ServeArgs a = args;
   ShutdownSignals shutdown_signals;
   if (Status s = shutdown_signals.install(); !s.ok()) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
@@ -446,7 +535,20 @@ int run_router(const ServeArgs& a) {
     std::fprintf(stderr, "error: %s\n", members.status().message().c_str());
     return 1;
   }
-  auto router = cluster::Router::create(std::move(*members), router_options(a), &clock);
+  cluster::RouterOptions ro = router_options(a);
+  if (a.strategy == "padg") {
+    // The router predicts prefill times with the instances' profile (measured here
+    // when none is found: then on this host, with --threads).
+    if (a.model.empty()) a.model = std::string(model->gguf().path());
+    engine::EngineOptions eo;
+    instance::InstanceOptions io;
+    engine_and_instance_options(a, *model, 1, eo, io);
+    if (Status s = setup_padg(a, model, eo, io, &ro.cost_model); !s.ok()) {
+      std::fprintf(stderr, "error: %s\n", s.message().c_str());
+      return 1;
+    }
+  }
+  auto router = cluster::Router::create(std::move(*members), ro, &clock);
   if (!router.ok()) {
     std::fprintf(stderr, "error: %s\n", router.status().message().c_str());
     return 1;
@@ -457,7 +559,7 @@ int run_router(const ServeArgs& a) {
   auto metrics = std::make_shared<server::ServerMetrics>(served_model_name);
   char banner[256];
   std::snprintf(banner, sizeof(banner), "%d remote instance%s, strategy %s, router %s", n, n == 1 ? "" : "s",
-                a.strategy.c_str(), a.router.c_str());
+                a.strategy.c_str(), a.strategy == "padg" ? "padg" : a.router.c_str());
   return serve_http(a, std::move(*router), served_model_name, metrics, shutdown_signals, clock, banner);
 }
 
@@ -476,6 +578,11 @@ int run_instance(const ServeArgs& a) {
   engine::EngineOptions eo;
   instance::InstanceOptions io;
   engine_and_instance_options(a, **model, 1, eo, io);
+  if (a.policy == "temporal") {
+    auto cm = load_cost_model(a, *model, eo);
+    if (!cm.ok()) return fail(cm.status());
+    io.cost_model = *cm;
+  }
   SteadyClock clock;
   auto instance = make_instance(*model, eo, io, a.role, a.served_model_name.empty() ? a.listen : a.served_model_name,
                                 &clock);
@@ -513,9 +620,12 @@ int run_instance(const ServeArgs& a) {
 void add_engine_flags(CLI::App* cmd, const std::shared_ptr<ServeArgs>& a) {
   cmd->add_flag("--mmap", a->mmap,
                   "map the model file (shared page cache, less memory) instead of reading it into huge-page memory (faster decode)");
-  cmd->add_option("--policy", a->policy, "instance scheduling policy: prefill-first (vLLM) or chunked (Sarathi-Serve)")
+  cmd->add_option("--policy", a->policy,
+                  "instance scheduling policy: prefill-first (vLLM), chunked (Sarathi-Serve) or temporal (EcoServe's "
+                  "prefill and decode phases; what --strategy padg uses)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"prefill-first", "chunked"}));
+      ->check(CLI::IsMember({"prefill-first", "chunked", "temporal"}));
+
   cmd->add_option("-t,--threads", a->threads, "compute threads; 0 = all cores")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
@@ -596,10 +706,34 @@ void add_http_flags(CLI::App* cmd, const std::shared_ptr<ServeArgs>& a) {
 void add_cluster_flags(CLI::App* cmd, const std::shared_ptr<ServeArgs>& a) {
   cmd->add_option("--strategy", a->strategy,
                   "how instances share prefill and decode: nodg (every instance mixes both; the router spreads "
-                  "requests) or fudg (prefill instances and decode instances; the prompt's KV cache moves after "
-                  "the first token)")
+                  "requests), fudg (prefill instances and decode instances; the prompt's KV cache moves after "
+                  "the first token) or padg (EcoServe: each instance alternates prefill and decode phases, macro "
+                  "instances stagger them, requests are routed by TTFT, TPOT-slack and KV checks)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"nodg", "fudg"}));
+      ->check(CLI::IsMember({"nodg", "fudg", "padg"}));
+  cmd->add_option("--slo-ttft-ms", a->slo_ttft_ms,
+                  "default time-to-first-token SLO of requests that set no `slo_ttft_ms`; padg routes by it (0 = "
+                  "padg: 5x the prefill of a half-context prompt, at least 1 s)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e7));
+  cmd->add_option("--slo-tpot-ms", a->slo_tpot_ms,
+                  "default time-per-output-token SLO of requests that set no `slo_tpot_ms`; padg's prefill phases "
+                  "spend the decodes' slack against it (0 = padg: 5x a batch-1 decode step)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e7));
+  cmd->add_option("--macro-min", a->macro_min, "padg: fewest instances of a macro instance (N_l)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--macro-max", a->macro_max,
+                  "padg: most instances of a macro instance (N_u); one more splits it (mitosis); needs 2 N_l <= N_u + 1")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  cmd->add_flag("--reject-unmeetable", a->reject_unmeetable,
+                "padg: answer 429 at once when no instance can meet the request's TTFT SLO (else it goes to the "
+                "instance with the least predicted TTFT)");
+  cmd->add_option("--profile", a->profile,
+                  "padg: cost profile (`ecoserve profile cost`); default MODEL.profile.json beside the model, else "
+                  "a quick one is measured at start-up");
   cmd->add_option("--prefill-instances", a->prefill_instances,
                   "fudg: how many of the instances only prefill (the rest decode): XpYd")
       ->capture_default_str()
@@ -695,6 +829,9 @@ void add_instance_command(CLI::App& app, int& exit_code) {
                   "on SIGINT/SIGTERM, seconds to let running requests finish before aborting them")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--profile", a->profile,
+                  "--policy temporal: cost profile (`ecoserve profile cost`); default MODEL.profile.json beside the "
+                  "model, else a quick one is measured at start-up");
   cmd->add_flag("--test-hooks", a->test_hooks, "accept test-only messages (freeze the engine); never in production");
   cmd->callback([a, &exit_code] { exit_code = run_instance(*a); });
 }

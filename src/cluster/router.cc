@@ -12,16 +12,24 @@ StatusOr<std::unique_ptr<Router>> Router::create(std::vector<std::unique_ptr<Gen
                                                  const RouterOptions& options, const Clock* clock) {
   if (instances.empty()) return invalid_argument_error("router: no instances");
   if (!clock) return invalid_argument_error("router: no clock");
-  if (options.strategy != "nodg" && options.strategy != "fudg") {
-    return invalid_argument_error("router: unknown strategy '{}' (nodg, fudg)", options.strategy);
+  if (options.strategy != "nodg" && options.strategy != "fudg" && options.strategy != "padg") {
+    return invalid_argument_error("router: unknown strategy '{}' (nodg, fudg, padg)", options.strategy);
+  }
+  if (options.strategy == "padg") {
+    if (!options.cost_model) return invalid_argument_error("router: padg needs a cost model (a profile)");
+    ECO_RETURN_IF_ERROR(policy::validate(options.mitosis));
   }
   if (options.strategy == "fudg" &&
       (options.num_prefill_instances < 1 || options.num_prefill_instances >= static_cast<int32_t>(instances.size()))) {
     return invalid_argument_error("router: fudg needs at least one prefill and one decode instance ({} prefill of {})",
                                   options.num_prefill_instances, instances.size());
   }
-  ECO_ASSIGN_OR_RETURN(std::unique_ptr<policy::RouterPolicy> policy,
-                       policy::make_router_policy(options.router, options.policy));
+  std::unique_ptr<policy::RouterPolicy> policy;
+  if (options.strategy == "padg") {
+    policy = std::make_unique<policy::PadgRouter>(options.padg, options.cost_model);
+  } else {
+    ECO_ASSIGN_OR_RETURN(policy, policy::make_router_policy(options.router, options.policy));
+  }
   for (size_t i = 0; i < instances.size(); ++i) {
     if (!instances[i]) return invalid_argument_error("router: instance {} is null", i);
     if (instances[i]->max_context() != instances[0]->max_context()) {
@@ -58,6 +66,19 @@ Router::Router(std::vector<Member> members, const RouterOptions& options, const 
                                                                       : policy::InstanceRole::kDecode;
     }
     roles_.push_back(role);
+  }
+  if (padg()) {
+    padg_ = static_cast<policy::PadgRouter*>(policy_.get());
+    // The macro instances the mitosis rules make of N instances added one by one.
+    for (size_t i = 0; i < members_.size(); ++i) {
+      StatusOr<policy::ScalePlan> plan = policy::plan_add(layout_, InstanceId(static_cast<int32_t>(i)), options_.mitosis);
+      ECO_CHECK_MSG(plan.ok(), "{}", plan.status().to_string());
+      const Status applied = policy::apply(layout_, *plan);
+      ECO_CHECK_MSG(applied.ok(), "{}", applied.to_string());
+    }
+    std::vector<std::vector<InstanceId>> groups;
+    for (const policy::MacroGroup& g : layout_.macros) groups.push_back(g.members);
+    padg_->set_layout(std::move(groups));
   }
 }
 
@@ -135,6 +156,14 @@ int32_t Router::build_view(const std::vector<instance::InstanceStatus>& snaps, T
     l.num_free_blocks = s.num_free_blocks;
     l.num_total_blocks = s.num_total_blocks;
     l.block_size = block_size_;
+    l.phase = static_cast<policy::InstancePhase>(std::clamp(s.phase, 0, 2));
+    l.last_phase_switch = s.last_phase_switch;
+    l.pending_prefill_seconds = std::max(0.0, m.pending_prefill_seconds);
+    l.num_slo_decoding = m.slo_decoding;
+    if (m.slo_decoding > 0) {
+      const double now_s = to_seconds(now.time_since_epoch());
+      l.mean_saved_tpot_seconds = (m.slo_budget_seconds - m.slo_decoding * now_s + m.slo_first_seconds) / m.slo_decoding;
+    }
   }
   return unhealthy;
 }
@@ -144,10 +173,18 @@ void Router::account(const InFlight& f, int sign) {
   if (f.generated == 0) {
     m.waiting += sign;
     m.waiting_tokens += sign * f.prompt_tokens;
+    m.pending_prefill_seconds += sign * f.predicted_prefill_seconds;
   } else {
     m.running += sign;
     m.running_tokens += sign * (f.prompt_tokens + f.generated);
+    if (f.slo_tpot_seconds > 0.0) {
+      m.slo_decoding += sign;
+      m.slo_budget_seconds += sign * f.generated * f.slo_tpot_seconds;
+      m.slo_first_seconds += sign * f.first_token_seconds;
+    }
   }
+  if (m.waiting == 0) m.pending_prefill_seconds = 0.0;  // no drift from float sums
+  if (m.slo_decoding == 0) m.slo_budget_seconds = m.slo_first_seconds = 0.0;
 }
 
 Status Router::submit(instance::GenerationRequest request, instance::EventSink sink) {
@@ -197,9 +234,21 @@ Status Router::dispatch(RequestId id, std::optional<size_t> exclude) {
   rr.max_tokens = request.sampling.max_tokens;
   rr.priority = request.priority;
   rr.block_hashes = hashes_;
+  rr.now = now;
+  rr.slo_ttft = request.slo_ttft;
+  rr.slo_tpot = request.slo_tpot;
   std::optional<InstanceId> target;
   std::optional<policy::PdDecision> pd;
-  if (fudg()) {
+  if (padg()) {
+    const policy::PadgDecision d = padg_->decide(view_, rr);
+    target = d.instance;
+    f.predicted_prefill_seconds = d.predicted_prefill_seconds;
+    if (!target && !d.reason.empty() && d.reason != "no healthy instance") {
+      stats_.route_seconds_total += to_seconds(clock_->now() - t0);
+      ++stats_.rejected;
+      return resource_exhausted_error("{}", d.reason);
+    }
+  } else if (fudg()) {
     pd = policy::pd_dispatch(view_, rr, options_.dispatch, &decode_index_);
     if (pd) {
       target = pd->remote_prefill ? pd->prefill : pd->decode;
@@ -218,6 +267,7 @@ Status Router::dispatch(RequestId id, std::optional<size_t> exclude) {
   }
   const size_t idx = static_cast<size_t>(target->value);
   f.member = idx;
+  f.slo_tpot_seconds = to_seconds(request.slo_tpot);
   f.generated = 0;
   f.output_tokens.clear();
   f.in_decode = false;
@@ -269,6 +319,7 @@ Router::Delivery Router::on_event(RequestId id, uint64_t epoch, const instance::
   InFlight& f = it->second;
   if (ev.token >= 0) {
     account(f, -1);
+    if (f.generated == 0) f.first_token_seconds = to_seconds(clock_->now().time_since_epoch());
     f.generated++;
     if (f.remote && !f.in_decode) f.output_tokens.push_back(ev.token);
     account(f, +1);

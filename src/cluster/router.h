@@ -33,6 +33,9 @@
 #include "base/clock.h"
 #include "cluster/generation_backend.h"
 #include "policy/cluster_view.h"
+#include "policy/cost_model.h"
+#include "policy/mitosis_scaler.h"
+#include "policy/padg_router.h"
 #include "policy/pd_dispatch.h"
 #include "policy/router_policy.h"
 
@@ -46,6 +49,14 @@ struct RouterOptions {
   std::string strategy = "nodg";
   int32_t num_prefill_instances = 0;
   policy::PdDispatchOptions dispatch;   // fudg: conditional disaggregation
+  // "padg" (EcoServe): the instances run the temporal policy; they are grouped
+  // into macro instances by the mitosis rules (macro_min/macro_max) and each
+  // request is routed by policy::PadgRouter (Algorithms 1 and 2) with
+  // predictions from `cost_model` (required for padg). A request rejected by
+  // padg.reject_unmeetable fails with RESOURCE_EXHAUSTED and the reason.
+  policy::PadgRouterOptions padg;
+  policy::MitosisOptions mitosis;
+  std::shared_ptr<const policy::CostModel> cost_model;
   std::string router = "least-loaded";  // policy::make_router_policy: round-robin | least-loaded | cache-aware
   policy::RouterOptions policy;         // the routing policy's tuning
   // An instance is unhealthy when its loop stopped or its heartbeat is older than this.
@@ -92,6 +103,13 @@ class Router final : public GenerationBackend {
     // Router accounting (under mu_).
     int32_t waiting = 0, running = 0;
     int64_t waiting_tokens = 0, running_tokens = 0;
+    // padg: predicted prefill seconds of the requests without a first token, and
+    // sums over the decodes with a TPOT SLO for their mean saved TPOT:
+    // saved_i = L_i x SLO_i - (now - first_i), so mean = (budget - n x now + first) / n.
+    double pending_prefill_seconds = 0.0;
+    int32_t slo_decoding = 0;
+    double slo_budget_seconds = 0.0;  // sum of L_i x SLO_i
+    double slo_first_seconds = 0.0;   // sum of first_i (seconds since the clock's epoch)
   };
   struct InFlight {
     size_t member = 0;   // the instance that holds the request now
@@ -109,6 +127,10 @@ class Router final : public GenerationBackend {
     std::vector<int32_t> output_tokens;
     std::shared_ptr<instance::EventSink> sink;
     TimePoint prefill_done{};
+    // padg accounting (see Member).
+    double predicted_prefill_seconds = 0.0;
+    double slo_tpot_seconds = 0.0;
+    double first_token_seconds = 0.0;
   };
 
   Router(std::vector<Member> members, const RouterOptions& options, const Clock* clock,
@@ -131,6 +153,7 @@ class Router final : public GenerationBackend {
   void on_kv_exported(RequestId id, uint64_t epoch, StatusOr<std::vector<uint8_t>> blob);
   void fail(RequestId id, const std::string& reason, const std::string& error);
   bool fudg() const { return options_.strategy == "fudg"; }
+  bool padg() const { return options_.strategy == "padg"; }
 
   std::vector<Member> members_;
   std::vector<policy::InstanceRole> roles_;
@@ -142,6 +165,8 @@ class Router final : public GenerationBackend {
 
   mutable std::mutex mu_;
   std::unique_ptr<policy::RouterPolicy> policy_;   // under mu_
+  policy::PadgRouter* padg_ = nullptr;              // policy_ when padg (under mu_)
+  policy::MacroLayout layout_;                      // padg: the macro instances (under mu_)
   std::unordered_map<RequestId, InFlight> in_flight_;  // under mu_
   policy::ClusterView view_;                        // under mu_ (scratch)
   std::vector<kv::BlockHash> hashes_;               // under mu_ (scratch)

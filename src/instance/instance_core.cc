@@ -11,16 +11,13 @@ namespace ecoserve::instance {
 
 StatusOr<std::unique_ptr<InstanceCore>> InstanceCore::create(const InstanceCoreOptions& options,
                                                              const Executor& geometry) {
-  if (options.policy != "prefill-first" && options.policy != "chunked" && options.policy != "prefill-only" &&
-      options.policy != "decode-only") {
-    return invalid_argument_error("instance: unknown policy '{}' (prefill-first, chunked, prefill-only, decode-only)",
-                                  options.policy);
-  }
   policy::PolicyOptions po;
   po.max_num_seqs = options.max_num_seqs;
   po.max_num_batched_tokens = options.max_num_batched_tokens;
   po.chunk_size = options.chunk_size;
-  ECO_ASSIGN_OR_RETURN(std::unique_ptr<policy::InstancePolicy> pol, policy::make_instance_policy(options.policy, po));
+  StatusOr<std::unique_ptr<policy::InstancePolicy>> made = policy::make_instance_policy(options.policy, po, options.cost_model);
+  if (!made.ok()) return made.status().with_prefix("instance");
+  std::unique_ptr<policy::InstancePolicy> pol = std::move(*made);
   policy::Scheduler::Options so;
   so.block_size = geometry.block_size();
   so.num_blocks = geometry.num_kv_blocks();
@@ -87,6 +84,8 @@ void InstanceCore::add_request(GenerationRequest request, EventSink sink, TimePo
   spec.prompt = std::move(request.prompt);
   spec.sampling = std::move(request.sampling);
   spec.priority = request.priority;
+  spec.slo_ttft = request.slo_ttft;
+  spec.slo_tpot = request.slo_tpot;
   spec.arrival = arrival;
   spec.seed = spec.sampling.has_seed ? spec.sampling.seed : seed_rng_();
   const int32_t prompt_tokens = static_cast<int32_t>(spec.prompt.size());
@@ -176,6 +175,8 @@ void InstanceCore::admit_remote(Executor& executor) {
     spec.prompt = w.request.prompt;
     spec.sampling = w.request.sampling;
     spec.priority = w.request.priority;
+    spec.slo_ttft = w.request.slo_ttft;
+    spec.slo_tpot = w.request.slo_tpot;
     spec.arrival = w.arrival;
     spec.seed = spec.sampling.has_seed ? spec.sampling.seed : seed_rng_();
     StatusOr<std::vector<BlockId>> table = scheduler_->add_computed_request(std::move(spec), w.output_tokens);
@@ -210,6 +211,7 @@ StepReport InstanceCore::step(TimePoint now, Executor& executor) {
   admit_remote(executor);
   if (!scheduler_->has_unfinished()) return report;
   StepPlan plan = scheduler_->schedule(now);
+  report.phase = static_cast<int32_t>(scheduler_->policy().phase());
   if (plan.empty()) return report;  // nothing fits right now (e.g. every block held)
   report.ran = true;
   for (const auto& s : plan.seqs) {
@@ -288,6 +290,10 @@ void InstanceCore::fill_status(InstanceStatus& status) const {
   status.preemptions = scheduler_->num_preemptions();
   status.prompt_tokens_total = prompt_tokens_total_;
   status.generation_tokens_total = generation_tokens_total_;
+  const policy::InstancePolicy& pol = scheduler_->policy();
+  status.phase = static_cast<int32_t>(pol.phase());
+  status.last_phase_switch = pol.last_phase_switch();
+  status.phase_switches = pol.num_phase_switches();
 }
 
 }  // namespace ecoserve::instance

@@ -31,6 +31,7 @@
 #include "base/ids.h"
 #include "base/status.h"
 #include "instance/instance_types.h"
+#include "policy/cost_model.h"
 #include "policy/scheduler.h"
 
 namespace ecoserve::instance {
@@ -52,6 +53,8 @@ struct InstanceCoreOptions {
   int32_t vocab_size = 0;                     // prompt token ids must be below this (0 = unchecked)
   std::vector<int32_t> eog_token_ids;         // end-of-generation tokens: finish with "stop"
   uint64_t seed = 0x5eed;                     // seeds requests that bring no seed
+  // Predicts step times for the time-aware policies ("temporal"); optional, shared.
+  std::shared_ptr<const policy::CostModel> cost_model;
 };
 
 // What one step did.
@@ -63,6 +66,7 @@ struct StepReport {
   int32_t num_decode_seqs = 0;
   int64_t prompt_tokens = 0;     // prompt tokens computed (a recomputed request counts again, like vLLM)
   int64_t generated_tokens = 0;  // token events emitted
+  int32_t phase = 0;             // the policy's phase after the step (policy::InstancePhase)
   Status error;                  // the executor failed: the plan's requests finished with "error"
 };
 

@@ -225,7 +225,7 @@ TEST(InstanceCoreTest, ValidateAndRejectedRequests) {
 TEST(InstanceCoreTest, UnknownPolicyOrPreemptionModeIsRejected) {
   FakeExecutor exec(4, 8, 40);
   InstanceCoreOptions o = options("fastest");
-  EXPECT_EQ(InstanceCore::create(o, exec).status().message(), "instance: unknown policy 'fastest' (prefill-first, chunked, prefill-only, decode-only)");
+  EXPECT_EQ(InstanceCore::create(o, exec).status().message(), "instance: unknown instance policy 'fastest' (expected one of: prefill-first, chunked, prefill-only, decode-only, temporal)");
   o = options();
   o.preemption_mode = "drop";
   EXPECT_EQ(InstanceCore::create(o, exec).status().code(), StatusCode::kInvalidArgument);

@@ -60,6 +60,7 @@ InstanceCoreOptions InstanceOptions::core_options() const {
   o.preemption_mode = preemption_mode;
   o.vocab_size = vocab_size;
   o.eog_token_ids = eog_token_ids;
+  o.cost_model = cost_model;
   return o;
 }
 
@@ -278,6 +279,7 @@ void InstanceLoop::Impl::run() {
       rec.num_decode_seqs = report.num_decode_seqs;
       rec.num_prefill_tokens = report.prompt_tokens;
       rec.num_decode_tokens = std::max<int64_t>(0, report.num_tokens - report.prompt_tokens);
+      rec.phase = report.phase;
       steps.push_back(rec);
       while (static_cast<int32_t>(steps.size()) > std::max(1, options.timeline_capacity)) steps.pop_front();
       ema(snapshot.mean_step_seconds, execute_seconds, snapshot.steps);

@@ -40,6 +40,8 @@ struct InstanceOptions {
   Duration idle_heartbeat = from_ms(200);     // how often an idle loop wakes to beat
   int32_t timeline_capacity = 20000;          // steps kept for timeline() (a ring)
   StepObserver on_step;                       // called on the loop thread after every step (optional)
+  // Predicts step times for the time-aware policies ("temporal", padg); optional, shared.
+  std::shared_ptr<const policy::CostModel> cost_model;
 
   InstanceCoreOptions core_options() const;
 };

@@ -19,6 +19,10 @@ struct GenerationRequest {
   std::vector<int32_t> prompt;  // token ids, BOS included when wanted
   SamplingParams sampling;      // max_tokens, stop ids, seed, logprobs...
   int32_t priority = 0;         // higher runs first under pressure
+  // SLOs (zero = none): time to first token, and mean time per output token after
+  // it. Time-aware policies (padg) read them; the others ignore them.
+  Duration slo_ttft{};
+  Duration slo_tpot{};
 };
 
 // One event per generated token, plus the final one.
@@ -58,6 +62,11 @@ struct InstanceStatus {
   int64_t prefix_cache_queries = 0;  // tokens
   int64_t prefix_cache_hits = 0;     // tokens
   int64_t preemptions = 0;
+  // Phase of a policy that alternates prefill and decode (padg): 0 mixed, 1
+  // prefill, 2 decode (policy::InstancePhase), when it last switched, and how often.
+  int32_t phase = 0;
+  TimePoint last_phase_switch{};
+  int64_t phase_switches = 0;
 };
 
 // Measurements of one step, for metrics and the scheduler-overhead benchmark.
@@ -79,6 +88,7 @@ struct StepRecord {
   int32_t num_decode_seqs = 0;
   int64_t num_prefill_tokens = 0;  // prompt tokens computed
   int64_t num_decode_tokens = 0;   // the rest of the step's tokens
+  int32_t phase = 0;               // the instance's phase after the step (InstanceStatus::phase)
 };
 
 }  // namespace ecoserve::instance

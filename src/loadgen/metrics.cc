@@ -79,6 +79,11 @@ std::vector<double> itl_s(const RequestRecord& r) {
   return out;
 }
 
+std::optional<double> first_gap_s(const RequestRecord& r) {
+  if (!r.success || r.chunk_s.size() < 2) return std::nullopt;
+  return r.chunk_s[1] - r.chunk_s[0];
+}
+
 bool attains_slo(const RequestRecord& r, const SloOptions& slo) {
   if (!r.success || r.first_token_s < 0) return false;
   if (slo.ttft_ms && r.ttft_s() * 1000.0 > *slo.ttft_ms) return false;
@@ -94,7 +99,7 @@ BenchmarkMetrics compute_metrics(std::span<const RequestRecord> records, double 
   BenchmarkMetrics m;
   m.num_requests = static_cast<std::int64_t>(records.size());
   m.duration_s = duration_s;
-  std::vector<double> ttft, tpot, itl, e2e;
+  std::vector<double> ttft, tpot, itl, e2e, first_gap;
   for (const auto& r : records) {
     if (!r.success) {
       ++m.failed;
@@ -110,12 +115,14 @@ BenchmarkMetrics compute_metrics(std::span<const RequestRecord> records, double 
     if (r.first_token_s >= 0) ttft.push_back(r.ttft_s() * 1000.0);
     if (auto t = tpot_s(r)) tpot.push_back(*t * 1000.0);
     for (double g : itl_s(r)) itl.push_back(g * 1000.0);
+    if (auto g = first_gap_s(r)) first_gap.push_back(*g * 1000.0);
     e2e.push_back(r.e2e_s() * 1000.0);
   }
   m.ttft_ms = summarize(std::move(ttft), options.percentiles);
   m.tpot_ms = summarize(std::move(tpot), options.percentiles);
   m.itl_ms = summarize(std::move(itl), options.percentiles);
   m.e2e_ms = summarize(std::move(e2e), options.percentiles);
+  m.first_gap_ms = summarize(std::move(first_gap), options.percentiles);
   if (duration_s > 0) {
     m.request_throughput = static_cast<double>(m.completed) / duration_s;
     m.input_throughput = static_cast<double>(m.total_input_tokens) / duration_s;

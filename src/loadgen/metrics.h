@@ -5,6 +5,10 @@
 //   TPOT  = (E2E - TTFT) / (output_tokens - 1): excludes the first token; undefined
 //           (not in the TPOT distribution) for outputs of 0 or 1 token.
 //   ITL   = every gap between consecutive content chunks, pooled over requests.
+//   First token gap (first_gap_ms) = the gap between the first and second content
+//           chunks of a request; requests with fewer than two content chunks are
+//           excluded. One value per request: it isolates the wait a phase switch or
+//           a KV transfer after the first token adds, which TPOT and ITL average away.
 //   E2E   = response complete - sent.
 // Percentiles use numpy's default linear interpolation: for sorted x[0..n-1] and
 // p in [0,100], rank = p/100 * (n-1), result = x[floor] + (rank-floor)*(x[ceil]-x[floor]).
@@ -55,6 +59,8 @@ struct MetricsOptions {
 
 std::optional<double> tpot_s(const RequestRecord& r);
 std::vector<double> itl_s(const RequestRecord& r);
+// chunk_s[1] - chunk_s[0] of a successful request; nullopt with fewer than two chunks.
+std::optional<double> first_gap_s(const RequestRecord& r);
 bool attains_slo(const RequestRecord& r, const SloOptions& slo);
 
 struct BenchmarkMetrics {
@@ -70,6 +76,7 @@ struct BenchmarkMetrics {
   double total_token_throughput = 0;    // tok/s
   double max_output_throughput = 0;     // peak tok/s over 1 s bins
   Distribution ttft_ms, tpot_ms, itl_ms, e2e_ms;
+  Distribution first_gap_ms;  // one value per successful request with >= 2 content chunks
   bool slo_enabled = false;
   std::int64_t attained = 0;
   double attainment = 0;  // fraction of num_requests in [0,1]

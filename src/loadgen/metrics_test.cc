@@ -1,6 +1,14 @@
 #include "loadgen/metrics.h"
 
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include "loadgen/report.h"
 
 namespace ecoserve::loadgen {
 namespace {
@@ -99,10 +107,126 @@ TEST(Metrics, HandMadeTimelineGivesExactSummary) {
   EXPECT_NEAR(m.itl_ms.mean, 1000.0 / 7, 1e-9);
   EXPECT_NEAR(m.itl_ms.median, 100, 1e-9);
   EXPECT_NEAR(m.itl_ms.max, 300, 1e-9);
+  // First token gap: 100 | 100 | - (one chunk) | 200 -> 3 values; failures excluded.
+  EXPECT_EQ(m.first_gap_ms.count, 3u);
+  EXPECT_NEAR(m.first_gap_ms.mean, 400.0 / 3, 1e-9);
+  EXPECT_NEAR(m.first_gap_ms.median, 100, 1e-9);
+  EXPECT_NEAR(m.first_gap_ms.at(75), 150, 1e-9);
   // E2E {300, 600, 400, 1200}
   EXPECT_NEAR(m.e2e_ms.mean, 625, 1e-9);
   EXPECT_NEAR(m.e2e_ms.median, 500, 1e-9);
   EXPECT_FALSE(m.slo_enabled);
+}
+
+// Requests whose first gaps are {250, 50, -, 100, 400} ms, plus a failure with two chunks.
+std::vector<RequestRecord> first_gap_timeline() {
+  std::vector<RequestRecord> rs;
+  rs.push_back(make(0.0, {0.10, 0.35, 0.40, 0.45}, 4));  // ttft 100, first gap 250
+  rs.push_back(make(1.0, {1.20, 1.25, 1.30}, 3));        // ttft 200, first gap 50
+  rs.push_back(make(2.0, {2.30}, 1));                    // one chunk: no first gap
+  rs.push_back(make(3.0, {3.10, 3.20, 3.90}, 3));        // first gap 100 (the 700 ms gap is later)
+  rs.push_back(make(4.0, {4.05, 4.45}, 2));              // first gap 400
+  RequestRecord reset = make(5.0, {5.10, 5.60}, 2);      // failed after two chunks: excluded
+  reset.success = false;
+  reset.error = ErrorKind::kConnectionReset;
+  rs.push_back(reset);
+  return rs;
+}
+
+TEST(Metrics, FirstGapIsTheGapBetweenTheFirstTwoChunks) {
+  auto r = make(0.0, {0.10, 0.35, 0.40, 0.45}, 4);
+  EXPECT_NEAR(r.ttft_s() * 1000, 100, 1e-9);
+  ASSERT_TRUE(first_gap_s(r).has_value());
+  EXPECT_NEAR(*first_gap_s(r) * 1000, 250, 1e-9);
+  // The sent time does not matter: only the first two chunks.
+  auto late = make(7.0, {7.5, 7.52, 9.0}, 3);
+  EXPECT_NEAR(*first_gap_s(late) * 1000, 20, 1e-9);
+  // Fewer than two content chunks: no first gap.
+  EXPECT_FALSE(first_gap_s(make(0.0, {0.3}, 1)).has_value());
+  EXPECT_FALSE(first_gap_s(make(0.0, {0.3}, 5)).has_value());  // 5 tokens in one chunk
+  RequestRecord empty = make(0.0, {}, 0, 0.5);
+  EXPECT_FALSE(first_gap_s(empty).has_value());
+  // A failed request has none, whatever it streamed.
+  auto failed = make(0.0, {0.1, 0.2}, 2);
+  failed.success = false;
+  failed.error = ErrorKind::kTimeout;
+  EXPECT_FALSE(first_gap_s(failed).has_value());
+}
+
+TEST(Metrics, FirstGapDistributionExcludesSingleChunkAndFailedRequests) {
+  const auto rs = first_gap_timeline();
+  auto m = compute_metrics(rs, 6.0, {});  // percentiles 90, 99
+  // {50, 100, 250, 400}: mean 200, median 175, p90 = 250 + 0.7*150 = 355,
+  // p99 = 250 + 0.97*150 = 395.5, std = sqrt((150^2 + 100^2 + 50^2 + 200^2) / 4).
+  const Distribution& d = m.first_gap_ms;
+  EXPECT_EQ(d.count, 4u);
+  EXPECT_NEAR(d.mean, 200, 1e-9);
+  EXPECT_NEAR(d.median, 175, 1e-9);
+  EXPECT_NEAR(d.at(90), 355, 1e-9);
+  EXPECT_NEAR(d.at(99), 395.5, 1e-9);
+  EXPECT_NEAR(d.min, 50, 1e-9);
+  EXPECT_NEAR(d.max, 400, 1e-9);
+  EXPECT_NEAR(d.stddev, std::sqrt(18750.0), 1e-9);
+  // The other metrics are unchanged by it: TTFT counts the one-chunk request too.
+  EXPECT_EQ(m.ttft_ms.count, 5u);
+  EXPECT_EQ(m.itl_ms.count, 8u);  // 3 + 2 + 0 + 2 + 1
+  EXPECT_NEAR(m.itl_ms.max, 700, 1e-9);
+  // No request with two chunks: an empty distribution.
+  std::vector<RequestRecord> singles;
+  singles.push_back(make(0.0, {0.2}, 1));
+  m = compute_metrics(singles, 1.0, {});
+  EXPECT_EQ(m.first_gap_ms.count, 0u);
+  EXPECT_EQ(m.first_gap_ms.mean, 0.0);
+}
+
+TEST(Report, FirstGapInTextJsonAndPlots) {
+  const auto rs = first_gap_timeline();
+  const auto m = compute_metrics(rs, 6.0, {});
+  const std::string text = format_report(m, {});
+  EXPECT_NE(text.find("First Token Gap"), std::string::npos) << text;
+  EXPECT_NE(text.find(fmt::format("{:<40} 200.00\n", "Mean first gap (ms):")), std::string::npos) << text;
+  EXPECT_NE(text.find(fmt::format("{:<40} 175.00\n", "Median first gap (ms):")), std::string::npos) << text;
+  EXPECT_NE(text.find(fmt::format("{:<40} 355.00\n", "P90 first gap (ms):")), std::string::npos) << text;
+  EXPECT_NE(text.find(fmt::format("{:<40} 395.50\n", "P99 first gap (ms):")), std::string::npos) << text;
+  // It follows ITL and precedes E2E.
+  EXPECT_LT(text.find("Inter-token Latency"), text.find("First Token Gap"));
+  EXPECT_LT(text.find("First Token Gap"), text.find("End-to-end Latency"));
+  // Without values: n/a, like the others.
+  std::vector<RequestRecord> singles;
+  singles.push_back(make(0.0, {0.2}, 1));
+  const std::string empty = format_report(compute_metrics(singles, 1.0, {}), {});
+  EXPECT_NE(empty.find(fmt::format("{:<40} n/a\n", "Mean first gap (ms):")), std::string::npos) << empty;
+
+  const auto j = metrics_json(m);
+  ASSERT_TRUE(j.contains("first_gap_ms"));
+  EXPECT_EQ(j["first_gap_ms"]["count"], 4);
+  EXPECT_NEAR(j["first_gap_ms"]["mean"].get<double>(), 200, 1e-9);
+  EXPECT_NEAR(j["first_gap_ms"]["median"].get<double>(), 175, 1e-9);
+  EXPECT_NEAR(j["first_gap_ms"]["p90"].get<double>(), 355, 1e-9);
+  EXPECT_NEAR(j["first_gap_ms"]["p99"].get<double>(), 395.5, 1e-9);
+  EXPECT_NEAR(j["first_gap_ms"]["min"].get<double>(), 50, 1e-9);
+  EXPECT_NEAR(j["first_gap_ms"]["max"].get<double>(), 400, 1e-9);
+  // Per request: present only where defined.
+  const auto full = result_json(nlohmann::json::object(), m, rs, std::nullopt);
+  EXPECT_NEAR(full["metrics"]["first_gap_ms"]["mean"].get<double>(), 200, 1e-9);
+  const auto& reqs = full["requests"];
+  ASSERT_EQ(reqs.size(), rs.size());
+  EXPECT_NEAR(reqs[0]["first_gap_ms"].get<double>(), 250, 1e-9);
+  EXPECT_NEAR(reqs[0]["ttft_ms"].get<double>(), 100, 1e-9);
+  EXPECT_FALSE(reqs[2].contains("first_gap_ms"));  // one chunk
+  EXPECT_FALSE(reqs[5].contains("first_gap_ms"));  // failed
+
+  // --plot writes a CDF of it next to the others.
+  const auto dir = std::filesystem::path(testing::TempDir()) /
+                   fmt::format("first_gap_plots_{}", testing::UnitTest::GetInstance()->random_seed());
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(write_plots(dir.string(), rs, std::nullopt, 0.9).ok());
+  std::ifstream in(dir / "first_gap_cdf.svg");
+  ASSERT_TRUE(in.good());
+  const std::string svg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(svg.find("First token gap CDF (n=4 requests)"), std::string::npos);
+  EXPECT_TRUE(std::filesystem::exists(dir / "itl_cdf.svg"));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Metrics, SloAttainmentNeedsBothAndFailuresNeverAttain) {

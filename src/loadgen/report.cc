@@ -76,6 +76,7 @@ std::string format_report(const BenchmarkMetrics& m, const ReportInfo& info) {
   section(o, "Time to First Token", "TTFT", m.ttft_ms);
   section(o, "Time per Output Token (excl. 1st token)", "TPOT", m.tpot_ms);
   section(o, "Inter-token Latency", "ITL", m.itl_ms);
+  section(o, "First Token Gap (1st to 2nd token)", "first gap", m.first_gap_ms);
   section(o, "End-to-end Latency", "E2EL", m.e2e_ms);
   if (m.slo_enabled) {
     o += banner("SLO Attainment", '-') + "\n";
@@ -148,6 +149,7 @@ nlohmann::json metrics_json(const BenchmarkMetrics& m) {
       {"ttft_ms", dist_json(m.ttft_ms)},
       {"tpot_ms", dist_json(m.tpot_ms)},
       {"itl_ms", dist_json(m.itl_ms)},
+      {"first_gap_ms", dist_json(m.first_gap_ms)},
       {"e2e_ms", dist_json(m.e2e_ms)},
       {"errors", m.errors},
       {"error_examples", m.error_examples},
@@ -176,6 +178,7 @@ nlohmann::json record_json(const RequestRecord& r) {
     j["ttft_ms"] = r.ttft_s() * 1000;
     j["e2e_ms"] = r.e2e_s() * 1000;
     if (auto t = tpot_s(r)) j["tpot_ms"] = *t * 1000;
+    if (auto g = first_gap_s(r)) j["first_gap_ms"] = *g * 1000;
   } else {
     j["error"] = error_key(r);
     j["error_message"] = r.error_message;
@@ -212,13 +215,14 @@ Status write_plots(const std::string& dir, std::span<const RequestRecord> record
   std::filesystem::create_directories(dir, ec);
   if (ec) return permission_denied_error("--plot: cannot create directory '{}': {}", dir, ec.message());
   std::filesystem::path base(dir);
-  std::vector<double> ttft, tpot, e2e, itl;
+  std::vector<double> ttft, tpot, e2e, itl, first_gap;
   for (const auto& r : records) {
     if (!r.success) continue;
     ttft.push_back(r.ttft_s() * 1000);
     e2e.push_back(r.e2e_s() * 1000);
     if (auto t = tpot_s(r)) tpot.push_back(*t * 1000);
     for (double g : itl_s(r)) itl.push_back(g * 1000);
+    if (auto g = first_gap_s(r)) first_gap.push_back(*g * 1000);
   }
   auto cdf = [&](const char* file, const char* title, const char* label, const char* unit,
                  std::vector<double> v) -> Status {
@@ -232,6 +236,8 @@ Status write_plots(const std::string& dir, std::span<const RequestRecord> record
   ECO_RETURN_IF_ERROR(cdf("tpot_cdf.svg", "TPOT CDF", "time per output token (ms)", "requests", tpot));
   ECO_RETURN_IF_ERROR(cdf("e2e_cdf.svg", "E2E latency CDF", "end-to-end latency (ms)", "requests", e2e));
   ECO_RETURN_IF_ERROR(cdf("itl_cdf.svg", "ITL CDF", "inter-token latency (ms)", "token gaps", itl));
+  ECO_RETURN_IF_ERROR(cdf("first_gap_cdf.svg", "First token gap CDF", "first to second token gap (ms)",
+                          "requests", first_gap));
   {
     auto bins = output_tokens_per_second(records, 1.0);
     // The last bin is usually partial: rate over the part the run covered, or dropped when

@@ -35,8 +35,8 @@ nlohmann::json result_json(const nlohmann::json& config, const BenchmarkMetrics&
                            std::span<const RequestRecord> records,
                            const std::optional<GoodputSearchResult>& search);
 
-// Writes DIR/ttft_cdf.svg, tpot_cdf.svg, e2e_cdf.svg, itl_cdf.svg, throughput.svg and,
-// with a search, attainment_vs_rate.svg. Creates DIR.
+// Writes DIR/ttft_cdf.svg, tpot_cdf.svg, e2e_cdf.svg, itl_cdf.svg, first_gap_cdf.svg,
+// throughput.svg and, with a search, attainment_vs_rate.svg. Creates DIR.
 Status write_plots(const std::string& dir, std::span<const RequestRecord> records,
                    const std::optional<GoodputSearchResult>& search, double target_attainment);
 

@@ -27,6 +27,16 @@ struct InstanceLoad {
   int32_t num_total_blocks = 0;
   int32_t max_num_seqs = 0;         // 0 = unknown / unlimited
   int32_t block_size = 16;
+  // Time-aware strategies (padg, llumnix), from the router's own accounting:
+  // predicted prefill seconds of the requests routed here that have no first
+  // token yet, and the decodes' saved TPOT (RequestView::saved_tpot) - their
+  // mean over num_slo_decoding decodes that have a TPOT SLO.
+  double pending_prefill_seconds = 0.0;
+  int32_t num_slo_decoding = 0;
+  double mean_saved_tpot_seconds = 0.0;
+  // The instance's phase (InstancePolicy::phase) and when it last switched.
+  InstancePhase phase = InstancePhase::kMixed;
+  TimePoint last_phase_switch{};
 
   int64_t load_tokens() const { return num_waiting_tokens + num_running_tokens; }
   int32_t num_requests() const { return num_waiting + num_running; }
@@ -44,6 +54,10 @@ struct RouteRequest {
   // Hash chain of the prompt's full blocks (kv::PrefixCache::extend_hashes); may be
   // empty when the router does not use prefixes. Borrowed for the call.
   std::span<const kv::BlockHash> block_hashes;
+  // When it is routed, and its SLOs (zero = the policy's defaults).
+  TimePoint now{};
+  Duration slo_ttft{};
+  Duration slo_tpot{};
 };
 
 }  // namespace ecoserve::policy

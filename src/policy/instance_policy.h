@@ -53,6 +53,16 @@ struct RequestView {
   // Running only: blocks that preempting this request would free (not shared).
   int32_t num_exclusive_blocks = 0;
   RequestState state = RequestState::kWaiting;
+  // Times of the first and the latest output token (zero before the first). A
+  // token's time is the start of the step that produced it (the `now` of that
+  // step's plan), so elapsed times measured from it are conservative by up to one
+  // step. A request whose first token came from elsewhere (disaggregated decode,
+  // migration) carries the time the sender reported.
+  TimePoint first_token_time{};
+  TimePoint last_token_time{};
+  // Its SLOs (zero = none): time to first token, and time per output token after it.
+  Duration slo_ttft{};
+  Duration slo_tpot{};
 
   int32_t num_tokens() const { return prompt_len + num_generated; }
   // Where the next run starts: num_computed, or the cached prefix when waiting.
@@ -60,7 +70,21 @@ struct RequestView {
   int32_t num_uncomputed() const { return num_tokens() - start(); }
   // One token left to run after at least one sampled token: a decode step.
   bool is_decode() const { return num_generated > 0 && num_uncomputed() == 1; }
+  bool has_first_token() const { return num_generated > 0 && first_token_time != TimePoint{}; }
+  // EcoServe's saved TPOT: how far the request is ahead of its TPOT SLO at `now`,
+  //   saved = L x SLO_TPOT - (now - first_token_time),  L = tokens generated so far,
+  // i.e. how long it could wait for its next token and still average SLO_TPOT.
+  // Negative when behind. Zero for a request without a first token or a TPOT SLO.
+  Duration saved_tpot(TimePoint now) const {
+    if (!has_first_token() || slo_tpot <= Duration::zero()) return Duration::zero();
+    return num_generated * slo_tpot - (now - first_token_time);
+  }
 };
+
+// What an instance is doing, for policies that separate prefill and decode in time
+// (padg's TemporalPolicy). Policies that mix them are always kMixed.
+enum class InstancePhase : uint8_t { kMixed, kPrefill, kDecode };
+const char* phase_name(InstancePhase phase);
 
 // Read-only snapshot given to InstancePolicy::plan. Each list is in schedule
 // order: priority descending, then arrival ascending (then submission order).
@@ -75,6 +99,10 @@ struct InstanceView {
   int32_t num_free_blocks = 0;   // allocatable device blocks: free + evictable cached
   int32_t num_total_blocks = 0;
   int32_t block_size = 16;
+  // The instance's phase as its policy last left it, and when it last switched
+  // (filled from InstancePolicy::phase()/last_phase_switch()).
+  InstancePhase phase = InstancePhase::kMixed;
+  TimePoint last_phase_switch{};
 
   void clear() {
     running.clear();
@@ -124,6 +152,13 @@ class InstancePolicy {
   virtual InstanceRole role() const { return InstanceRole::kMixed; }
   virtual std::string_view name() const = 0;
   virtual const PolicyOptions& options() const = 0;
+  // Phase state of policies that alternate prefill and decode phases (the phase
+  // the last plan() left the instance in, and the `now` of the plan that switched
+  // to it); kMixed for the others.
+  virtual InstancePhase phase() const { return InstancePhase::kMixed; }
+  virtual TimePoint last_phase_switch() const { return TimePoint{}; }
+  // Phase switches so far (for metrics and timelines).
+  virtual int64_t num_phase_switches() const { return 0; }
 };
 
 }  // namespace ecoserve::policy

@@ -4,6 +4,7 @@
 #include "policy/decode_only_policy.h"
 #include "policy/prefill_first_policy.h"
 #include "policy/prefill_only_policy.h"
+#include "policy/temporal_policy.h"
 
 namespace ecoserve::policy {
 
@@ -20,7 +21,8 @@ Status validate_policy_options(const PolicyOptions& o) {
   return ok_status();
 }
 
-StatusOr<std::unique_ptr<InstancePolicy>> make_instance_policy(std::string_view name, const PolicyOptions& options) {
+StatusOr<std::unique_ptr<InstancePolicy>> make_instance_policy(std::string_view name, const PolicyOptions& options,
+                                                                std::shared_ptr<const CostModel> cost_model) {
   ECO_RETURN_IF_ERROR(validate_policy_options(options));
   std::unique_ptr<InstancePolicy> p;
   if (name == "prefill-first") {
@@ -31,6 +33,8 @@ StatusOr<std::unique_ptr<InstancePolicy>> make_instance_policy(std::string_view 
     p = std::make_unique<PrefillOnlyPolicy>(options);
   } else if (name == "decode-only") {
     p = std::make_unique<DecodeOnlyPolicy>(options);
+  } else if (name == "temporal") {
+    p = std::make_unique<TemporalPolicy>(options, std::move(cost_model));
   } else {
     return invalid_argument_error("unknown instance policy '{}' (expected one of: {})", name, kInstancePolicyNames);
   }

@@ -35,6 +35,10 @@ struct Scheduler::Request {
   FinishReason pending_finish = FinishReason::kStop;
   std::uint64_t preempted_at_step = ~std::uint64_t{0};
   int32_t num_cached_prompt_tokens = -1;  // -1 until first admitted
+  TimePoint first_token_time{};  // see RequestView
+  TimePoint last_token_time{};
+  Duration slo_ttft{};
+  Duration slo_tpot{};
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t num_generated() const { return num_tokens() - prompt_len; }
@@ -120,6 +124,9 @@ std::unique_ptr<Scheduler::Request> Scheduler::new_request(RequestSpec&& spec) {
   r->seq_no = next_seq_no_++;
   r->sampling = std::move(spec.sampling);
   r->seed = spec.seed;
+  r->slo_ttft = spec.slo_ttft;
+  r->slo_tpot = spec.slo_tpot;
+  r->first_token_time = r->last_token_time = spec.first_token_time;
   r->prompt_len = static_cast<int32_t>(spec.prompt.size());
   r->tokens = std::move(spec.prompt);
   r->tokens.reserve(r->tokens.size() + std::min(r->sampling.max_tokens, 4096));
@@ -239,6 +246,8 @@ void Scheduler::build_view() {
   view_.num_total_blocks = cache_.num_blocks();
   view_.num_free_blocks = cache_.num_free();
   view_.num_waiting_total = static_cast<int32_t>(waiting_.size());
+  view_.phase = policy_->phase();
+  view_.last_phase_switch = policy_->last_phase_switch();
   auto base = [](const Request& r) {
     RequestView v;
     v.id = r.id;
@@ -247,6 +256,10 @@ void Scheduler::build_view() {
     v.prompt_len = r.prompt_len;
     v.num_generated = r.num_generated();
     v.state = r.state;
+    v.first_token_time = r.first_token_time;
+    v.last_token_time = r.last_token_time;
+    v.slo_ttft = r.slo_ttft;
+    v.slo_tpot = r.slo_tpot;
     return v;
   };
   for (const Request* r : running_) {
@@ -367,6 +380,10 @@ bool Scheduler::setup_run(Request& r, int32_t num_tokens, StepPlan& plan) {
 StepPlan Scheduler::schedule(TimePoint now) {
   ECO_CHECK_MSG(!step_in_flight_, "schedule() before on_step_done() of the previous step");
   StepPlan plan;
+  step_time_ = now;
+  for (Request* r : running_) {  // computed requests added since the last step
+    if (r->first_token_time == TimePoint{} && r->num_generated() > 0) r->first_token_time = r->last_token_time = now;
+  }
   build_view();
   const PolicyDecision d = policy_->plan(view_, now);
   const std::uint64_t step = ++step_no_;
@@ -453,6 +470,8 @@ void Scheduler::register_computed_blocks(Request& r) {
 }
 
 void Scheduler::append_token(Request& r, int32_t token) {
+  if (r.num_generated() == 0) r.first_token_time = step_time_;
+  r.last_token_time = step_time_;
   r.tokens.push_back(token);
   if (options_.enable_prefix_caching) kv::PrefixCache::extend_hashes(r.tokens, options_.block_size, &r.hashes);
 }

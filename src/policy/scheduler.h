@@ -71,6 +71,11 @@ struct RequestSpec {
   int32_t priority = 0;  // higher = more important
   TimePoint arrival{};
   std::uint64_t seed = 0;  // the sampler seed of this request (SeqStep::seed)
+  Duration slo_ttft{};     // SLOs (zero = none), carried into RequestView
+  Duration slo_tpot{};
+  // add_computed_request only: when the first output token was produced elsewhere
+  // (zero = the `now` of the next schedule()).
+  TimePoint first_token_time{};
 };
 
 struct SampledToken {
@@ -200,6 +205,7 @@ class Scheduler {
   std::vector<FinishedInfo> pending_finished_;  // aborts not yet reported
   std::uint64_t next_seq_no_ = 0;
   std::uint64_t step_no_ = 0;
+  TimePoint step_time_{};  // `now` of the last schedule(): the time of the tokens it produces
   int64_t num_deferred_ = 0;
   std::vector<kv::BlockHash> computing_;  // schedule() scratch: blocks being prefilled this step
   int64_t num_preemptions_ = 0;

@@ -648,6 +648,8 @@ class Session : public std::enable_shared_from_this<Session> {
       g.sampling.has_seed = r.has_seed;
       if (r.has_seed) g.sampling.seed = static_cast<uint64_t>(r.seed) + static_cast<uint64_t>(i);
       g.priority = r.priority;
+      g.slo_ttft = from_ms(r.slo_ttft_ms > 0 ? r.slo_ttft_ms : st_.options.default_slo_ttft_ms);
+      g.slo_tpot = from_ms(r.slo_tpot_ms > 0 ? r.slo_tpot_ms : st_.options.default_slo_tpot_ms);
       auto self = shared_from_this();
       const Clock* clock = st_.clock;
       auto executor = socket_.get_executor();

@@ -52,6 +52,10 @@ struct ServerOptions {
   // Threads that parse, validate and tokenize generation requests (off the I/O threads,
   // so /health answers while large prompts are tokenized).
   int32_t num_tokenizer_threads = 2;
+  // SLOs given to requests that bring none (`slo_ttft_ms`/`slo_tpot_ms` in the
+  // body); 0 = none. The time-aware strategies (padg) schedule by them.
+  double default_slo_ttft_ms = 0.0;
+  double default_slo_tpot_ms = 0.0;
   // Metrics shared with the caller (e.g. also fed by InstanceOptions::on_step); null = the server makes its own.
   std::shared_ptr<ServerMetrics> metrics;
 };

@@ -243,6 +243,8 @@ std::optional<ApiError> parse_object(const json& o, Endpoint endpoint, Completio
   if (auto e = get_int_in(o, "priority", std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(),
                           r.priority))
     return e;
+  if (auto e = get_float_in(o, "slo_ttft_ms", 0.0, 1e7, true, r.slo_ttft_ms)) return e;
+  if (auto e = get_float_in(o, "slo_tpot_ms", 0.0, 1e7, true, r.slo_tpot_ms)) return e;
   if (auto it = o.find("stop_token_ids"); it != o.end() && !it->is_null()) {
     if (!it->is_array()) return wrong_type("stop_token_ids", "an array of integers", *it);
     for (const json& t : *it) {

@@ -44,6 +44,10 @@ struct CompletionRequest {
   bool logprobs = false;                   // return logprobs of chosen tokens
   int32_t top_logprobs = 0;                // alternatives per token
   int32_t priority = 0;                    // extension: higher first
+  // Extensions: this request's SLOs in ms (0 = the server's --slo-ttft-ms /
+  // --slo-tpot-ms), read by the time-aware strategies (padg).
+  float slo_ttft_ms = 0.0f;
+  float slo_tpot_ms = 0.0f;
   bool echo = false;
   // Sampling fields (max_tokens, seed, logprobs are filled in by the server per choice).
   SamplingParams sampling;

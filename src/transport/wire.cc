@@ -18,6 +18,7 @@ using Packer = msgpack::packer<msgpack::sbuffer>;
 double age_of(TimePoint t, TimePoint now) { return t == TimePoint{} ? -1.0 : to_seconds(now - t); }
 TimePoint time_of(double age, TimePoint now) {
   if (!(age >= 0.0) || !std::isfinite(age)) return TimePoint{};
+  age = std::min(age, 1e6);  // an age beyond ~11 days is a broken peer: keep the cast defined
   return now - std::chrono::duration_cast<Duration>(std::chrono::duration<double>(age));
 }
 
@@ -36,7 +37,7 @@ void pack_bin(Packer& p, const std::vector<uint8_t>& v) {
 
 void pack_request(Packer& p, const instance::GenerationRequest& r) {
   const SamplingParams& s = r.sampling;
-  p.pack_array(4);
+  p.pack_array(6);
   p.pack_uint64(r.id.value);
   pack_tokens(p, r.prompt);
   p.pack_array(14);
@@ -55,6 +56,8 @@ void pack_request(Packer& p, const instance::GenerationRequest& r) {
   pack_tokens(p, s.stop_token_ids);
   p.pack(s.ignore_eos);
   p.pack_int32(r.priority);
+  p.pack_double(to_seconds(r.slo_ttft));
+  p.pack_double(to_seconds(r.slo_tpot));
 }
 
 void pack_event(Packer& p, const instance::TokenEvent& e, TimePoint now) {
@@ -77,7 +80,7 @@ void pack_event(Packer& p, const instance::TokenEvent& e, TimePoint now) {
 }
 
 void pack_status(Packer& p, const instance::InstanceStatus& s, TimePoint now) {
-  p.pack_array(20);
+  p.pack_array(23);
   p.pack_int32(s.num_waiting);
   p.pack_int32(s.num_running);
   p.pack_int32(s.num_swapped);
@@ -98,6 +101,9 @@ void pack_status(Packer& p, const instance::InstanceStatus& s, TimePoint now) {
   p.pack_int64(s.prefix_cache_queries);
   p.pack_int64(s.prefix_cache_hits);
   p.pack_int64(s.preemptions);
+  p.pack_int32(s.phase);
+  p.pack_double(s.last_phase_switch == TimePoint{} ? -1.0 : age_of(s.last_phase_switch, now));
+  p.pack_int64(s.phase_switches);
 }
 
 void pack_info(Packer& p, const InstanceInfo& i) {
@@ -174,6 +180,12 @@ class Reader {
     }
   }
   float f32() { return static_cast<float>(f64()); }
+  // A duration in seconds: finite, in [0, 1e6].
+  double seconds() {
+    const double v = f64();
+    if (ok() && !(v >= 0.0 && v <= 1e6)) return fail_at("seconds out of range"), 0.0;
+    return v;
+  }
   bool boolean() {
     const msgpack::object* o = next();
     if (!o) return false;
@@ -234,7 +246,7 @@ class Reader {
 };
 
 void read_request(Reader r, instance::GenerationRequest& q) {
-  if (!r.need(4)) return;
+  if (!r.need(6)) return;
   q.id = RequestId(r.u64());
   q.prompt = r.tokens();
   Reader s = r.sub(64, 14);
@@ -254,6 +266,8 @@ void read_request(Reader r, instance::GenerationRequest& q) {
   p.stop_token_ids = s.tokens();
   p.ignore_eos = s.boolean();
   q.priority = r.i32();
+  q.slo_ttft = from_seconds(r.seconds());
+  q.slo_tpot = from_seconds(r.seconds());
 }
 
 void read_event(Reader r, instance::TokenEvent& e, const Limits& limits, TimePoint now) {
@@ -278,7 +292,7 @@ void read_event(Reader r, instance::TokenEvent& e, const Limits& limits, TimePoi
 }
 
 void read_status(Reader r, instance::InstanceStatus& s, TimePoint now) {
-  if (!r.need(20)) return;
+  if (!r.need(23)) return;
   s.num_waiting = r.i32();
   s.num_running = r.i32();
   s.num_swapped = r.i32();
@@ -299,6 +313,9 @@ void read_status(Reader r, instance::InstanceStatus& s, TimePoint now) {
   s.prefix_cache_queries = r.i64(INT64_MIN, INT64_MAX);
   s.prefix_cache_hits = r.i64(INT64_MIN, INT64_MAX);
   s.preemptions = r.i64(INT64_MIN, INT64_MAX);
+  s.phase = static_cast<int32_t>(r.i64(0, 2));
+  s.last_phase_switch = time_of(r.f64(), now);  // -1: never switched
+  s.phase_switches = r.i64(0, INT64_MAX);
 }
 
 void read_info(Reader r, InstanceInfo& i) {
@@ -383,13 +400,14 @@ std::vector<uint8_t> encode(const Message& m, TimePoint now) {
       head(1);
       p.pack_array(static_cast<uint32_t>(m.steps.size()));
       for (const instance::StepRecord& s : m.steps) {
-        p.pack_array(6);
+        p.pack_array(7);
         p.pack_double(age_of(s.start, now));
         p.pack_double(s.seconds);
         p.pack_int32(s.num_prefill_seqs);
         p.pack_int32(s.num_decode_seqs);
         p.pack_int64(s.num_prefill_tokens);
         p.pack_int64(s.num_decode_tokens);
+        p.pack_int32(s.phase);
       }
       break;
     case Kind::kKvReply:
@@ -467,7 +485,7 @@ StatusOr<Message> decode(std::span<const uint8_t> bytes, TimePoint now, const Li
     case Kind::kTimelineReply: {
       Reader steps = r.sub(limits.max_steps, 0);
       for (uint32_t k = 0; k < steps.size() && steps.ok(); ++k) {
-        Reader s = steps.sub(16, 6);
+        Reader s = steps.sub(16, 7);
         instance::StepRecord rec;
         rec.start = time_of(s.f64(), now);
         rec.seconds = s.f64();
@@ -475,6 +493,7 @@ StatusOr<Message> decode(std::span<const uint8_t> bytes, TimePoint now, const Li
         rec.num_decode_seqs = s.i32();
         rec.num_prefill_tokens = s.i64(INT64_MIN, INT64_MAX);
         rec.num_decode_tokens = s.i64(INT64_MIN, INT64_MAX);
+        rec.phase = static_cast<int32_t>(s.i64(0, 2));
         m.steps.push_back(rec);
       }
       break;

@@ -34,7 +34,7 @@
 namespace ecoserve::transport {
 
 // Bump on any change of a body's layout.
-inline constexpr uint32_t kWireVersion = 1;
+inline constexpr uint32_t kWireVersion = 2;  // 2: SLOs, phases
 
 enum class Kind : uint8_t {
   kHello = 1,        // router -> instance: first message; answered by kHelloReply or kError

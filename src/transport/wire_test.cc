@@ -323,9 +323,9 @@ TEST(WireTest, LimitsAreEnforcedBeforeAllocating) {
 
 TEST(WireTest, OutOfRangeAndMistypedFieldsAreRefused) {
   // A prompt token beyond int32.
-  auto body = [](int64_t token, bool string_prompt) {
+  auto body = [](int64_t token, bool string_prompt, double slo_ttft = 1.0) {
     return [=](msgpack::packer<msgpack::sbuffer>& p) {
-      p.pack_array(4);
+      p.pack_array(6);
       p.pack_uint64(1);
       if (string_prompt) {
         p.pack(std::string("hello"));
@@ -338,10 +338,14 @@ TEST(WireTest, OutOfRangeAndMistypedFieldsAreRefused) {
       p.pack_float(0), p.pack_uint64(0), p.pack(false), p.pack_int32(0), p.pack(false), p.pack_int32(16);
       p.pack_array(0), p.pack(false);
       p.pack_int32(0);
+      p.pack_double(slo_ttft), p.pack_double(0.05);
     };
   };
   const int submit = static_cast<int>(Kind::kSubmit);
   EXPECT_TRUE(decode(envelope("ecoserve", kWireVersion, submit, body(5, false), 1), kReceived).ok());
+  // SLOs are durations in [0, 1e6] s.
+  EXPECT_FALSE(decode(envelope("ecoserve", kWireVersion, submit, body(5, false, -1.0), 1), kReceived).ok());
+  EXPECT_FALSE(decode(envelope("ecoserve", kWireVersion, submit, body(5, false, 1e300), 1), kReceived).ok());
   EXPECT_FALSE(decode(envelope("ecoserve", kWireVersion, submit, body(1ll << 31, false), 1), kReceived).ok());
   EXPECT_FALSE(decode(envelope("ecoserve", kWireVersion, submit, body(0, true), 1), kReceived).ok());
   // A status code outside the enum.

@@ -1,0 +1,160 @@
+#include "policy/padg_router.h"
+
+#include <algorithm>
+#include <limits>
+
+#include <fmt/format.h>
+#include <unordered_map>
+
+
+namespace ecoserve::policy {
+namespace {
+
+bool candidate(const InstanceLoad& l) { return l.healthy && l.role == InstanceRole::kMixed; }
+
+int64_t blocks_for(int64_t tokens, int32_t block_size) {
+  const int64_t bs = std::max(block_size, 1);
+  return (tokens + bs - 1) / bs;
+}
+
+// The KV constraint: the prompt's blocks (plus the first output token's) fit the
+// free blocks less those the queued prompts will take; and a sequence slot is free.
+bool kv_fits(const InstanceLoad& l, const RouteRequest& req) {
+  const int64_t need = blocks_for(int64_t{req.prompt_len} + 1, l.block_size);
+  const int64_t reserved = blocks_for(l.num_waiting_tokens, l.block_size);
+  if (need > int64_t{l.num_free_blocks} - reserved) return false;
+  return l.max_num_seqs <= 0 || l.num_requests() < l.max_num_seqs;
+}
+
+}  // namespace
+
+const char* padg_check_name(PadgCheck c) {
+  switch (c) {
+    case PadgCheck::kNone: return "ok";
+    case PadgCheck::kTtft: return "ttft";
+    case PadgCheck::kTpot: return "tpot";
+    case PadgCheck::kKv: return "kv";
+    case PadgCheck::kUnavailable: return "unavailable";
+  }
+  return "unknown";
+}
+
+PadgRouter::PadgRouter(const PadgRouterOptions& options, std::shared_ptr<const CostModel> cost_model)
+    : options_(options), cost_model_(std::move(cost_model)) {}
+
+void PadgRouter::set_layout(std::vector<std::vector<InstanceId>> layout) {
+  std::vector<size_t> last(layout.size(), 0);
+  for (size_t m = 0; m < layout.size() && m < layout_.size(); ++m) {
+    if (last_[m] < layout_[m].size() && last_[m] < layout[m].size() && layout_[m][last_[m]] == layout[m][last_[m]]) {
+      last[m] = last_[m];
+    }
+  }
+  layout_ = std::move(layout);
+  last_ = std::move(last);
+}
+
+void PadgRouter::remove_instance(InstanceId id) {
+  std::vector<std::vector<InstanceId>> next = layout_;
+  for (auto& members : next) members.erase(std::remove(members.begin(), members.end(), id), members.end());
+  next.erase(std::remove_if(next.begin(), next.end(), [](const auto& m) { return m.empty(); }), next.end());
+  set_layout(std::move(next));
+}
+
+double PadgRouter::predict_prefill_seconds(const RouteRequest& req) const {
+  if (!cost_model_) return 0.0;
+  return cost_model_->prefill_seconds(req.prompt_len, 0, options_.chunk_size);
+}
+
+PadgCheck PadgRouter::check_constraints(const InstanceLoad& l, const RouteRequest& req, double prefill_seconds) const {
+  if (!candidate(l)) return PadgCheck::kUnavailable;
+  const Duration slo_ttft = req.slo_ttft > Duration::zero() ? req.slo_ttft : options_.default_slo_ttft;
+  const double total = l.pending_prefill_seconds + prefill_seconds;
+  if (total > to_seconds(slo_ttft)) return PadgCheck::kTtft;
+  if (l.num_slo_decoding > 0 && l.mean_saved_tpot_seconds < total) return PadgCheck::kTpot;
+  return kv_fits(l, req) ? PadgCheck::kNone : PadgCheck::kKv;
+}
+
+PadgDecision PadgRouter::decide(const ClusterView& view, const RouteRequest& req) {
+  PadgDecision d;
+  d.predicted_prefill_seconds = predict_prefill_seconds(req);
+  std::unordered_map<uint64_t, size_t> position;
+  for (size_t i = 0; i < view.instances.size(); ++i) position[view.instances[i].id.value] = i;
+  if (layout_.empty()) {
+    std::vector<InstanceId> all;
+    for (const InstanceLoad& l : view.instances) all.push_back(l.id);
+    set_layout({all});
+  }
+  // The overall scheduler: the macro instance with the least mean load per healthy member.
+  int32_t best_macro = -1;
+  double best_load = std::numeric_limits<double>::infinity();
+  for (size_t m = 0; m < layout_.size(); ++m) {
+    int64_t load = 0;
+    int32_t healthy = 0;
+    for (InstanceId id : layout_[m]) {
+      auto it = position.find(id.value);
+      if (it == position.end() || !candidate(view.instances[it->second])) continue;
+      load += view.instances[it->second].load_tokens();
+      ++healthy;
+    }
+    if (healthy == 0) continue;
+    const double mean = static_cast<double>(load) / healthy;
+    if (mean < best_load) {
+      best_load = mean;
+      best_macro = static_cast<int32_t>(m);
+    }
+  }
+  if (best_macro < 0) {
+    d.reason = "no healthy instance";
+    return d;
+  }
+  d.macro_index = best_macro;
+  const std::vector<InstanceId>& members = layout_[static_cast<size_t>(best_macro)];
+  size_t& last = last_[static_cast<size_t>(best_macro)];
+  // Algorithm 1: "last" while Algorithm 2 holds there, else the next in the ring.
+  for (size_t k = 0; k < members.size(); ++k) {
+    const size_t at = (last + k) % members.size();
+    auto it = position.find(members[at].value);
+    if (it == position.end()) continue;
+    const InstanceLoad& l = view.instances[it->second];
+    if (check_constraints(l, req, d.predicted_prefill_seconds) == PadgCheck::kNone) {
+      last = at;
+      d.instance = l.id;
+      d.constraints_met = true;
+      d.predicted_ttft_seconds = l.pending_prefill_seconds + d.predicted_prefill_seconds;
+      return d;
+    }
+  }
+  // No member passes: the least predicted TTFT, preferring members with KV room.
+  const InstanceLoad* best = nullptr;
+  bool best_fits = false;
+  for (InstanceId id : members) {
+    auto it = position.find(id.value);
+    if (it == position.end() || !candidate(view.instances[it->second])) continue;
+    const InstanceLoad& l = view.instances[it->second];
+    const bool fits = kv_fits(l, req);
+    if (!best || (fits && !best_fits) ||
+        (fits == best_fits && l.pending_prefill_seconds < best->pending_prefill_seconds)) {
+      best = &l;
+      best_fits = fits;
+    }
+  }
+  if (!best) {
+    d.reason = "no healthy instance";
+    return d;
+  }
+  d.predicted_ttft_seconds = best->pending_prefill_seconds + d.predicted_prefill_seconds;
+  const Duration slo_ttft = req.slo_ttft > Duration::zero() ? req.slo_ttft : options_.default_slo_ttft;
+  if (options_.reject_unmeetable && d.predicted_ttft_seconds > to_seconds(slo_ttft)) {
+    d.reason = fmt::format("predicted time to first token {:.0f} ms exceeds the TTFT SLO of {:.0f} ms on every instance",
+                           d.predicted_ttft_seconds * 1000.0, to_ms(slo_ttft));
+    return d;
+  }
+  d.instance = best->id;
+  return d;
+}
+
+std::optional<InstanceId> PadgRouter::route(const ClusterView& view, const RouteRequest& req) {
+  return decide(view, req).instance;
+}
+
+}  // namespace ecoserve::policy

@@ -1,0 +1,94 @@
+// PadgRouter: EcoServe's routing for partial disaggregation (padg) - the overall
+// scheduler over macro instances and, inside one, Algorithms 1 and 2 of the
+// paper (adaptive inter-instance scheduling with constraint checks).
+//
+// Layout: the instances are grouped into macro instances (set_layout; mitosis
+// scaling changes it by moving instance handles). A new request goes to the
+// least-loaded macro instance (the lowest mean load_tokens per healthy member;
+// ties to the earlier macro instance), then inside it:
+//
+//  Algorithm 1 (stay or advance): the macro instance remembers the member that
+//  took its previous request ("last"). If CheckConstraints holds there, the
+//  request goes there too (prompts gather on one instance, whose prefill phase
+//  takes them together while the others decode); otherwise the next members in
+//  ring order are tried, and the first that passes takes it and becomes "last".
+//  So prefill phases roll around the ring (rolling activation).
+//
+//  Algorithm 2 (CheckConstraints(i, r)), with P = pending_prefill_seconds of i
+//  (prefills routed there that have no first token yet) + the predicted prefill
+//  time of r (CostModel::prefill_seconds, chunked):
+//    TTFT: P <= SLO_TTFT;
+//    TPOT: the mean saved TPOT of i's decodes >= P (holds when none has a TPOT SLO);
+//    KV:   blocks_for(prompt + 1) <= free blocks - blocks_for(queued prompt tokens).
+//
+//  When no member passes: with reject_unmeetable the request is rejected with a
+//  reason when its predicted TTFT (P on the best member) exceeds SLO_TTFT;
+//  otherwise it goes to the member with the least P that has the KV room (or
+//  the least P at all). Unhealthy or non-mixed instances are never chosen.
+//
+// Pure: decisions depend only on the view, the request and the router's small
+// state (layout and "last" per macro instance); no clock (the request carries
+// `now`), no I/O. One thread at a time. Borrows the cost model (shared).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "policy/cluster_view.h"
+#include "policy/cost_model.h"
+#include "policy/router_policy.h"
+
+namespace ecoserve::policy {
+
+struct PadgRouterOptions {
+  Duration default_slo_ttft = std::chrono::milliseconds(5000);  // for requests without their own
+  Duration default_slo_tpot = std::chrono::milliseconds(200);
+  int32_t chunk_size = 512;        // the instances' prefill chunk (for predictions)
+  bool reject_unmeetable = false;  // reject when no instance can meet the TTFT SLO
+};
+
+// Why a member failed CheckConstraints (kNone: it passed).
+enum class PadgCheck : uint8_t { kNone, kTtft, kTpot, kKv, kUnavailable };
+const char* padg_check_name(PadgCheck c);
+
+struct PadgDecision {
+  std::optional<InstanceId> instance;  // nullopt: rejected (reason) or no instance at all
+  double predicted_prefill_seconds = 0.0;  // of this request alone
+  double predicted_ttft_seconds = 0.0;     // pending prefills on the chosen instance + this one
+  bool constraints_met = false;            // chosen by Algorithm 1/2 (not the fallback)
+  int32_t macro_index = -1;
+  std::string reason;  // when rejected: why (for HTTP 429)
+};
+
+class PadgRouter final : public RouterPolicy {
+ public:
+  PadgRouter(const PadgRouterOptions& options, std::shared_ptr<const CostModel> cost_model);
+
+  // Macro instances as lists of instance ids, in ring order. Instances missing
+  // from the layout are not routed to; an empty layout means one macro instance
+  // of every instance in view order. Keeps "last" of macro instances whose
+  // member at that position is unchanged.
+  void set_layout(std::vector<std::vector<InstanceId>> layout);
+  const std::vector<std::vector<InstanceId>>& layout() const { return layout_; }
+
+  PadgDecision decide(const ClusterView& view, const RouteRequest& req);
+  // RouterPolicy: decide(...).instance.
+  std::optional<InstanceId> route(const ClusterView& view, const RouteRequest& req) override;
+  std::string_view name() const override { return "padg"; }
+  void remove_instance(InstanceId id) override;
+
+  // Algorithm 2 on one instance (pure; exposed for tests and the admin API).
+  PadgCheck check_constraints(const InstanceLoad& load, const RouteRequest& req, double prefill_seconds) const;
+  double predict_prefill_seconds(const RouteRequest& req) const;
+
+ private:
+  PadgRouterOptions options_;
+  std::shared_ptr<const CostModel> cost_model_;
+  std::vector<std::vector<InstanceId>> layout_;
+  std::vector<size_t> last_;  // per macro instance: position of "last" in its members
+};
+
+}  // namespace ecoserve::policy

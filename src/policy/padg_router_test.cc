@@ -1,0 +1,184 @@
+// PadgRouter (EcoServe Algorithms 1 and 2, overall scheduler) on hand-built views,
+// the numbers worked by hand.
+#include "policy/padg_router.h"
+
+#include <gtest/gtest.h>
+
+#include "policy/policy_test_util.h"
+
+namespace ecoserve::policy {
+namespace {
+
+using namespace testing;  // NOLINT
+
+// Prefill costs 1 ms per token (any chunking); decode steps are not needed here.
+class PerTokenCost final : public CostModel {
+ public:
+  double step_seconds(const StepShape& s) const override { return 0.001 * s.prefill_tokens; }
+  std::string_view name() const override { return "per-token"; }
+};
+
+InstanceLoad idle(uint64_t id) {
+  InstanceLoad l;
+  l.id = InstanceId(id);
+  l.num_free_blocks = 100;
+  l.num_total_blocks = 100;
+  l.block_size = 16;
+  return l;
+}
+
+RouteRequest prompt(int32_t len) {
+  RouteRequest r;
+  r.prompt_len = len;
+  r.max_tokens = 16;
+  return r;
+}
+
+PadgRouterOptions options(int64_t slo_ttft_ms) {
+  PadgRouterOptions o;
+  o.default_slo_ttft = std::chrono::milliseconds(slo_ttft_ms);
+  o.chunk_size = 64;
+  return o;
+}
+
+TEST(PadgRouterTest, CheckConstraintsFailsOnEachConstraintAlone) {
+  PadgRouter r(options(1000), std::make_shared<PerTokenCost>());
+  const RouteRequest req = prompt(300);  // 300 ms predicted
+  EXPECT_DOUBLE_EQ(r.predict_prefill_seconds(req), 0.300);
+  // Passes: 600 ms pending + 300 = 900 <= 1000; decodes saved 950 ms >= 900; 19 blocks fit 100 - 0.
+  InstanceLoad ok = idle(1);
+  ok.pending_prefill_seconds = 0.600;
+  ok.num_slo_decoding = 3;
+  ok.mean_saved_tpot_seconds = 0.950;
+  EXPECT_EQ(r.check_constraints(ok, req, 0.300), PadgCheck::kNone);
+  // TTFT alone: 750 + 300 = 1050 > 1000 (saved TPOT raised so it would pass).
+  InstanceLoad ttft = ok;
+  ttft.pending_prefill_seconds = 0.750;
+  ttft.mean_saved_tpot_seconds = 5.0;
+  EXPECT_EQ(r.check_constraints(ttft, req, 0.300), PadgCheck::kTtft);
+  // TPOT alone: saved 850 ms < 900 ms of prefill ahead.
+  InstanceLoad tpot = ok;
+  tpot.mean_saved_tpot_seconds = 0.850;
+  EXPECT_EQ(r.check_constraints(tpot, req, 0.300), PadgCheck::kTpot);
+  // ...but decodes without a TPOT SLO do not constrain.
+  tpot.num_slo_decoding = 0;
+  EXPECT_EQ(r.check_constraints(tpot, req, 0.300), PadgCheck::kNone);
+  // KV alone: 301 tokens need 19 blocks; 40 free minus 22 reserved for 350 queued tokens = 18.
+  InstanceLoad kv = ok;
+  kv.num_free_blocks = 40;
+  kv.num_waiting_tokens = 350;
+  EXPECT_EQ(r.check_constraints(kv, req, 0.300), PadgCheck::kKv);
+  kv.num_free_blocks = 41;  // 41 - 22 = 19: fits exactly
+  EXPECT_EQ(r.check_constraints(kv, req, 0.300), PadgCheck::kNone);
+  // A per-request TTFT SLO overrides the default: 900 > 800.
+  RouteRequest strict = req;
+  strict.slo_ttft = std::chrono::milliseconds(800);
+  EXPECT_EQ(r.check_constraints(ok, strict, 0.300), PadgCheck::kTtft);
+  // Unhealthy, or not a mixed instance.
+  InstanceLoad sick = ok;
+  sick.healthy = false;
+  EXPECT_EQ(r.check_constraints(sick, req, 0.300), PadgCheck::kUnavailable);
+}
+
+TEST(PadgRouterTest, AlgorithmOneStaysWhileConstraintsHoldThenAdvancesAndWraps) {
+  PadgRouter r(options(1000), std::make_shared<PerTokenCost>());
+  ClusterView v;
+  v.instances = {idle(10), idle(11), idle(12)};
+  // The first request goes to the ring's first member and it stays there while
+  // the prefills gathering on it fit the 1000 ms TTFT SLO.
+  EXPECT_EQ(r.route(v, prompt(400)), InstanceId(10));
+  v.instances[0].pending_prefill_seconds = 0.400;
+  v.instances[0].num_waiting_tokens = 400;
+  EXPECT_EQ(r.route(v, prompt(400)), InstanceId(10));  // 800 <= 1000
+  v.instances[0].pending_prefill_seconds = 0.800;
+  v.instances[0].num_waiting_tokens = 800;
+  // 800 + 400 > 1000: advance to the next member, which becomes "last".
+  PadgDecision d = r.decide(v, prompt(400));
+  EXPECT_EQ(d.instance, InstanceId(11));
+  EXPECT_TRUE(d.constraints_met);
+  EXPECT_DOUBLE_EQ(d.predicted_ttft_seconds, 0.400);
+  v.instances[1].pending_prefill_seconds = 0.400;
+  // Member 10 finished its prefills (its phase is over), but "last" is now 11: stay.
+  v.instances[0].pending_prefill_seconds = 0.0;
+  v.instances[0].num_waiting_tokens = 0;
+  EXPECT_EQ(r.route(v, prompt(100)), InstanceId(11));
+  // 11 and 12 full: wraps around to 10.
+  v.instances[1].pending_prefill_seconds = 0.950;
+  v.instances[2].pending_prefill_seconds = 0.950;
+  EXPECT_EQ(r.route(v, prompt(100)), InstanceId(10));
+}
+
+TEST(PadgRouterTest, AdvancingSkipsMembersThatFailAndUnhealthyOnes) {
+  PadgRouter r(options(1000), std::make_shared<PerTokenCost>());
+  ClusterView v;
+  v.instances = {idle(1), idle(2), idle(3)};
+  v.instances[0].pending_prefill_seconds = 0.9;  // TTFT fails
+  v.instances[1].healthy = false;
+  EXPECT_EQ(r.route(v, prompt(200)), InstanceId(3));
+}
+
+TEST(PadgRouterTest, WhenNoMemberPassesTheLeastPredictedTtftWinsOrTheRequestIsRejected) {
+  ClusterView v;
+  v.instances = {idle(1), idle(2)};
+  v.instances[0].pending_prefill_seconds = 1.5;
+  v.instances[1].pending_prefill_seconds = 0.9;
+  PadgRouter r(options(1000), std::make_shared<PerTokenCost>());
+  PadgDecision d = r.decide(v, prompt(300));  // 1.8 and 1.2 s > 1 s
+  EXPECT_EQ(d.instance, InstanceId(2));
+  EXPECT_FALSE(d.constraints_met);
+  EXPECT_DOUBLE_EQ(d.predicted_ttft_seconds, 1.2);
+  PadgRouterOptions o = options(1000);
+  o.reject_unmeetable = true;
+  PadgRouter strict(o, std::make_shared<PerTokenCost>());
+  d = strict.decide(v, prompt(300));
+  EXPECT_FALSE(d.instance.has_value());
+  EXPECT_EQ(d.reason, "predicted time to first token 1200 ms exceeds the TTFT SLO of 1000 ms on every instance");
+  // A member without KV room is chosen only when none has room.
+  v.instances[1].num_free_blocks = 5;
+  EXPECT_EQ(r.route(v, prompt(300)), InstanceId(1));
+}
+
+TEST(PadgRouterTest, TheOverallSchedulerPicksTheLeastLoadedMacroInstance) {
+  PadgRouter r(options(1000), std::make_shared<PerTokenCost>());
+  r.set_layout({{InstanceId(1), InstanceId(2)}, {InstanceId(3), InstanceId(4)}});
+  ClusterView v;
+  v.instances = {idle(1), idle(2), idle(3), idle(4)};
+  v.instances[0].num_running_tokens = 300;  // macro 0: mean 150 tokens
+  v.instances[2].num_running_tokens = 100;  // macro 1: mean 50 tokens
+  PadgDecision d = r.decide(v, prompt(50));
+  EXPECT_EQ(d.macro_index, 1);
+  EXPECT_EQ(d.instance, InstanceId(3));
+  // Unhealthy members do not count: macro 1 with only member 3 healthy has mean 100 < 150.
+  v.instances[3].healthy = false;
+  EXPECT_EQ(r.decide(v, prompt(50)).macro_index, 1);
+  v.instances[2].num_running_tokens = 200;  // now 200 > 150
+  EXPECT_EQ(r.decide(v, prompt(50)).macro_index, 0);
+}
+
+TEST(PadgRouterTest, LayoutChangesKeepLastWhereTheMemberStayed) {
+  PadgRouter r(options(1000), std::make_shared<PerTokenCost>());
+  r.set_layout({{InstanceId(1), InstanceId(2), InstanceId(3)}});
+  ClusterView v;
+  v.instances = {idle(1), idle(2), idle(3)};
+  v.instances[0].pending_prefill_seconds = 0.95;
+  EXPECT_EQ(r.route(v, prompt(100)), InstanceId(2));  // last = position 1
+  r.remove_instance(InstanceId(3));
+  EXPECT_EQ(r.layout(), (std::vector<std::vector<InstanceId>>{{InstanceId(1), InstanceId(2)}}));
+  v.instances[0].pending_prefill_seconds = 0.0;
+  EXPECT_EQ(r.route(v, prompt(100)), InstanceId(2));  // still last
+  r.remove_instance(InstanceId(2));
+  EXPECT_EQ(r.route(v, prompt(100)), InstanceId(1));
+}
+
+TEST(PadgRouterTest, NoCandidateGivesNoInstance) {
+  PadgRouter r(options(1000), nullptr);
+  ClusterView v;
+  v.instances = {idle(1)};
+  v.instances[0].healthy = false;
+  PadgDecision d = r.decide(v, prompt(10));
+  EXPECT_FALSE(d.instance.has_value());
+  EXPECT_EQ(d.reason, "no healthy instance");
+}
+
+}  // namespace
+}  // namespace ecoserve::policy
