@@ -12,13 +12,16 @@ bash scripts/build.sh
 if [ -f tests/node/package.json ]; then
   (cd tests/node && npm ci --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error &&
    ECOSERVE_BIN="$PWD/../../build/ecoserve" node --test &&
-   # The openai client again, against two instances: NoDG behind the cache-aware router, and FuDG 1P1D.
+   # The openai client again, against two instances: NoDG behind the cache-aware router, FuDG 1P1D, PaDG.
    ECOSERVE_BIN="$PWD/../../build/ecoserve" ECOSERVE_SERVE_ARGS="--instances 2 --threads-per-instance 1 --router cache-aware" \
      node --test openai_client.test.js &&
    ECOSERVE_BIN="$PWD/../../build/ecoserve" ECOSERVE_SERVE_ARGS="--instances 2 --threads-per-instance 1 --strategy fudg" \
      node --test openai_client.test.js &&
    # And FuDG with each instance in its own process, over ZeroMQ (ecoserve instance + router).
    ECOSERVE_BIN="$PWD/../../build/ecoserve" ECOSERVE_SERVE_ARGS="--instances 2 --threads-per-instance 1 --strategy fudg --multi-process" \
+     node --test openai_client.test.js &&
+   # And PaDG (EcoServe): temporal instances in a macro instance.
+   ECOSERVE_BIN="$PWD/../../build/ecoserve" ECOSERVE_SERVE_ARGS="--instances 2 --threads-per-instance 1 --strategy padg" \
      node --test openai_client.test.js)
 fi
 bash scripts/fuzz.sh

@@ -12,6 +12,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -209,6 +211,7 @@ std::string model_id_of(const std::string& path) {
 // `ecoserve instance` processes started by `serve --multi-process`: one per
 // instance, on loopback ports they pick; stopped with SIGTERM when serve exits.
 struct ChildInstances {
+  std::mutex mu;  // spawn_instance may run on an HTTP worker (POST /admin/instances)
   std::vector<std::unique_ptr<Subprocess>> children;
   std::vector<std::string> addresses;
   ~ChildInstances() {
@@ -216,34 +219,52 @@ struct ChildInstances {
   }
 };
 
-Status spawn_instances(const ServeArgs& a, const engine::EngineOptions& eo, ChildInstances& out) {
+// Starts `ecoserve instance` number `i` and returns its address (children own it).
+StatusOr<std::string> spawn_instance(const ServeArgs& a, const engine::EngineOptions& eo, int32_t i,
+                                     ChildInstances& out) {
   char self[4096] = {};
   const ssize_t len = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
   if (len <= 0) return unavailable_error("cannot find the ecoserve binary (/proc/self/exe)");
   const bool fudg = a.strategy == "fudg";
-  for (int32_t i = 0; i < a.instances; ++i) {
-    const std::string role = !fudg ? "mixed" : i < a.prefill_instances ? "prefill" : "decode";
-    std::vector<std::string> argv = {
-        std::string(self, static_cast<size_t>(len)), "instance", "--listen", "tcp://127.0.0.1:0", "-m", a.model,
-        "--role", role, "--threads", std::to_string(eo.num_threads), "--policy", a.policy,
-        "--max-num-seqs", std::to_string(a.max_num_seqs), "--max-num-batched-tokens",
-        std::to_string(a.max_num_batched_tokens), "--chunk-size", std::to_string(a.chunk_size),
-        "--kv-cache-mb", std::to_string(std::max<int64_t>(1, eo.kv_cache_bytes >> 20)), "--block-size",
-        std::to_string(a.block_size), "--kv-cache-dtype", engine::kv_cache_type_name(a.kv_cache_type), "-c",
-        std::to_string(a.ctx), "--max-waiting", std::to_string(a.max_waiting),
-        a.prefix_caching ? "--enable-prefix-caching" : "--no-prefix-caching", "--preemption-mode",
-        a.preemption_mode, "--swap-space-mb", std::to_string(a.swap_mb), "--name", std::to_string(i)};
-    if (a.mmap) argv.push_back("--mmap");
-    const std::string profile = !a.profile.empty() ? a.profile : engine::default_cost_profile_path(a.model);
-    if (a.policy == "temporal" && std::filesystem::exists(profile)) argv.insert(argv.end(), {"--profile", profile});
-    auto child = std::make_unique<Subprocess>();
-    ECO_RETURN_IF_ERROR(child->start(argv));
-    StatusOr<std::string> line = child->wait_for_line("ecoserve instance listening on ", std::chrono::seconds(120));
-    if (!line.ok()) return line.status().with_prefix("instance " + std::to_string(i) + " did not start");
-    out.addresses.push_back(line->substr(0, line->find(' ')));
-    out.children.push_back(std::move(child));
-  }
+  const std::string role = !fudg ? "mixed" : i < a.prefill_instances ? "prefill" : "decode";
+  std::vector<std::string> argv = {
+      std::string(self, static_cast<size_t>(len)), "instance", "--listen", "tcp://127.0.0.1:0", "-m", a.model,
+      "--role", role, "--threads", std::to_string(eo.num_threads), "--policy", a.policy,
+      "--max-num-seqs", std::to_string(a.max_num_seqs), "--max-num-batched-tokens",
+      std::to_string(a.max_num_batched_tokens), "--chunk-size", std::to_string(a.chunk_size),
+      "--kv-cache-mb", std::to_string(std::max<int64_t>(1, eo.kv_cache_bytes >> 20)), "--block-size",
+      std::to_string(a.block_size), "--kv-cache-dtype", engine::kv_cache_type_name(a.kv_cache_type), "-c",
+      std::to_string(a.ctx), "--max-waiting", std::to_string(a.max_waiting),
+      a.prefix_caching ? "--enable-prefix-caching" : "--no-prefix-caching", "--preemption-mode",
+      a.preemption_mode, "--swap-space-mb", std::to_string(a.swap_mb), "--name", std::to_string(i)};
+  if (a.mmap) argv.push_back("--mmap");
+  const std::string profile = !a.profile.empty() ? a.profile : engine::default_cost_profile_path(a.model);
+  if (a.policy == "temporal" && std::filesystem::exists(profile)) argv.insert(argv.end(), {"--profile", profile});
+  auto child = std::make_unique<Subprocess>();
+  ECO_RETURN_IF_ERROR(child->start(argv));
+  StatusOr<std::string> line = child->wait_for_line("ecoserve instance listening on ", std::chrono::seconds(120));
+  if (!line.ok()) return line.status().with_prefix("instance " + std::to_string(i) + " did not start");
+  std::lock_guard<std::mutex> lock(out.mu);
+  out.addresses.push_back(line->substr(0, line->find(' ')));
+  out.children.push_back(std::move(child));
+  return out.addresses.back();
+}
+
+Status spawn_instances(const ServeArgs& a, const engine::EngineOptions& eo, ChildInstances& out) {
+  for (int32_t i = 0; i < a.instances; ++i) ECO_RETURN_IF_ERROR(spawn_instance(a, eo, i, out).status());
   return ok_status();
+}
+
+StatusOr<std::unique_ptr<cluster::RemoteBackend>> connect_instance(const ServeArgs& a, const std::string& address,
+                                                                   const Clock* clock) {
+  cluster::RemoteBackendOptions ro;
+  ro.address = address;
+  ro.peer_timeout = from_seconds(std::max(0.2, a.heartbeat_timeout * 0.6));
+  ECO_ASSIGN_OR_RETURN(std::unique_ptr<cluster::RemoteBackend> r, cluster::RemoteBackend::connect(ro, clock));
+  const transport::InstanceInfo& info = r->info();
+  std::fprintf(stderr, "[ecoserve] instance %s: role %s, model %s, context %d, blocks of %d tokens\n",
+               address.c_str(), info.role.c_str(), info.model_id.c_str(), info.max_context, info.block_size);
+  return r;
 }
 
 // Connects to running instances and loads the model they serve (from the path the
@@ -253,13 +274,8 @@ StatusOr<std::vector<std::unique_ptr<cluster::GenerationBackend>>> connect_insta
     std::shared_ptr<const model::LlamaModel>* model_out) {
   std::vector<std::unique_ptr<cluster::RemoteBackend>> remotes;
   for (const std::string& address : addresses) {
-    cluster::RemoteBackendOptions ro;
-    ro.address = address;
-    ro.peer_timeout = from_seconds(std::max(0.2, a.heartbeat_timeout * 0.6));
-    ECO_ASSIGN_OR_RETURN(std::unique_ptr<cluster::RemoteBackend> r, cluster::RemoteBackend::connect(ro, clock));
+    ECO_ASSIGN_OR_RETURN(std::unique_ptr<cluster::RemoteBackend> r, connect_instance(a, address, clock));
     const transport::InstanceInfo& info = r->info();
-    std::fprintf(stderr, "[ecoserve] instance %s: role %s, model %s, context %d, blocks of %d tokens\n",
-                 address.c_str(), info.role.c_str(), info.model_id.c_str(), info.max_context, info.block_size);
     if (!remotes.empty() && info.model_id != remotes[0]->info().model_id) {
       return failed_precondition_error("instance {} serves {}, instance {} serves {}: a router fronts one model",
                                        address, info.model_id, addresses[0], remotes[0]->info().model_id);
@@ -286,6 +302,39 @@ StatusOr<std::vector<std::unique_ptr<cluster::GenerationBackend>>> connect_insta
     members.push_back(std::move(r));
   }
   return members;
+}
+
+// What POST /admin/instances adds: the running instance at `address` (it must
+// serve the same model, as a mixed instance), else a new one like the others: an
+// `ecoserve instance` child with `children`, an embedded engine with `eo`/`io`.
+using InstanceFactory = std::function<StatusOr<std::unique_ptr<cluster::GenerationBackend>>(const std::string&)>;
+InstanceFactory instance_factory(const ServeArgs& a, std::shared_ptr<const model::LlamaModel> model,
+                                 const engine::EngineOptions& eo, const instance::InstanceOptions& io,
+                                 const Clock* clock, ChildInstances* children, bool embedded) {
+  auto next = std::make_shared<std::atomic<int32_t>>(a.instances);
+  return [a, model, eo, io, clock, children, embedded, next](
+             const std::string& address) -> StatusOr<std::unique_ptr<cluster::GenerationBackend>> {
+    std::string where = address;
+    if (where.empty() && children) {
+      ECO_ASSIGN_OR_RETURN(where, spawn_instance(a, eo, (*next)++, *children));
+    }
+    if (!where.empty()) {
+      ECO_ASSIGN_OR_RETURN(std::unique_ptr<cluster::RemoteBackend> r, connect_instance(a, where, clock));
+      if (r->info().model_id != engine::model_file_id(a.model)) {
+        return invalid_argument_error("instance {} serves {}, this router {}", where, r->info().model_id,
+                                      engine::model_file_id(a.model));
+      }
+      if (r->info().role != "mixed") {
+        return invalid_argument_error("instance {} runs as '{}'; added instances must be mixed", where, r->info().role);
+      }
+      r->set_model(model);
+      return std::unique_ptr<cluster::GenerationBackend>(std::move(r));
+    }
+    if (!embedded) return invalid_argument_error("give the 'address' of a running `ecoserve instance` to attach");
+    ECO_ASSIGN_OR_RETURN(std::unique_ptr<cluster::InstanceBackend> b,
+                         make_instance(model, eo, io, "mixed", std::to_string((*next)++), clock));
+    return std::unique_ptr<cluster::GenerationBackend>(std::move(b));
+  };
 }
 
 // padg: the cost model the temporal policy and the router predict with: the
@@ -499,11 +548,12 @@ int run_serve(const ServeArgs& args) {
     }
   }
   std::unique_ptr<cluster::GenerationBackend> backend;
-  if (n == 1 && !a.multi_process) {
+  if (n == 1 && !a.multi_process && a.strategy != "padg") {
     backend = std::move(members[0]);
   } else {
     cluster::RouterOptions ro = router_options(a);
     ro.cost_model = cost_model;
+    ro.make_instance = instance_factory(a, *model, eo, io, &clock, a.multi_process ? &children : nullptr, true);
     auto router = cluster::Router::create(std::move(members), ro, &clock);
     if (!router.ok()) return fail(router.status());
     backend = std::move(*router);
@@ -535,11 +585,11 @@ int run_router(const ServeArgs& args) {
     std::fprintf(stderr, "error: %s\n", members.status().message().c_str());
     return 1;
   }
+  if (a.model.empty()) a.model = std::string(model->gguf().path());
   cluster::RouterOptions ro = router_options(a);
   if (a.strategy == "padg") {
     // The router predicts prefill times with the instances' profile (measured here
     // when none is found: then on this host, with --threads).
-    if (a.model.empty()) a.model = std::string(model->gguf().path());
     engine::EngineOptions eo;
     instance::InstanceOptions io;
     engine_and_instance_options(a, *model, 1, eo, io);
@@ -548,6 +598,7 @@ int run_router(const ServeArgs& args) {
       return 1;
     }
   }
+  ro.make_instance = instance_factory(a, model, {}, {}, &clock, nullptr, false);
   auto router = cluster::Router::create(std::move(*members), ro, &clock);
   if (!router.ok()) {
     std::fprintf(stderr, "error: %s\n", router.status().message().c_str());

@@ -28,6 +28,22 @@ struct InstanceReport {
   std::string role = "mixed";  // "mixed" | "prefill" | "decode"
   bool healthy = true;
   instance::InstanceStatus status;
+  // Cluster membership: "active", or "removing" (gets no new requests; stops
+  // when its requests have finished).
+  std::string state = "active";
+  // padg (router-side): the macro instance it belongs to (-1: none), the
+  // predicted prefill seconds of its requests without a first token, and the mean
+  // saved TPOT of its decodes that have a TPOT SLO (num_slo_decoding of them).
+  int32_t macro = -1;
+  double pending_prefill_seconds = 0.0;
+  int32_t num_slo_decoding = 0;
+  double mean_saved_tpot_seconds = 0.0;
+};
+
+// A macro instance (padg): its id and members' names in ring order.
+struct MacroReport {
+  int32_t id = 0;
+  std::vector<std::string> members;
 };
 
 // What a router adds to an instance's counters (all zero for one instance).
@@ -42,6 +58,9 @@ struct ClusterStats {
   int64_t kv_transfer_failures = 0;
   int64_t local_prefills = 0;        // fudg: prompts prefilled on their decode instance (conditional)
   int64_t retries = 0;               // requests sent to another instance before their first token
+  int64_t instances_added = 0;       // by add_instance (not the initial ones)
+  int64_t instances_removed = 0;     // stopped after remove_instance
+  std::vector<MacroReport> macros;   // padg: the macro instances, oldest first
 };
 
 // The recent steps of one instance.
@@ -96,6 +115,18 @@ class GenerationBackend {
     (void)kv;
     (void)sink;
     return unimplemented_error("this backend cannot take prefilled requests");
+  }
+
+  // Scaling (routers): adds an instance (embedded when `address` is empty, else
+  // the running instance at `address`) and returns its name; removes one after
+  // its requests have finished. UNIMPLEMENTED for a backend of fixed size.
+  virtual StatusOr<std::string> add_instance(const std::string& address) {
+    (void)address;
+    return unimplemented_error("this server runs a fixed set of instances (start it with --instances N or a router)");
+  }
+  virtual Status remove_instance(const std::string& name) {
+    (void)name;
+    return unimplemented_error("this server runs a fixed set of instances (start it with --instances N or a router)");
   }
 
   // Stops taking new requests; running ones continue. Returns at once.

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "instance/instance_core.h"
+#include "base/log.h"
 #include "kv/prefix_cache.h"
 
 namespace ecoserve::cluster {
@@ -37,58 +38,176 @@ StatusOr<std::unique_ptr<Router>> Router::create(std::vector<std::unique_ptr<Gen
                                     instances[i]->max_context(), instances[0]->max_context());
     }
   }
-  std::vector<Member> members;
-  for (size_t i = 0; i < instances.size(); ++i) {
-    Member m;
-    m.backend = std::move(instances[i]);
-    // Remote instances go by their address; embedded ones by their index.
-    const std::vector<InstanceReport> reports = m.backend->instances();
-    m.name = !reports.empty() && reports[0].name.find("://") != std::string::npos ? reports[0].name : std::to_string(i);
-    members.push_back(std::move(m));
+  if (options.max_instances < static_cast<int32_t>(instances.size())) {
+    return invalid_argument_error("router: {} instances, at most max_instances = {}", instances.size(),
+                                  options.max_instances);
   }
-  return std::unique_ptr<Router>(new Router(std::move(members), options, clock, std::move(policy)));
+  return std::unique_ptr<Router>(new Router(std::move(instances), options, clock, std::move(policy)));
 }
 
-Router::Router(std::vector<Member> members, const RouterOptions& options, const Clock* clock,
-               std::unique_ptr<policy::RouterPolicy> policy)
-    : members_(std::move(members)), options_(options), clock_(clock), policy_(std::move(policy)) {
-  model_ = members_[0].backend->model();
-  max_context_ = members_[0].backend->max_context();
-  const int32_t bs = members_[0].backend->status().block_size;
+namespace {
+
+// Remote instances go by their address; embedded ones by their slot.
+std::string member_name(const GenerationBackend& backend, size_t slot) {
+  const std::vector<InstanceReport> reports = backend.instances();
+  return !reports.empty() && reports[0].name.find("://") != std::string::npos ? reports[0].name : std::to_string(slot);
+}
+
+}  // namespace
+
+Router::Router(std::vector<std::unique_ptr<GenerationBackend>> instances, const RouterOptions& options,
+               const Clock* clock, std::unique_ptr<policy::RouterPolicy> policy)
+    : options_(options), clock_(clock), policy_(std::move(policy)) {
+  const size_t capacity = static_cast<size_t>(std::max<int32_t>(1, options_.max_instances));
+  members_ = std::make_unique<Member[]>(capacity);
+  ready_ = std::make_unique<std::atomic<bool>[]>(capacity);
+  probes_ = std::make_unique<Probe[]>(capacity);
+  model_ = instances[0]->model();
+  max_context_ = instances[0]->max_context();
+  const int32_t bs = instances[0]->status().block_size;
   block_size_ = bs > 0 ? bs : 16;
-  ready_ = std::make_unique<std::atomic<bool>[]>(members_.size());
-  for (size_t i = 0; i < members_.size(); ++i) ready_[i].store(true);
-  probes_ = std::make_unique<Probe[]>(members_.size());
-  for (size_t i = 0; i < members_.size(); ++i) {
+  if (padg()) padg_ = static_cast<policy::PadgRouter*>(policy_.get());
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < instances.size(); ++i) {
     policy::InstanceRole role = policy::InstanceRole::kMixed;
     if (fudg()) {
       role = static_cast<int32_t>(i) < options_.num_prefill_instances ? policy::InstanceRole::kPrefill
                                                                       : policy::InstanceRole::kDecode;
     }
-    roles_.push_back(role);
+    const std::string name = member_name(*instances[i], i);
+    add_slot(std::move(instances[i]), name, role);
   }
+}
+
+void Router::add_slot(std::unique_ptr<GenerationBackend> backend, const std::string& name, policy::InstanceRole role) {
+  const size_t i = size();
+  Member& m = members_[i];
+  m.backend = std::move(backend);
+  m.name = name;
+  m.role = role;
+  ready_[i].store(true);
+  probes_[i].last = clock_->now();
+  probes_[i].ever = true;
   if (padg()) {
-    padg_ = static_cast<policy::PadgRouter*>(policy_.get());
-    // The macro instances the mitosis rules make of N instances added one by one.
-    for (size_t i = 0; i < members_.size(); ++i) {
-      StatusOr<policy::ScalePlan> plan = policy::plan_add(layout_, InstanceId(static_cast<int32_t>(i)), options_.mitosis);
-      ECO_CHECK_MSG(plan.ok(), "{}", plan.status().to_string());
-      const Status applied = policy::apply(layout_, *plan);
-      ECO_CHECK_MSG(applied.ok(), "{}", applied.to_string());
+    // The macro instances the mitosis rules make of the instances added one by one.
+    StatusOr<policy::ScalePlan> plan = policy::plan_add(layout_, InstanceId(static_cast<int32_t>(i)), options_.mitosis);
+    ECO_CHECK_MSG(plan.ok(), "{}", plan.status().to_string());
+    const Status applied = policy::apply(layout_, *plan);
+    ECO_CHECK_MSG(applied.ok(), "{}", applied.to_string());
+    publish_layout();
+  }
+  size_.store(i + 1, std::memory_order_release);
+}
+
+void Router::publish_layout() {
+  std::vector<std::vector<InstanceId>> groups;
+  for (const policy::MacroGroup& g : layout_.macros) groups.push_back(g.members);
+  padg_->set_layout(std::move(groups));
+  stats_.macros.clear();
+  for (const policy::MacroGroup& g : layout_.macros) {
+    MacroReport r;
+    r.id = g.id.value;
+    for (InstanceId id : g.members) r.members.push_back(members_[static_cast<size_t>(id.value)].name);
+    stats_.macros.push_back(std::move(r));
+  }
+}
+
+StatusOr<std::string> Router::add_instance(const std::string& address) {
+  if (!options_.make_instance) return GenerationBackend::add_instance(address);
+  ECO_ASSIGN_OR_RETURN(std::unique_ptr<GenerationBackend> instance, options_.make_instance(address));
+  return add_member(std::move(instance));
+}
+
+StatusOr<std::string> Router::add_member(std::unique_ptr<GenerationBackend> instance) {
+  if (!instance) return invalid_argument_error("router: no instance");
+  if (fudg()) return failed_precondition_error("adding instances is not supported under fudg (its roles are fixed)");
+  if (instance->max_context() != max_context_) {
+    return invalid_argument_error("the new instance has a context of {} tokens, the others {}", instance->max_context(),
+                                  max_context_);
+  }
+  bool started = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (draining_ || stopping_) return failed_precondition_error("the server is shutting down");
+    if (size() >= static_cast<size_t>(options_.max_instances)) {
+      return invalid_argument_error("the router has room for {} instances over its life", options_.max_instances);
     }
-    std::vector<std::vector<InstanceId>> groups;
-    for (const policy::MacroGroup& g : layout_.macros) groups.push_back(g.members);
-    padg_->set_layout(std::move(groups));
+    started = started_;
+  }
+  // Started before it is published: the first request it gets finds it running.
+  if (started) instance->start();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_ || size() >= static_cast<size_t>(options_.max_instances)) {
+    instance->stop();
+    return failed_precondition_error("the router stopped or filled up while the instance started");
+  }
+  const std::string name = member_name(*instance, size());
+  add_slot(std::move(instance), name, policy::InstanceRole::kMixed);
+  ++stats_.instances_added;
+  spdlog::info("router: instance {} added ({} active)", name, size());
+  return name;
+}
+
+Status Router::remove_instance(const std::string& name) {
+  if (fudg()) return failed_precondition_error("removing instances is not supported under fudg (its roles are fixed)");
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t victim = size();
+  int32_t active = 0;
+  for (size_t i = 0; i < size(); ++i) {
+    if (life(i) == Life::kActive) ++active;
+    if (members_[i].name == name && life(i) != Life::kRemoved) victim = i;
+  }
+  if (victim == size()) return not_found_error("no instance named '{}'", name);
+  if (life(victim) == Life::kRemoving) return failed_precondition_error("instance '{}' is already being removed", name);
+  if (active <= 1) return failed_precondition_error("instance '{}' is the last active instance", name);
+  const InstanceId id(static_cast<int32_t>(victim));
+  if (padg()) {
+    StatusOr<policy::ScalePlan> plan = policy::plan_remove_instance(layout_, id, options_.mitosis);
+    if (!plan.ok()) return plan.status();
+    ECO_RETURN_IF_ERROR(policy::apply(layout_, *plan));
+    publish_layout();
+  }
+  members_[victim].life.store(static_cast<int>(Life::kRemoving));
+  policy_->remove_instance(id);
+  spdlog::info("router: removing instance {} once its {} request(s) finish", name,
+               members_[victim].waiting + members_[victim].running);
+  return ok_status();
+}
+
+void Router::finish_removals() {
+  std::vector<size_t> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < size(); ++i) {
+      if (life(i) != Life::kRemoving) continue;
+      const Member& m = members_[i];
+      bool holds = m.waiting + m.running > 0;
+      for (const auto& [id, f] : in_flight_) holds |= (f.member == i && f.routed) || (f.remote && f.decode_member == i);
+      if (!holds) done.push_back(i);
+    }
+  }
+  for (size_t i : done) {
+    members_[i].backend->begin_drain();
+    if (!members_[i].backend->idle()) continue;  // e.g. a probe still running: next time
+    members_[i].backend->stop();
+    members_[i].life.store(static_cast<int>(Life::kRemoved));
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.instances_removed;
+    spdlog::info("router: instance {} removed", members_[i].name);
   }
 }
 
 Router::~Router() { stop(); }
 
 void Router::start() {
-  for (Member& m : members_) m.backend->start();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    started_ = true;
+  }
+  for (size_t i = 0; i < size(); ++i) members_[i].backend->start();
   // The first probes go out one probe_interval after start.
   const TimePoint now = clock_->now();
-  for (size_t i = 0; i < members_.size(); ++i) {
+  for (size_t i = 0; i < size(); ++i) {
     probes_[i].last = now;
     probes_[i].ever = true;
   }
@@ -138,17 +257,19 @@ void Router::probe(size_t i, TimePoint now) {
 }
 
 int32_t Router::build_view(const std::vector<instance::InstanceStatus>& snaps, TimePoint now) {
-  view_.instances.resize(members_.size());
+  const size_t n = std::min(size(), snaps.size());
+  view_.instances.resize(n);
   int32_t unhealthy = 0;
-  for (size_t i = 0; i < members_.size(); ++i) {
+  for (size_t i = 0; i < n; ++i) {
     const Member& m = members_[i];
     const instance::InstanceStatus& s = snaps[i];
     policy::InstanceLoad& l = view_.instances[i];
     l = policy::InstanceLoad{};
     l.id = InstanceId(static_cast<int32_t>(i));
-    l.role = roles_[i];
+    l.role = m.role;
     l.healthy = healthy(i, s, now);
-    unhealthy += l.healthy ? 0 : 1;
+    if (life(i) == Life::kActive) unhealthy += l.healthy ? 0 : 1;
+    if (life(i) != Life::kActive) l.healthy = false;  // being removed (or gone): routed nothing
     l.num_waiting = m.waiting;
     l.num_running = m.running;
     l.num_waiting_tokens = m.waiting_tokens;
@@ -215,8 +336,9 @@ Status Router::submit(instance::GenerationRequest request, instance::EventSink s
 Status Router::dispatch(RequestId id, std::optional<size_t> exclude) {
   // Snapshots are read outside the lock (each takes its instance's own lock).
   std::vector<instance::InstanceStatus> snaps;
-  snaps.reserve(members_.size());
-  for (const Member& m : members_) snaps.push_back(m.backend->status());
+  const size_t n = size();
+  snaps.reserve(n);
+  for (size_t i = 0; i < n; ++i) snaps.push_back(members_[i].backend->status());
   const TimePoint now = clock_->now();
 
   std::unique_lock<std::mutex> lock(mu_);
@@ -263,7 +385,7 @@ Status Router::dispatch(RequestId id, std::optional<size_t> exclude) {
   if (!target) {
     ++stats_.rejected;
     return unavailable_error("no healthy instance can take the request ({} of {} unhealthy)",
-                             unhealthy + (exclude ? 1 : 0), members_.size());
+                             unhealthy + (exclude ? 1 : 0), n);
   }
   const size_t idx = static_cast<size_t>(target->value);
   f.member = idx;
@@ -327,7 +449,7 @@ Router::Delivery Router::on_event(RequestId id, uint64_t epoch, const instance::
   if (!ev.finished) return Delivery::kForward;
   // An instance failed the request before its first token: once, try another.
   if (ev.finish_reason == "error" && f.generated == 0 && !f.retried && !f.cancelled && !stopping_ &&
-      options_.retry_before_first_token && members_.size() > 1) {
+      options_.retry_before_first_token && size() > 1) {
     f.retried = true;
     account(f, -1);
     f.routed = false;
@@ -373,10 +495,13 @@ void Router::watchdog() {
 }
 
 void Router::check_instances() {
-  std::vector<bool> sick(members_.size());
+  finish_removals();
+  const size_t n = size();
+  std::vector<bool> sick(n);
   const TimePoint now = clock_->now();
   bool any = false;
-  for (size_t i = 0; i < members_.size(); ++i) {
+  for (size_t i = 0; i < n; ++i) {
+    if (life(i) == Life::kRemoved) continue;
     if (options_.probe_interval.count() > 0) probe(i, now);
     sick[i] = !healthy(i, members_[i].backend->status(), now);
     any |= sick[i];
@@ -390,14 +515,14 @@ void Router::check_instances() {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
     // What a sick instance cached is not worth routing to (it may come back empty).
-    for (size_t i = 0; i < members_.size(); ++i) {
+    for (size_t i = 0; i < n; ++i) {
       if (!sick[i]) continue;
       policy_->remove_instance(InstanceId(static_cast<int32_t>(i)));
       decode_index_.remove_instance(InstanceId(static_cast<int32_t>(i)));
     }
     for (auto& [id, f] : in_flight_) {
-      if (!f.routed || !sick[f.member]) continue;
-      if (f.generated == 0 && !f.retried && !f.cancelled && members_.size() > 1) {
+      if (!f.routed || f.member >= n || !sick[f.member]) continue;
+      if (f.generated == 0 && !f.retried && !f.cancelled && n > 1) {
         f.retried = true;
         account(f, -1);
         f.routed = false;
@@ -522,7 +647,15 @@ instance::InstanceStatus Router::status() const {
   instance::InstanceStatus total;
   double kv = 0.0;
   const TimePoint now = clock_->now();
-  for (size_t i = 0; i < members_.size(); ++i) {
+  const size_t n = size();
+  double counted = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (life(i) == Life::kRemoved) continue;
+    counted += 1;
+  }
+  counted = std::max(1.0, counted);
+  for (size_t i = 0; i < n; ++i) {
+    if (life(i) == Life::kRemoved) continue;
     const instance::InstanceStatus s = members_[i].backend->status();
     total.num_waiting += s.num_waiting;
     total.num_running += s.num_running;
@@ -539,19 +672,19 @@ instance::InstanceStatus Router::status() const {
     }
     total.steps += s.steps;
     total.last_step_seconds = std::max(total.last_step_seconds, s.last_step_seconds);
-    total.mean_step_seconds += s.mean_step_seconds / static_cast<double>(members_.size());
-    total.mean_plan_seconds += s.mean_plan_seconds / static_cast<double>(members_.size());
+    total.mean_step_seconds += s.mean_step_seconds / counted;
+    total.mean_plan_seconds += s.mean_plan_seconds / counted;
     total.prompt_tokens_total += s.prompt_tokens_total;
     total.generation_tokens_total += s.generation_tokens_total;
     total.prefix_cache_queries += s.prefix_cache_queries;
     total.prefix_cache_hits += s.prefix_cache_hits;
     total.preemptions += s.preemptions;
   }
-  total.kv_usage = kv / static_cast<double>(members_.size());
+  total.kv_usage = kv / counted;
   if (!total.running) {
     // No healthy instance: report the newest heartbeat anyway (for the /health message).
-    for (const Member& m : members_) {
-      total.last_heartbeat = std::max(total.last_heartbeat, m.backend->status().last_heartbeat);
+    for (size_t i = 0; i < n; ++i) {
+      total.last_heartbeat = std::max(total.last_heartbeat, members_[i].backend->status().last_heartbeat);
     }
   }
   return total;
@@ -560,13 +693,32 @@ instance::InstanceStatus Router::status() const {
 std::vector<InstanceReport> Router::instances() const {
   std::vector<InstanceReport> out;
   const TimePoint now = clock_->now();
-  for (size_t i = 0; i < members_.size(); ++i) {
+  const size_t n = size();
+  for (size_t i = 0; i < n; ++i) {
+    if (life(i) == Life::kRemoved) continue;
     for (InstanceReport r : members_[i].backend->instances()) {
       r.name = members_[i].name;
       r.healthy = healthy(i, r.status, now);
-      if (roles_[i] == policy::InstanceRole::kPrefill) r.role = "prefill";
-      if (roles_[i] == policy::InstanceRole::kDecode) r.role = "decode";
+      if (members_[i].role == policy::InstanceRole::kPrefill) r.role = "prefill";
+      if (members_[i].role == policy::InstanceRole::kDecode) r.role = "decode";
+      r.state = life(i) == Life::kActive ? "active" : "removing";
       out.push_back(std::move(r));
+    }
+  }
+  if (padg()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const double now_s = to_seconds(now.time_since_epoch());
+    for (InstanceReport& r : out) {
+      size_t i = 0;
+      while (i < n && members_[i].name != r.name) ++i;
+      if (i == n) continue;
+      const Member& m = members_[i];
+      if (auto macro = layout_.macro_of(InstanceId(static_cast<int32_t>(i)))) r.macro = macro->value;
+      r.pending_prefill_seconds = std::max(0.0, m.pending_prefill_seconds);
+      r.num_slo_decoding = m.slo_decoding;
+      if (m.slo_decoding > 0) {
+        r.mean_saved_tpot_seconds = (m.slo_budget_seconds - m.slo_decoding * now_s + m.slo_first_seconds) / m.slo_decoding;
+      }
     }
   }
   return out;
@@ -574,11 +726,12 @@ std::vector<InstanceReport> Router::instances() const {
 
 std::vector<InstanceTimeline> Router::timeline(TimePoint since) const {
   std::vector<InstanceTimeline> out;
-  for (size_t i = 0; i < members_.size(); ++i) {
+  for (size_t i = 0; i < size(); ++i) {
+    if (life(i) == Life::kRemoved) continue;
     for (InstanceTimeline t : members_[i].backend->timeline(since)) {
       t.name = members_[i].name;
-      if (roles_[i] == policy::InstanceRole::kPrefill) t.role = "prefill";
-      if (roles_[i] == policy::InstanceRole::kDecode) t.role = "decode";
+      if (members_[i].role == policy::InstanceRole::kPrefill) t.role = "prefill";
+      if (members_[i].role == policy::InstanceRole::kDecode) t.role = "decode";
       out.push_back(std::move(t));
     }
   }
@@ -590,7 +743,7 @@ void Router::begin_drain() {
     std::lock_guard<std::mutex> lock(mu_);
     draining_ = true;
   }
-  for (Member& m : members_) m.backend->begin_drain();
+  for (size_t i = 0; i < size(); ++i) members_[i].backend->begin_drain();
 }
 
 bool Router::idle() const {
@@ -598,8 +751,8 @@ bool Router::idle() const {
     std::lock_guard<std::mutex> lock(mu_);
     if (!in_flight_.empty()) return false;
   }
-  for (const Member& m : members_) {
-    if (!m.backend->idle()) return false;
+  for (size_t i = 0; i < size(); ++i) {
+    if (life(i) != Life::kRemoved && !members_[i].backend->idle()) return false;
   }
   return true;
 }
@@ -615,7 +768,7 @@ void Router::stop() {
   }
   watchdog_cv_.notify_all();
   if (watchdog_.joinable()) watchdog_.join();
-  for (Member& m : members_) m.backend->stop();
+  for (size_t i = 0; i < size(); ++i) members_[i].backend->stop();
   // Anything caught between the two (an export that found its instance stopped).
   std::vector<RequestId> left;
   {

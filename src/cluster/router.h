@@ -14,12 +14,21 @@
 // than Options::heartbeat_timeout is unhealthy: it gets no new requests and
 // cache-aware routing ignores the prefixes it holds.
 //
+// Membership (nodg, padg): add_instance() adds one while serving (its slot is
+// published only once it runs); remove_instance() stops routing to one at once,
+// lets its requests finish (they keep streaming) and then stops it (the
+// watchdog notices it is empty). Under padg the macro instances follow the
+// mitosis rules: instances move between them as handles, nothing restarts.
+// Slots are never reused, so an InstanceId (the slot) stays valid; a removed
+// instance leaves the reports.
+//
 // Thread-safety: every method may be called from any thread; routing and the
 // accounting are under one mutex (event sinks take it briefly on the instance
 // threads). Owns the instances; stop() stops them all.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <atomic>
 #include <condition_variable>
@@ -72,6 +81,12 @@ struct RouterOptions {
   // A port or a beating loop is not a working engine. 0 = no probes.
   Duration probe_interval = from_ms(5000);
   Duration probe_timeout = from_ms(10000);
+  // Most instances over the router's life (slots are not reused).
+  int32_t max_instances = 256;
+  // Makes the instance POST /admin/instances asks for: `address` empty for an
+  // embedded one (a new engine in this process), else a running `ecoserve
+  // instance`'s address. Unset: add_instance(address) is UNIMPLEMENTED.
+  std::function<StatusOr<std::unique_ptr<GenerationBackend>>(const std::string& address)> make_instance;
 };
 
 class Router final : public GenerationBackend {
@@ -96,10 +111,25 @@ class Router final : public GenerationBackend {
   ClusterStats cluster_stats() const override;
   std::string_view policy_name() const { return policy_->name(); }
 
+  // Adds a running-capable instance (started here when the router runs) and
+  // returns its name. INVALID_ARGUMENT when it serves another context or the
+  // router is full; FAILED_PRECONDITION under fudg (its roles are fixed) or
+  // while shutting down.
+  StatusOr<std::string> add_member(std::unique_ptr<GenerationBackend> instance);
+  // GenerationBackend: options.make_instance(address), then add_member.
+  StatusOr<std::string> add_instance(const std::string& address) override;
+  // Stops routing to instance `name` now; it is stopped once its requests have
+  // finished. NOT_FOUND for an unknown or removed name; FAILED_PRECONDITION for
+  // the last active instance, under fudg, or when it is already being removed.
+  Status remove_instance(const std::string& name) override;
+
  private:
+  enum class Life : int { kActive, kRemoving, kRemoved };
   struct Member {
     std::unique_ptr<GenerationBackend> backend;
     std::string name;
+    policy::InstanceRole role = policy::InstanceRole::kMixed;
+    std::atomic<int> life{static_cast<int>(Life::kActive)};  // Life; kRemoved: stopped, out of every report
     // Router accounting (under mu_).
     int32_t waiting = 0, running = 0;
     int64_t waiting_tokens = 0, running_tokens = 0;
@@ -133,8 +163,17 @@ class Router final : public GenerationBackend {
     double first_token_seconds = 0.0;
   };
 
-  Router(std::vector<Member> members, const RouterOptions& options, const Clock* clock,
+  Router(std::vector<std::unique_ptr<GenerationBackend>> instances, const RouterOptions& options, const Clock* clock,
          std::unique_ptr<policy::RouterPolicy> policy);
+  // Slots in use (published with release after a slot is filled).
+  size_t size() const { return size_.load(std::memory_order_acquire); }
+  Life life(size_t i) const { return static_cast<Life>(members_[i].life.load()); }
+  // Fills slot size() and publishes it (under mu_).
+  void add_slot(std::unique_ptr<GenerationBackend> backend, const std::string& name, policy::InstanceRole role);
+  // padg: hands the macro layout to the routing policy (under mu_).
+  void publish_layout();
+  // Stops the members being removed that hold no request any more (watchdog).
+  void finish_removals();
   bool healthy(size_t member, const instance::InstanceStatus& s, TimePoint now) const;
   void probe(size_t member, TimePoint now);
   enum class Delivery { kForward, kDrop, kRetry };
@@ -155,8 +194,8 @@ class Router final : public GenerationBackend {
   bool fudg() const { return options_.strategy == "fudg"; }
   bool padg() const { return options_.strategy == "padg"; }
 
-  std::vector<Member> members_;
-  std::vector<policy::InstanceRole> roles_;
+  std::unique_ptr<Member[]> members_;  // options_.max_instances slots; [0, size()) in use
+  std::atomic<size_t> size_{0};
   RouterOptions options_;
   const Clock* clock_;
   std::shared_ptr<const model::LlamaModel> model_;
@@ -176,6 +215,7 @@ class Router final : public GenerationBackend {
   ClusterStats stats_;                              // under mu_
   bool draining_ = false;                           // under mu_
   bool stopping_ = false;                           // under mu_
+  bool started_ = false;                            // under mu_
   uint64_t seed_state_ = 0x9e3779b97f4a7c15ull;     // under mu_: seeds for requests without one (fudg)
 
   // Readiness (probes): per member, set by probe results on instance threads.

@@ -7,6 +7,7 @@
 #include <thread>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "base/test_data.h"
 #include "cluster/fake_backend.h"
@@ -149,8 +150,17 @@ TEST(RouterTest, StopEndsEveryRequestWithAbort) {
   EXPECT_TRUE(f.fakes[0]->stopped && f.fakes[1]->stopped);
 }
 
+// Predicts 0.4 s per prefill chunk and 10 ms per decode step, whatever their size.
+class ConstantPrefillCost final : public policy::CostModel {
+ public:
+  double step_seconds(const policy::StepShape& s) const override {
+    return 0.4 * s.prefill_seqs + (s.decode_seqs > 0 ? 0.01 : 0.0);
+  }
+  std::string_view name() const override { return "constant"; }
+};
+
 // Two real instances (tiny model, 1 thread each) behind the router: greedy tokens
-// equal single-instance generation for every routing policy.
+// equal single-instance generation for every routing policy and for padg.
 TEST(RouterTest, RealInstancesGiveTheSameGreedyTokensUnderEveryRouter) {
   constexpr const char* kModel = "models/tinystories-656k-q8_0.gguf";
   auto path = shared_data_path(kModel);
@@ -176,15 +186,31 @@ TEST(RouterTest, RealInstancesGiveTheSameGreedyTokensUnderEveryRouter) {
     want.push_back(res->tokens);
   }
   SteadyClock clock;
-  for (const char* policy : {"round-robin", "least-loaded", "cache-aware"}) {
+  // padg: a prefill is predicted at 0.4 s and the TTFT SLO is 1 s, so two prompts
+  // fit an instance and the rest go round the ring (some prompts must reach
+  // instance 1); the instances alternate prefill and decode phases.
+  auto cost = std::make_shared<ConstantPrefillCost>();
+  const TimePoint t0 = clock.now();
+  for (const char* policy : {"round-robin", "least-loaded", "cache-aware", "padg"}) {
+    const bool padg = std::string(policy) == "padg";
     std::vector<std::unique_ptr<GenerationBackend>> members;
     for (int i = 0; i < 2; ++i) {
-      auto b = InstanceBackend::create(*model, eo, instance::InstanceOptions{}, &clock);
+      instance::InstanceOptions io;
+      if (padg) {
+        io.policy = "temporal";
+        io.cost_model = cost;
+      }
+      auto b = InstanceBackend::create(*model, eo, io, &clock);
       ASSERT_TRUE(b.ok()) << b.status().to_string();
       members.push_back(std::move(*b));
     }
     RouterOptions ro;
     ro.router = policy;
+    if (padg) {
+      ro.strategy = "padg";
+      ro.cost_model = cost;
+      ro.padg.default_slo_ttft = std::chrono::seconds(1);
+    }
     auto router = Router::create(std::move(members), ro, &clock);
     ASSERT_TRUE(router.ok());
     (*router)->start();
@@ -219,6 +245,19 @@ TEST(RouterTest, RealInstancesGiveTheSameGreedyTokensUnderEveryRouter) {
     ASSERT_EQ(reports.size(), 2u);
     EXPECT_GT(reports[0].status.generation_tokens_total, 0) << policy << ": instance 0 got nothing";
     EXPECT_GT(reports[1].status.generation_tokens_total, 0) << policy << ": instance 1 got nothing";
+    if (padg) {
+      // Every step of a temporal instance is all prefill or all decode, and both
+      // phases were recorded.
+      for (const InstanceTimeline& t : (*router)->timeline(t0)) {
+        std::set<int32_t> phases;
+        for (const instance::StepRecord& st : t.steps) {
+          EXPECT_FALSE(st.num_prefill_seqs > 0 && st.num_decode_seqs > 0) << "instance " << t.name << " mixed a step";
+          phases.insert(st.phase);
+        }
+        EXPECT_EQ(phases, (std::set<int32_t>{1, 2})) << "instance " << t.name;
+        EXPECT_GE(reports[0].status.phase_switches, 2);
+      }
+    }
     (*router)->stop();
   }
 }

@@ -26,6 +26,7 @@ StatusOr<std::string> render_timeline_svg(const nlohmann::json& t, const std::st
       width, height, left, svg_escape(title));
   int lane = 0;
   int64_t steps_drawn = 0;
+  bool any_phase = false;
   for (const auto& inst : t["instances"]) {
     if (!inst.is_object() || !inst.contains("steps") || !inst["steps"].is_array()) {
       return invalid_argument_error("timeline: instance {} has no \"steps\" array", lane);
@@ -59,6 +60,12 @@ StatusOr<std::string> render_timeline_svg(const nlohmann::json& t, const std::st
         svg += fmt::format("<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"#4c78a8\"/>\n",
                            x, y + ph, w, lane_h - ph);
       }
+      // The phase after the step (padg: 1 prefill, 2 decode), as a band under the lane.
+      if (s.size() >= 7 && s[6].is_number_integer() && (s[6].get<int64_t>() == 1 || s[6].get<int64_t>() == 2)) {
+        svg += fmt::format("<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"4\" fill=\"{}\"/>\n", x,
+                           y + lane_h + 1, w, s[6].get<int64_t>() == 1 ? "#f4a582" : "#92c5de");
+        any_phase = true;
+      }
       ++steps_drawn;
     }
     ++lane;
@@ -80,6 +87,13 @@ StatusOr<std::string> render_timeline_svg(const nlohmann::json& t, const std::st
       "tokens</text><rect x=\"{4}\" y=\"{1}\" width=\"12\" height=\"12\" fill=\"#4c78a8\"/><text x=\"{5}\" "
       "y=\"{3}\">decode tokens</text>\n",
       width - 260, 12, width - 244, 22, width - 140, width - 124);
+  if (any_phase) {
+    svg += fmt::format(
+        "<rect x=\"{0}\" y=\"{1}\" width=\"12\" height=\"4\" fill=\"#f4a582\"/><text x=\"{2}\" y=\"{3}\">prefill "
+        "phase</text><rect x=\"{4}\" y=\"{1}\" width=\"12\" height=\"4\" fill=\"#92c5de\"/><text x=\"{5}\" "
+        "y=\"{3}\">decode phase</text>\n",
+        width - 520, 16, width - 504, 22, width - 400, width - 384);
+  }
   svg += fmt::format("<!-- {} steps -->\n</svg>\n", steps_drawn);
   return svg;
 }

@@ -2,7 +2,10 @@
 // split by the step's tokens: prefill work (prompt tokens) on top in orange,
 // decode work below in blue, so a reader sees how a strategy uses each instance
 // over time (mixed batches under nodg, prefill-only and decode-only lanes under
-// fudg, alternating phases under padg). Input: the JSON of GET /admin/timeline.
+// fudg, alternating phases under padg). When steps carry a phase (7th column,
+// padg), a thin band under each lane shows the prefill and decode phases, so
+// rolling activation across a macro instance is visible. Input: the JSON of GET
+// /admin/timeline.
 // Pure: render_timeline_svg() only formats.
 #pragma once
 

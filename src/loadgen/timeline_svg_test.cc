@@ -31,6 +31,22 @@ TEST(TimelineSvg, OneLanePerInstanceAndStepsSplitByWork) {
   EXPECT_NE(svg->find("height=\"18.00\" fill=\"#e4572e\""), std::string::npos) << *svg;
 }
 
+TEST(TimelineSvg, PhasesAreDrawnAsBandsUnderTheLanes) {
+  // padg: instance 0 prefills while instance 1 decodes, then the other way round.
+  const nlohmann::json t = {
+      {"seconds", 10},
+      {"instances",
+       {{{"name", "0"}, {"steps", {{-9.0, 0.5, 512, 0, 1, 0, 1}, {-5.0, 0.5, 0, 8, 0, 8, 2}}}},
+        {{"name", "1"}, {"steps", {{-9.0, 0.1, 0, 4, 0, 4, 2}, {-5.0, 0.2, 300, 0, 1, 0, 1}, {-4.0, 0.2, 0, 5, 0, 5, 0}}}}}}};
+  auto svg = render_timeline_svg(t, "padg");
+  ASSERT_TRUE(svg.ok()) << svg.status().to_string();
+  EXPECT_EQ(count(*svg, "fill=\"#f4a582\""), 2u + 1u);  // two prefill-phase steps + the legend
+  EXPECT_EQ(count(*svg, "fill=\"#92c5de\""), 2u + 1u);  // two decode-phase steps (phase 0 draws none) + the legend
+  // Without phases (nodg, fudg) there is no band and no phase legend.
+  const nlohmann::json plain = {{"seconds", 10}, {"instances", {{{"name", "0"}, {"steps", {{-9.0, 0.5, 512, 0, 1, 0}}}}}}};
+  EXPECT_EQ(render_timeline_svg(plain, "nodg")->find("phase"), std::string::npos);
+}
+
 TEST(TimelineSvg, StepsOutsideTheWindowAreClippedAndBadInputIsAnError) {
   const nlohmann::json t = {{"seconds", 2}, {"instances", {{{"name", "0"}, {"steps", {{-5.0, 1.0, 10, 0}}}}}}};
   auto svg = render_timeline_svg(t, "x");

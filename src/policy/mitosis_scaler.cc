@@ -203,6 +203,38 @@ StatusOr<ScalePlan> plan_remove(const MacroLayout& layout, const MitosisOptions&
   return plan;
 }
 
+StatusOr<ScalePlan> plan_remove_instance(const MacroLayout& layout, InstanceId instance, const MitosisOptions& options) {
+  ECO_RETURN_IF_ERROR(check_inputs(layout, options));
+  const std::optional<MacroId> from = layout.macro_of(instance);
+  if (!from) return not_found_error("mitosis: instance {} is in no macro instance", instance.value);
+  const MacroGroup& victim = *layout.find(*from);
+  ScalePlan plan;
+  plan.steps.push_back(ScaleStep::remove(instance, victim.id));
+  const int32_t left = victim.size() - 1;
+  if (left == 0 || left >= options.macro_min || layout.macros.size() == 1) return plan;
+  // Below N_l: merge into the smallest other macro (ties: the oldest)...
+  const MacroGroup* into = nullptr;
+  for (const MacroGroup& g : layout.macros) {
+    if (g.id != victim.id && (!into || g.size() < into->size())) into = &g;
+  }
+  std::vector<InstanceId> moved;
+  for (InstanceId m : victim.members) {
+    if (m != instance) moved.push_back(m);
+  }
+  plan.steps.push_back(ScaleStep::merge(victim.id, into->id, moved));
+  // ...and when that overfills it, split it as an addition would: it keeps the
+  // first ceil(S / 2) members, a new macro takes the rest.
+  const int32_t merged = into->size() + left;
+  if (merged <= options.macro_max) return plan;
+  std::vector<InstanceId> all = into->members;
+  all.insert(all.end(), moved.begin(), moved.end());
+  const size_t keep = static_cast<size_t>((merged + 1) / 2);
+  int32_t next_id = 0;
+  for (const MacroGroup& g : layout.macros) next_id = std::max(next_id, g.id.value + 1);
+  plan.steps.push_back(ScaleStep::split(into->id, MacroId(next_id), std::vector<InstanceId>(all.begin() + keep, all.end())));
+  return plan;
+}
+
 Status apply(MacroLayout& layout, const ScalePlan& plan) {
   MacroLayout next = layout;
   auto find = [&next](MacroId id) -> MacroGroup* {

@@ -165,6 +165,15 @@ StatusOr<ScalePlan> plan_add(const MacroLayout& layout, InstanceId new_instance,
 // invalid, FAILED_PRECONDITION when the layout is empty.
 StatusOr<ScalePlan> plan_remove(const MacroLayout& layout, const MitosisOptions& options);
 
+// The plan that removes the named `instance` (an operator's choice, not rule R2's):
+// it leaves its macro; when that macro would drop below N_l and another exists,
+// its other members merge into the smallest other macro (ties: the oldest), and
+// when the merge overfills that one beyond N_u, it splits as in A3 (it keeps the
+// first ceil(S / 2) of its S members, a new macro takes the rest: both halves hold
+// N_l..N_u because 2 N_l <= N_u + 1). NOT_FOUND when `instance` is in no macro;
+// INVALID_ARGUMENT for invalid options or layout.
+StatusOr<ScalePlan> plan_remove_instance(const MacroLayout& layout, InstanceId instance, const MitosisOptions& options);
+
 // Applies `plan`'s steps in order. All or nothing: when a step does not fit the
 // layout (a stale plan: unknown macro or instance, an instance added twice, a split
 // creating an existing macro, a merge whose `moved` is not its source's members),

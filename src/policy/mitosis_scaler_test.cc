@@ -188,6 +188,31 @@ TEST(MitosisScalerTest, MacroMinOneEmptiedMacroDisappearsWithoutMerge) {
   expect_remove(l, o, plan({remove(0, 0)}), MacroLayout{});
 }
 
+// Removing a named instance (DELETE /admin/instances/{id}).
+TEST(MitosisScalerTest, RemovingANamedInstanceMergesAndSplitsToKeepTheBounds) {
+  const MitosisOptions o = opts(2, 4);
+  auto removed = [&](const MacroLayout& l, int32_t id, const ScalePlan& want, const MacroLayout& after) {
+    StatusOr<ScalePlan> p = plan_remove_instance(l, InstanceId(id), o);
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    EXPECT_EQ(*p, want);
+    MacroLayout next = l;
+    ASSERT_TRUE(apply(next, *p).ok());
+    EXPECT_EQ(next, after);
+    EXPECT_TRUE(validate(next, o).ok()) << next;
+  };
+  // Above N_l: it just leaves, whichever member it is.
+  removed(layout({{0, {0, 1, 2}}, {1, {3, 4}}}), 1, plan({remove(1, 0)}), layout({{0, {0, 2}}, {1, {3, 4}}}));
+  // m1 would drop to 1 < N_l: 4 merges into the smaller other macro m0 (2 + 1 = 3 <= N_u).
+  removed(layout({{0, {0, 1}}, {1, {3, 4}}, {2, {5, 6, 7}}}), 3, plan({remove(3, 1), merge(1, 0, {4})}),
+          layout({{0, {0, 1, 4}}, {2, {5, 6, 7}}}));
+  // The merge would make 4 + 1 = 5 > N_u: m0 splits, keeping ceil(5 / 2) = 3, a new m2 takes {3, 5}.
+  removed(layout({{0, {0, 1, 2, 3}}, {1, {4, 5}}}), 4,
+          plan({remove(4, 1), merge(1, 0, {5}), split(0, 2, {3, 5})}), layout({{0, {0, 1, 2}}, {2, {3, 5}}}));
+  // A sole macro shrinks below N_l; an instance in no macro is NOT_FOUND.
+  removed(layout({{0, {0, 1}}}), 0, plan({remove(0, 0)}), layout({{0, {1}}}));
+  EXPECT_EQ(plan_remove_instance(layout({{0, {0, 1}}}), InstanceId(7), o).status().code(), StatusCode::kNotFound);
+}
+
 TEST(MitosisScalerTest, PlansAreDeterministic) {
   const MitosisOptions o = opts(2, 4);
   const MacroLayout l = layout({{0, {0, 1, 2, 3}}, {5, {4, 5, 6, 7}}, {1, {8, 9}}, {3, {10, 11}}});

@@ -2,10 +2,18 @@
 //   GET /admin/cluster            the instances behind the endpoint (role, health, load, KV usage)
 //                                 and the router's counters;
 //   GET /admin/timeline?seconds=N each instance's recent engine steps (default 10 s, at most 3600),
-//                                 times in seconds relative to `now` (negative: the past).
+//                                 times in seconds relative to `now` (negative: the past);
+//   POST /admin/instances         adds an instance: body empty or {} for an embedded one (a new
+//                                 engine in this process), {"address": "tcp://HOST:PORT"} to attach a
+//                                 running `ecoserve instance`; 201 {"name", "seconds"};
+//   DELETE /admin/instances/NAME  stops routing to NAME now and stops it once its requests finish;
+//                                 202 {"name", "state": "removing"}.
+// Errors are OpenAI-style: 400 bad body, 404 unknown instance, 409 not possible now
+// (the last instance, fudg's fixed roles, shutting down), 501 a single-instance server.
 // Thread-safe as the backend's snapshot calls are.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -24,5 +32,15 @@ nlohmann::json admin_cluster_json(const cluster::GenerationBackend& backend, con
 // `target` is the request target ("/admin/timeline?seconds=30"); a bad `seconds` is a 400.
 std::variant<nlohmann::json, ApiError> admin_timeline_json(const cluster::GenerationBackend& backend,
                                                            std::string_view target, TimePoint now);
+
+// The answer of an admin change: `error` set, or `status` and `body`.
+struct AdminReply {
+  int status = 200;
+  nlohmann::json body;
+  std::optional<ApiError> error;
+};
+// Block while an instance starts or connects: call off the I/O threads. Never throw.
+AdminReply admin_add_instance(cluster::GenerationBackend& backend, std::string_view body, const Clock& clock);
+AdminReply admin_remove_instance(cluster::GenerationBackend& backend, const std::string& name);
 
 }  // namespace ecoserve::server

@@ -20,6 +20,16 @@ ApiError bad_request(std::string message, std::string param) {
   return e;
 }
 
+ApiError make_error(int status, std::string message, std::string type, std::string code, std::string param) {
+  ApiError e;
+  e.http_status = status;
+  e.message = std::move(message);
+  e.type = std::move(type);
+  e.code = std::move(code);
+  e.param = std::move(param);
+  return e;
+}
+
 ApiError not_found(std::string message, std::string param, std::string code) {
   ApiError e;
   e.http_status = 404;

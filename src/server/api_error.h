@@ -20,6 +20,8 @@ struct ApiError {
   nlohmann::json to_json() const;
 };
 
+ApiError make_error(int status, std::string message, std::string type, std::string code = "",
+                    std::string param = "");
 ApiError bad_request(std::string message, std::string param = "");
 ApiError not_found(std::string message, std::string param = "", std::string code = "");
 

@@ -1,5 +1,7 @@
 #include "server/http_route.h"
 
+#include <optional>
+
 #include <fmt/format.h>
 
 namespace ecoserve::server {
@@ -10,6 +12,7 @@ struct RouteEntry {
   std::string_view path;
   RouteKind kind;
   bool post;  // else GET (and HEAD)
+  bool del = false;  // DELETE only
 };
 
 constexpr RouteEntry kRoutes[] = {{"/v1/completions", RouteKind::kCompletions, true},
@@ -18,7 +21,34 @@ constexpr RouteEntry kRoutes[] = {{"/v1/completions", RouteKind::kCompletions, t
                                   {"/health", RouteKind::kHealth, false},
                                   {"/metrics", RouteKind::kMetrics, false},
                                   {"/admin/cluster", RouteKind::kAdminCluster, false},
-                                  {"/admin/timeline", RouteKind::kAdminTimeline, false}};
+                                  {"/admin/timeline", RouteKind::kAdminTimeline, false},
+                                  {"/admin/instances", RouteKind::kAdminAddInstance, true}};
+constexpr RouteEntry kRemoveInstance = {"/admin/instances/", RouteKind::kAdminRemoveInstance, false, true};
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// %XX escapes decoded; nullopt for a broken escape or a control byte.
+std::optional<std::string> percent_decode(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (c == '%') {
+      if (i + 2 >= s.size()) return std::nullopt;
+      const int hi = hex_digit(s[i + 1]), lo = hex_digit(s[i + 2]);
+      if (hi < 0 || lo < 0) return std::nullopt;
+      c = static_cast<char>(hi * 16 + lo);
+      i += 2;
+    }
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return std::nullopt;
+    out += c;
+  }
+  return out;
+}
 
 ApiError error(int status, std::string message, std::string code) {
   ApiError e;
@@ -47,13 +77,23 @@ std::variant<Route, RouteRejection> route_request(std::string_view method, std::
   for (const RouteEntry& r : kRoutes) {
     if (r.path == path) entry = &r;
   }
+  std::string name;
+  if (!entry && path.starts_with(kRemoveInstance.path)) {
+    entry = &kRemoveInstance;
+    std::optional<std::string> decoded = percent_decode(path.substr(kRemoveInstance.path.size()));
+    if (!decoded || decoded->empty()) {
+      return RouteRejection{error(400, fmt::format("bad instance name in {}", printable(path)), "invalid_instance_name"),
+                            ""};
+    }
+    name = std::move(*decoded);
+  }
   if (!entry) {
     return RouteRejection{error(404, fmt::format("no route for {} {}", printable(method), printable(path)), "not_found"),
                           ""};
   }
-  const bool ok = entry->post ? method == "POST" : (method == "GET" || method == "HEAD");
+  const bool ok = entry->del ? method == "DELETE" : entry->post ? method == "POST" : (method == "GET" || method == "HEAD");
   if (!ok) {
-    const std::string allow = entry->post ? "POST" : "GET, HEAD";
+    const std::string allow = entry->del ? "DELETE" : entry->post ? "POST" : "GET, HEAD";
     return RouteRejection{error(405,
                                 fmt::format("method {} is not allowed on {}; use {}", printable(method), path, allow),
                                 "method_not_allowed"),
@@ -69,7 +109,7 @@ std::variant<Route, RouteRejection> route_request(std::string_view method, std::
                             "WWW-Authenticate: Bearer\r\n"};
     }
   }
-  return Route{entry->kind, method == "HEAD"};
+  return Route{entry->kind, method == "HEAD", std::move(name)};
 }
 
 std::optional<ApiError> check_prompt_bytes(int64_t prompt_bytes, int32_t max_context, int32_t max_token_bytes,

@@ -14,11 +14,22 @@
 
 namespace ecoserve::server {
 
-enum class RouteKind { kCompletions, kChatCompletions, kModels, kHealth, kMetrics, kAdminCluster, kAdminTimeline };
+enum class RouteKind {
+  kCompletions,
+  kChatCompletions,
+  kModels,
+  kHealth,
+  kMetrics,
+  kAdminCluster,
+  kAdminTimeline,
+  kAdminAddInstance,     // POST /admin/instances
+  kAdminRemoveInstance,  // DELETE /admin/instances/{name}
+};
 
 struct Route {
   RouteKind kind = RouteKind::kHealth;
   bool head_only = false;  // HEAD on a GET route: answer headers only
+  std::string name;        // kAdminRemoveInstance: the instance, percent-decoded
   bool generation() const { return kind == RouteKind::kCompletions || kind == RouteKind::kChatCompletions; }
   Endpoint endpoint() const {
     return kind == RouteKind::kChatCompletions ? Endpoint::kChatCompletions : Endpoint::kCompletions;
@@ -36,6 +47,9 @@ struct RouteRejection {
 // ignored), `authorization` the Authorization header if any, `api_key` the
 // server's key ("" = none required). Unknown path -> 404; wrong method -> 405
 // with Allow; /v1/* and /admin/* without the right "Bearer <key>" -> 401.
+// /admin/instances/{name}: DELETE only; {name} is percent-decoded (a remote
+// instance's name is its address: tcp%3A%2F%2FHOST%3APORT); a bad escape or an
+// empty name is a 400.
 std::variant<Route, RouteRejection> route_request(std::string_view method, std::string_view target,
                                                   std::optional<std::string_view> authorization,
                                                   std::string_view api_key);

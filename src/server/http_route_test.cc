@@ -103,3 +103,25 @@ TEST(HttpRoute, PromptBytesAgainstTheContext) {
 
 }  // namespace
 }  // namespace ecoserve::server
+
+namespace ecoserve::server {
+namespace {
+
+TEST(HttpRoute, AdminInstancesAddAndRemoveByDecodedName) {
+  EXPECT_EQ(routed("POST", "/admin/instances").kind, RouteKind::kAdminAddInstance);
+  const Route del = routed("DELETE", "/admin/instances/tcp%3A%2F%2F127.0.0.1%3A5555");
+  EXPECT_EQ(del.kind, RouteKind::kAdminRemoveInstance);
+  EXPECT_EQ(del.name, "tcp://127.0.0.1:5555");
+  EXPECT_EQ(routed("DELETE", "/admin/instances/3?now=1").name, "3");
+  EXPECT_EQ(rejected("GET", "/admin/instances/3").error.http_status, 405);
+  EXPECT_EQ(rejected("GET", "/admin/instances/3").extra_headers, "Allow: DELETE\r\n");
+  EXPECT_EQ(rejected("DELETE", "/admin/instances/").error.http_status, 400);
+  EXPECT_EQ(rejected("DELETE", "/admin/instances/%4").error.http_status, 400);
+  EXPECT_EQ(rejected("DELETE", "/admin/instances/%0a").error.http_status, 400);
+  // Guarded by the API key like every /admin route.
+  EXPECT_EQ(rejected("POST", "/admin/instances", std::nullopt, "k").error.http_status, 401);
+  EXPECT_EQ(routed("DELETE", "/admin/instances/1", "Bearer k", "k").name, "1");
+}
+
+}  // namespace
+}  // namespace ecoserve::server

@@ -42,17 +42,6 @@ constexpr int64_t kMaxDrainBytes = 64ll << 20;  // read and discard at most this
 constexpr double kCloseGraceSeconds = 2.0;      // a timed-out client gets this long to take its 408
 constexpr int kReservedFds = 64;                // file descriptors kept free of connections
 
-ApiError make_error(int status, std::string message, std::string type, std::string code = "",
-                    std::string param = "") {
-  ApiError e;
-  e.http_status = status;
-  e.message = std::move(message);
-  e.type = std::move(type);
-  e.code = std::move(code);
-  e.param = std::move(param);
-  return e;
-}
-
 std::string status_line(int status) {
   auto reason = http::obsolete_reason(static_cast<http::status>(status));
   return fmt::format("HTTP/1.1 {} {}\r\n", status, std::string_view(reason.data(), reason.size()));
@@ -538,6 +527,10 @@ class Session : public std::enable_shared_from_this<Session> {
         return handle_admin_cluster();
       case RouteKind::kAdminTimeline:
         return handle_admin_timeline(sv(req.target()));
+      case RouteKind::kAdminAddInstance:
+        return run_admin([body = std::move(req.body())](ServerState& st) { return admin_add_instance(*st.backend, body, *st.clock); });
+      case RouteKind::kAdminRemoveInstance:
+        return run_admin([name = route.name](ServerState& st) { return admin_remove_instance(*st.backend, name); });
       case RouteKind::kCompletions:
       case RouteKind::kChatCompletions:
         return handle_generation(route.endpoint(), std::move(req.body()));
@@ -566,6 +559,23 @@ class Session : public std::enable_shared_from_this<Session> {
     auto j = admin_timeline_json(*st_.backend, target, st_.clock->now());
     if (auto* e = std::get_if<ApiError>(&j)) return send_error(*e);
     send_json(200, std::get<json>(j));
+  }
+
+  // Admin changes block (an engine starts, a peer connects): they run on the
+  // tokenizer pool and the answer comes back to this connection's strand.
+  void run_admin(std::function<AdminReply(ServerState&)> change) {
+    auto self = shared_from_this();
+    auto strand = socket_.get_executor();
+    net::post(st_.tokenizer_pool->get_executor(), [self, strand, change = std::move(change)] {
+      AdminReply r = change(self->st_);  // never throws
+      net::post(strand, [self, r = std::move(r)] {
+        self->guarded([&] {
+          if (self->closed_) return;
+          if (r.error) return self->send_error(*r.error);
+          self->send_json(r.status, r.body);
+        });
+      });
+    });
   }
 
   void handle_models() {

@@ -60,6 +60,9 @@ const Backend kBackends[] = {
     {"fudg_1p1d_processes",
      {"--instances", "2", "--threads-per-instance", "1", "--strategy", "fudg", "--prefill-instances", "1",
       "--multi-process"}},
+    // padg: temporal instances (a cost profile measured at start-up) in one macro instance.
+    {"padg", {"--instances", "2", "--threads-per-instance", "1", "--strategy", "padg"}},
+    {"padg_processes", {"--instances", "2", "--threads-per-instance", "1", "--strategy", "padg", "--multi-process"}},
 };
 
 void PrintTo(const Backend& b, std::ostream* os) { *os << b.name; }
@@ -351,6 +354,30 @@ TEST(ServerIntegrationLimits, ApiKeyAndWaitingQueueBound) {
   EXPECT_GE(ok, 1);
   EXPECT_GE(busy, 1);
   EXPECT_EQ(ok + busy, kBurst);
+  EXPECT_EQ(server.stop(), 0);
+}
+
+// padg with --reject-unmeetable: a request whose predicted TTFT exceeds its SLO
+// on every instance gets 429 with the reason at once; the body's slo_ttft_ms
+// (an extension) overrides the server's default; bad values are 400s.
+TEST(ServerIntegrationLimits, PadgRejectsAnUnmeetableTtftAndHonoursPerRequestSlos) {
+  if (!shared_data_path(kModel)) GTEST_SKIP() << missing_data_message(kModel);
+  if (!std::filesystem::exists(ecoserve_binary())) GTEST_SKIP() << "no ecoserve binary";
+  ServerProcess server;
+  ASSERT_EQ(server.start({"--instances", "2", "--threads-per-instance", "1", "--strategy", "padg", "--slo-ttft-ms",
+                          "0.0001", "--reject-unmeetable"}),
+            "");
+  json req = {{"prompt", kPrompt}, {"max_tokens", 4}};
+  const Reply rejected = post(server.port(), "/v1/completions", req);
+  EXPECT_EQ(rejected.status, 429) << rejected.body;
+  EXPECT_NE(rejected.body.find("exceeds the TTFT SLO of 0 ms on every instance"), std::string::npos) << rejected.body;
+  req["slo_ttft_ms"] = 60000;
+  const Reply served = post(server.port(), "/v1/completions", req);
+  EXPECT_EQ(served.status, 200) << served.body;
+  req["slo_ttft_ms"] = -1;
+  const Reply bad = post(server.port(), "/v1/completions", req);
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_NE(bad.body.find("slo_ttft_ms"), std::string::npos) << bad.body;
   EXPECT_EQ(server.stop(), 0);
 }
 

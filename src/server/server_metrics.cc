@@ -214,6 +214,16 @@ std::string ServerMetrics::render(const instance::InstanceStatus& st, std::span<
            [](const cluster::InstanceReport& r) { return r.status.kv_usage; });
     family("ecoserve:instance_generation_tokens_total", "counter", "Generation tokens of the instance.",
            [](const cluster::InstanceReport& r) { return static_cast<double>(r.status.generation_tokens_total); });
+    family("ecoserve:instance_phase", "gauge",
+           "The instance's phase: 0 mixed batches, 1 prefill phase, 2 decode phase (padg's temporal policy).",
+           [](const cluster::InstanceReport& r) { return static_cast<double>(r.status.phase); });
+    family("ecoserve:instance_phase_switches_total", "counter", "Phase switches of the instance (padg).",
+           [](const cluster::InstanceReport& r) { return static_cast<double>(r.status.phase_switches); });
+    render_scalar(out, "ecoserve:router_instances_added_total", "counter", "Instances added while serving.", labels_,
+                  static_cast<double>(cluster.instances_added));
+    render_scalar(out, "ecoserve:router_instances_removed_total", "counter",
+                  "Instances removed (stopped after their requests finished).", labels_,
+                  static_cast<double>(cluster.instances_removed));
     render_scalar(out, "ecoserve:router_requests_routed_total", "counter", "Requests routed to an instance.", labels_,
                   static_cast<double>(cluster.routed));
     render_scalar(out, "ecoserve:router_requests_rejected_total", "counter",
