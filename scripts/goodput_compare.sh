@@ -7,38 +7,47 @@
 #   bash scripts/goodput_compare.sh [MODEL.gguf]
 #
 # Environment: STRATEGIES (names below, space-separated; default all), PRESETS
-# (default "sharegpt longbench"), NUM_PROMPTS per probe (60), SEARCH_STEPS (5),
-# ATTAINMENT (90), and per preset the length scale and SLOs (defaults for the
-# 110m synth model on one thread: decode step 10 ms at batch 1, prefill 2.2 ms
-# per token; TPOT SLO = 5 x the batch-1 step, TTFT SLO = 5 x the mean prompt's
-# prefill): SHAREGPT_SCALE=0.3 SHAREGPT_TTFT_MS=1200 SHAREGPT_TPOT_MS=50,
-# LONGBENCH_SCALE=0.15 LONGBENCH_TTFT_MS=4500 LONGBENCH_TPOT_MS=50 (the scales keep
-# the presets' long tails inside the 1,024-token context).
-# Results: build/goodput/ (one bench JSON per run) and a table on stdout.
+# (default "alpaca sharegpt longbench"), NUM_PROMPTS per probe (60), SEARCH_STEPS
+# (5), ATTAINMENT (90), and per preset the length scale and SLOs. The SLOs follow
+# EcoServe's Table 4 rule of thumb, from the model's profile on this machine
+# (`ecoserve profile cost -m MODEL -t 1`, which padg also reads): TPOT SLO = 5 x a
+# batch-1 decode step, TTFT SLO = 5 x the prefill of the preset's mean (scaled)
+# prompt. Defaults for the 110m synth model on one thread of a Zen-class EPYC
+# (decode 4.3 ms at batch 1, prefill about 1.5 ms per token):
+# ALPACA_SCALE=0.5 ALPACA_TTFT_MS=150 ALPACA_TPOT_MS=25, SHAREGPT_SCALE=0.3
+# SHAREGPT_TTFT_MS=800 SHAREGPT_TPOT_MS=25, LONGBENCH_SCALE=0.15
+# LONGBENCH_TTFT_MS=3100 LONGBENCH_TPOT_MS=25 (the scales keep the presets' long
+# tails inside the 1,024-token context). The server gets the same SLOs as its
+# defaults (padg schedules by them; the others ignore them).
+# ECOSERVE_BIN picks the binary (default build/ecoserve). Results: build/goodput/ (one bench JSON per run) and a table on stdout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin=build/ecoserve
+bin=${ECOSERVE_BIN:-build/ecoserve}
 model=${1:-build/models/synth-110m-q8_0.gguf}
 out=build/goodput
 mkdir -p "$out" "$(dirname "$model")"
 [ -f "$model" ] || "$bin" model synth --preset 110m --type q8_0 -o "$model" >/dev/null
+# padg's cost profile, beside the model (measured once, with one thread like the instances).
+[ -f "$model.profile.json" ] || "$bin" profile cost -m "$model" -t 1 >/dev/null
 
 declare -A flags=(
   [nodg-prefill-first]="--strategy nodg --router least-loaded --policy prefill-first"
   [nodg-chunked]="--strategy nodg --router least-loaded --policy chunked"
   [fudg-1p1d]="--strategy fudg --prefill-instances 1 --policy chunked"
+  [padg]="--strategy padg"
 )
-strategies=(${STRATEGIES:-nodg-prefill-first nodg-chunked fudg-1p1d})
-presets=(${PRESETS:-sharegpt longbench})
-declare -A scale=([sharegpt]=${SHAREGPT_SCALE:-0.3} [longbench]=${LONGBENCH_SCALE:-0.15})
-declare -A ttft=([sharegpt]=${SHAREGPT_TTFT_MS:-1200} [longbench]=${LONGBENCH_TTFT_MS:-4500})
-declare -A tpot=([sharegpt]=${SHAREGPT_TPOT_MS:-50} [longbench]=${LONGBENCH_TPOT_MS:-50})
+strategies=(${STRATEGIES:-nodg-prefill-first nodg-chunked fudg-1p1d padg})
+presets=(${PRESETS:-alpaca sharegpt longbench})
+declare -A scale=([alpaca]=${ALPACA_SCALE:-0.5} [sharegpt]=${SHAREGPT_SCALE:-0.3} [longbench]=${LONGBENCH_SCALE:-0.15})
+declare -A ttft=([alpaca]=${ALPACA_TTFT_MS:-150} [sharegpt]=${SHAREGPT_TTFT_MS:-800} [longbench]=${LONGBENCH_TTFT_MS:-3100})
+declare -A tpot=([alpaca]=${ALPACA_TPOT_MS:-25} [sharegpt]=${SHAREGPT_TPOT_MS:-25} [longbench]=${LONGBENCH_TPOT_MS:-25})
 
 printf "%-20s %-10s %s\n" strategy preset result
 for preset in "${presets[@]}"; do
   for name in "${strategies[@]}"; do
     read -r -a f <<<"${flags[$name]}"
     "$bin" serve -m "$model" --port 0 --instances 2 --threads-per-instance 1 "${f[@]}" \
+      --slo-ttft-ms "${ttft[$preset]}" --slo-tpot-ms "${tpot[$preset]}" \
       >"$out/$name.$preset.stdout" 2>"$out/$name.$preset.server.log" &
     pid=$!
     port=""
@@ -59,7 +68,7 @@ for preset in "${presets[@]}"; do
       --quiet --result-json "$out/$name.$preset.json" >"$out/$name.$preset.bench.txt" 2>&1 || true
     kill -TERM "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
-    summary=$(grep -E "^(Max rate meeting target|Goodput at that rate|P90 TTFT|P90 TPOT|Failed requests)" \
+    summary=$(grep -E "^(Max rate meeting target|Goodput at that rate|P90 TTFT|P90 TPOT|P90 first gap|Failed requests)" \
       "$out/$name.$preset.bench.txt" | sed 's/  */ /g' | paste -sd ';' -)
     printf "%-20s %-10s %s\n" "$name" "$preset" "$summary"
   done

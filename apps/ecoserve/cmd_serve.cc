@@ -284,6 +284,10 @@ StatusOr<std::vector<std::unique_ptr<cluster::GenerationBackend>>> connect_insta
     const size_t i = remotes.size();
     const std::string want = !fudg ? "mixed" : static_cast<int32_t>(i) < a.prefill_instances ? "prefill" : "decode";
     const bool fits = info.role == want || (fudg && want == "decode" && info.role == "mixed");
+    if (a.strategy == "padg" && info.policy != "temporal") {
+      return failed_precondition_error("instance {} runs the '{}' policy; padg needs '--policy temporal' on every instance",
+                                       address, info.policy);
+    }
     if (!fits) {
       return failed_precondition_error(
           "instance {} runs as '{}' but --strategy {} needs '{}' there (start it with --role {}; with fudg the "
@@ -323,6 +327,10 @@ InstanceFactory instance_factory(const ServeArgs& a, std::shared_ptr<const model
       if (r->info().model_id != engine::model_file_id(a.model)) {
         return invalid_argument_error("instance {} serves {}, this router {}", where, r->info().model_id,
                                       engine::model_file_id(a.model));
+      }
+      if (a.strategy == "padg" && r->info().policy != "temporal") {
+        return invalid_argument_error("instance {} runs the '{}' policy; padg needs '--policy temporal'", where,
+                                      r->info().policy);
       }
       if (r->info().role != "mixed") {
         return invalid_argument_error("instance {} runs as '{}'; added instances must be mixed", where, r->info().role);
@@ -641,6 +649,7 @@ int run_instance(const ServeArgs& a) {
   cluster::InstanceServiceOptions so;
   so.listen = a.listen;
   so.role = a.role;
+  so.policy = a.role == "prefill" ? "prefill-only" : io.policy;
   so.model_path = std::filesystem::absolute(a.model).string();
   so.model_id = model_id_of(a.model);
   so.block_size = eo.block_size;

@@ -32,6 +32,7 @@ StatusOr<std::unique_ptr<InstanceService>> InstanceService::create(GenerationBac
   transport::InstanceInfo& info = service->info_;
   info.name = service->loop_->endpoint();
   info.role = options.role;
+  info.policy = options.policy;
   info.max_context = backend->max_context();
   info.block_size = options.block_size > 0 ? options.block_size : backend->status().block_size;
   info.model_path = options.model_path;

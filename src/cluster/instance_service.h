@@ -29,6 +29,7 @@ namespace ecoserve::cluster {
 struct InstanceServiceOptions {
   std::string listen = "tcp://127.0.0.1:0";
   std::string role = "mixed";
+  std::string policy;  // reported to routers (InstanceInfo::policy)
   std::string model_path;
   std::string model_id;
   int32_t block_size = 0;  // tokens per KV block; 0 = from the backend's status

@@ -60,11 +60,11 @@ class ClusterProcessTest : public ::testing::Test {
     ASSERT_TRUE(std::filesystem::exists(model_));
   }
 
-  Instance start_instance(const std::string& role) {
+  Instance start_instance(const std::string& role, const std::string& policy = "chunked") {
     Instance in;
     in.process = std::make_unique<Subprocess>();
     Status s = in.process->start({ecoserve_binary(), "instance", "-m", model_, "--listen", "tcp://127.0.0.1:0", "--role",
-                                  role, "-t", "1", "--kv-cache-mb", "16"},
+                                  role, "-t", "1", "--kv-cache-mb", "16", "--policy", policy},
                                  {.stderr_path = (dir_ / ("instance." + std::to_string(++seq_) + ".log")).string()});
     EXPECT_TRUE(s.ok()) << s.to_string();
     StatusOr<std::string> line = in.process->wait_for_line("ecoserve instance listening on ", std::chrono::seconds(60));
@@ -228,6 +228,86 @@ TEST_F(ClusterProcessTest, FudgDecodeInstanceKilledLeavesNoBlocksOnThePrefillSid
   EXPECT_TRUE(r.j().contains("error")) << r.body;
   EXPECT_EQ(router_.stop(SIGTERM), 0);
   EXPECT_EQ(instances[0].process->stop(SIGTERM), 0);
+}
+
+// "tcp://127.0.0.1:5555" -> "tcp%3A%2F%2F127.0.0.1%3A5555" (a path segment).
+std::string escaped(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    if (c == ':') {
+      out += "%3A";
+    } else if (c == '/') {
+      out += "%2F";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// padg over ZeroMQ: an instance started by hand is attached while streams run and
+// another is drained out. Every stream completes, the drained instance gets no
+// new request and leaves once empty, and the instance that stays is the same
+// process throughout (nothing restarts).
+TEST_F(ClusterProcessTest, PadgRouterAttachesAndDrainsInstancesUnderLoad) {
+  std::vector<Instance> instances;
+  instances.push_back(start_instance("mixed", "temporal"));
+  instances.push_back(start_instance("mixed", "temporal"));
+  Instance extra = start_instance("mixed", "temporal");
+  const uint16_t port = start_router(instances, {"--strategy", "padg"});
+  ASSERT_NE(port, 0);
+  // An instance that does not alternate phases cannot join a padg cluster.
+  Instance plain = start_instance("mixed");
+  const Reply refused = request(port, boost::beast::http::verb::post, "/admin/instances",
+                                json{{"address", plain.address}}.dump());
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_NE(refused.body.find("--policy temporal"), std::string::npos) << refused.body;
+  EXPECT_EQ(plain.process->stop(SIGTERM), 0);
+  std::vector<Reply> replies;
+  std::vector<std::jthread> threads = streams(port, 8, replies);
+  ASSERT_TRUE(eventually([&] { return cluster(port)["instances"][0]["num_running"].get<int>() > 0; }, 20));
+
+  const Reply added = request(port, boost::beast::http::verb::post, "/admin/instances",
+                              json{{"address", extra.address}}.dump());
+  ASSERT_EQ(added.status, 201) << added.body;
+  EXPECT_EQ(added.j()["name"], extra.address);
+  const Reply removing =
+      request(port, boost::beast::http::verb::delete_, "/admin/instances/" + escaped(instances[0].address));
+  ASSERT_EQ(removing.status, 202) << removing.body;
+  EXPECT_EQ(instance_report(port, instances[0].address)["state"], "removing");
+  // New streams after the removal go to the other two.
+  std::vector<Reply> later;
+  std::vector<std::jthread> later_threads = streams(port, 4, later);
+  for (auto& t : threads) t.join();
+  for (auto& t : later_threads) t.join();
+  int completed = 0, failed = 0;
+  expect_complete_or_clear_error(replies, &completed, &failed);
+  expect_complete_or_clear_error(later, &completed, &failed);
+  EXPECT_EQ(completed, 12) << "no stream may be lost while instances come and go";
+  // Drained, it leaves the cluster; the macro instance holds the other two.
+  ASSERT_TRUE(eventually([&] { return cluster(port)["router"]["instances_removed"] == 1; }, 10)) << cluster(port).dump();
+  const json c = cluster(port);
+  ASSERT_EQ(c["instances"].size(), 2u) << c.dump();
+  EXPECT_EQ(c["macro_instances"][0]["members"], json::array({instances[1].address, extra.address})) << c.dump();
+  EXPECT_EQ(c["router"]["instances_added"], 1);
+  // padg keeps a macro instance's prompts on its last instance while the checks
+  // pass; with that one drained too, the attached instance serves.
+  ASSERT_EQ(request(port, boost::beast::http::verb::delete_, "/admin/instances/" + escaped(instances[1].address)).status,
+            202);
+  ASSERT_TRUE(eventually([&] { return cluster(port)["router"]["instances_removed"] == 2; }, 10)) << cluster(port).dump();
+  const Reply r = post(port, "/v1/completions", {{"prompt", "One day"}, {"max_tokens", 8}});
+  EXPECT_EQ(r.status, 200) << r.body;
+  // (Remote counters arrive with the next status poll.)
+  EXPECT_TRUE(eventually([&] { return instance_report(port, extra.address)["prompt_tokens_total"].get<int64_t>() > 0; }, 5))
+      << cluster(port).dump();
+  // Nothing restarted: the drained instances are the same live processes (an
+  // operator stops them), the attached one kept serving.
+  EXPECT_EQ(::kill(instances[0].process->pid(), 0), 0);
+  EXPECT_EQ(::kill(instances[1].process->pid(), 0), 0);
+  const Reply bad = request(port, boost::beast::http::verb::post, "/admin/instances", "{}");
+  EXPECT_EQ(bad.status, 400) << "a router attaches instances by address: " << bad.body;
+  EXPECT_EQ(router_.stop(SIGTERM), 0);
+  for (Instance* in : {&instances[0], &instances[1], &extra}) EXPECT_EQ(in->process->stop(SIGTERM), 0);
 }
 
 TEST_F(ClusterProcessTest, RouterWithNoInstanceListeningExitsWithTheAddress) {

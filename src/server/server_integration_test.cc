@@ -381,5 +381,67 @@ TEST(ServerIntegrationLimits, PadgRejectsAnUnmeetableTtftAndHonoursPerRequestSlo
   EXPECT_EQ(server.stop(), 0);
 }
 
+// POST /admin/instances and DELETE /admin/instances/NAME on each kind of server:
+// padg embedded (a new engine), padg with instance processes (a new child),
+// fudg (fixed roles: 409) and a single instance (no router: 501).
+TEST(ServerIntegrationLimits, AdminAddsAndRemovesInstances) {
+  if (!shared_data_path(kModel)) GTEST_SKIP() << missing_data_message(kModel);
+  if (!std::filesystem::exists(ecoserve_binary())) GTEST_SKIP() << "no ecoserve binary";
+  namespace http = boost::beast::http;
+  auto names = [](uint16_t port) {
+    std::vector<std::string> out;
+    const json c = request(port, http::verb::get, "/admin/cluster").j();
+    for (const json& i : c["instances"]) out.push_back(i["name"].get<std::string>() + ":" + i["state"].get<std::string>());
+    return out;
+  };
+  const json req = {{"prompt", kPrompt}, {"max_tokens", 4}};
+  {
+    ServerProcess server;
+    ASSERT_EQ(server.start({"--instances", "2", "--threads-per-instance", "1", "--strategy", "padg"}), "");
+    const Reply added = request(server.port(), http::verb::post, "/admin/instances");
+    ASSERT_EQ(added.status, 201) << added.body;
+    EXPECT_EQ(added.j()["name"], "2");
+    EXPECT_EQ(names(server.port()), (std::vector<std::string>{"0:active", "1:active", "2:active"}));
+    EXPECT_EQ(request(server.port(), http::verb::delete_, "/admin/instances/0").status, 202);
+    EXPECT_EQ(request(server.port(), http::verb::delete_, "/admin/instances/zz").status, 404);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(post(server.port(), "/v1/completions", req).status, 200);
+    std::vector<std::string> now;
+    for (int k = 0; k < 200 && (now = names(server.port())).size() != 2; ++k) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_EQ(now, (std::vector<std::string>{"1:active", "2:active"}));
+    EXPECT_EQ(request(server.port(), http::verb::delete_, "/admin/instances/0").status, 404);  // gone
+    EXPECT_EQ(request(server.port(), http::verb::delete_, "/admin/instances/1").status, 202);
+    EXPECT_EQ(request(server.port(), http::verb::delete_, "/admin/instances/2").status, 409);  // the last one
+    EXPECT_EQ(request(server.port(), http::verb::post, "/admin/instances", "[]").status, 400);
+    EXPECT_EQ(server.stop(), 0);
+  }
+  {
+    ServerProcess server;
+    ASSERT_EQ(server.start({"--instances", "2", "--threads-per-instance", "1", "--strategy", "padg", "--multi-process"}),
+              "");
+    const Reply added = request(server.port(), http::verb::post, "/admin/instances", "{}");
+    ASSERT_EQ(added.status, 201) << added.body;
+    const std::string name = added.j()["name"];
+    EXPECT_EQ(name.rfind("tcp://127.0.0.1:", 0), 0u) << name;
+    EXPECT_EQ(names(server.port()).size(), 3u);
+    EXPECT_EQ(post(server.port(), "/v1/completions", req).status, 200);
+    EXPECT_EQ(server.stop(), 0);  // stops the spawned instance too
+  }
+  {
+    ServerProcess server;
+    ASSERT_EQ(server.start({"--instances", "2", "--threads-per-instance", "1", "--strategy", "fudg"}), "");
+    EXPECT_EQ(request(server.port(), http::verb::post, "/admin/instances").status, 409);
+    EXPECT_EQ(request(server.port(), http::verb::delete_, "/admin/instances/1").status, 409);
+    EXPECT_EQ(server.stop(), 0);
+  }
+  {
+    ServerProcess server;
+    ASSERT_EQ(server.start({}), "");
+    EXPECT_EQ(request(server.port(), http::verb::post, "/admin/instances").status, 501);
+    EXPECT_EQ(server.stop(), 0);
+  }
+}
+
 }  // namespace
 }  // namespace ecoserve::server

@@ -107,7 +107,7 @@ void pack_status(Packer& p, const instance::InstanceStatus& s, TimePoint now) {
 }
 
 void pack_info(Packer& p, const InstanceInfo& i) {
-  p.pack_array(7);
+  p.pack_array(8);
   pack_str(p, i.name);
   pack_str(p, i.role);
   p.pack_int32(i.max_context);
@@ -115,6 +115,7 @@ void pack_info(Packer& p, const InstanceInfo& i) {
   pack_str(p, i.model_path);
   pack_str(p, i.model_id);
   p.pack_uint64(i.boot_id);
+  pack_str(p, i.policy);
 }
 
 // --- decoding ---
@@ -319,7 +320,7 @@ void read_status(Reader r, instance::InstanceStatus& s, TimePoint now) {
 }
 
 void read_info(Reader r, InstanceInfo& i) {
-  if (!r.need(7)) return;
+  if (!r.need(8)) return;
   i.name = r.str();
   i.role = r.str();
   i.max_context = r.i32();
@@ -327,6 +328,7 @@ void read_info(Reader r, InstanceInfo& i) {
   i.model_path = r.str();
   i.model_id = r.str();
   i.boot_id = r.u64();
+  i.policy = r.str();
 }
 
 // A pre-pass that allocates nothing: msgpack's unpacker allocates an array's

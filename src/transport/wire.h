@@ -64,6 +64,7 @@ struct InstanceInfo {
   std::string model_path;  // the GGUF it serves, as a path on the instance's host
   std::string model_id;    // file name and size: routers check their instances agree
   uint64_t boot_id = 0;    // random per process: a restarted instance is a new one
+  std::string policy;      // its scheduling policy ("chunked", "temporal", ...): padg needs "temporal"
 };
 
 struct Message {

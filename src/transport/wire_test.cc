@@ -83,7 +83,8 @@ TEST(WireTest, HelloReplyCarriesTheInstanceInfo) {
   Message m;
   m.kind = Kind::kHelloReply;
   m.call = 1;
-  m.info = {"tcp://127.0.0.1:5555", "prefill", 2048, 16, "/models/a b.gguf", "a b.gguf:123", 0x123456789abcdefull};
+  m.info = {"tcp://127.0.0.1:5555", "prefill", 2048, 16, "/models/a b.gguf", "a b.gguf:123", 0x123456789abcdefull,
+            "prefill-only"};
   const Message d = round_trip(m);
   EXPECT_EQ(d.info.name, m.info.name);
   EXPECT_EQ(d.info.role, "prefill");
@@ -92,6 +93,7 @@ TEST(WireTest, HelloReplyCarriesTheInstanceInfo) {
   EXPECT_EQ(d.info.model_path, m.info.model_path);
   EXPECT_EQ(d.info.model_id, m.info.model_id);
   EXPECT_EQ(d.info.boot_id, m.info.boot_id);
+  EXPECT_EQ(d.info.policy, "prefill-only");
 }
 
 TEST(WireTest, SubmitCarriesEverySamplingField) {
@@ -386,7 +388,7 @@ TEST(WireTest, DISABLED_WriteCorpus) {
     Message m;
     m.kind = static_cast<Kind>(k);
     m.call = static_cast<uint64_t>(k);
-    m.info = {"tcp://127.0.0.1:1", "decode", 512, 16, "/m.gguf", "m.gguf:1", 5};
+    m.info = {"tcp://127.0.0.1:1", "decode", 512, 16, "/m.gguf", "m.gguf:1", 5, "chunked"};
     m.request = full_request();
     m.output_tokens = {4};
     m.kv = {1, 2, 3, 4, 5, 6, 7, 8};
