@@ -88,6 +88,12 @@ struct ServeArgs {
   int32_t macro_min = 2;
   int32_t macro_max = 4;
   bool reject_unmeetable = false;
+  // Autoscaling (nodg, padg).
+  bool autoscale = false;
+  double autoscale_window = 30.0;
+  int32_t autoscale_min = 1;
+  int32_t autoscale_max = 8;
+  double autoscale_attainment = 0.9;
 };
 
 // The write end of the shutdown pipe, for the signal handler: a handler gets no
@@ -406,6 +412,12 @@ cluster::RouterOptions router_options(const ServeArgs& a) {
   ro.padg.reject_unmeetable = a.reject_unmeetable;
   ro.mitosis.macro_min = a.macro_min;
   ro.mitosis.macro_max = a.macro_max;
+  ro.autoscale = a.autoscale;
+  ro.autoscale_window = from_seconds(a.autoscale_window);
+  ro.autoscale_min = a.autoscale_min;
+  ro.autoscale_max = a.autoscale_max;
+  ro.autoscale_policy.target_attainment = a.autoscale_attainment;
+  ro.autoscale_policy.cooldown = from_seconds(a.autoscale_window);
   return ro;
 }
 
@@ -594,6 +606,11 @@ int run_router(const ServeArgs& args) {
     return 1;
   }
   if (a.model.empty()) a.model = std::string(model->gguf().path());
+  if (a.autoscale) {
+    std::fprintf(stderr, "error: --autoscale needs instances this process can start (`ecoserve serve --instances N`); "
+                         "a router attaches running ones with POST /admin/instances {\"address\": ...}\n");
+    return 1;
+  }
   cluster::RouterOptions ro = router_options(a);
   if (a.strategy == "padg") {
     // The router predicts prefill times with the instances' profile (measured here
@@ -788,6 +805,23 @@ void add_cluster_flags(CLI::App* cmd, const std::shared_ptr<ServeArgs>& a) {
                   "padg: most instances of a macro instance (N_u); one more splits it (mitosis); needs 2 N_l <= N_u + 1")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
+  cmd->add_flag("--autoscale", a->autoscale,
+                "nodg, padg: add an instance when a window's SLO attainment falls below --autoscale-attainment or KV "
+                "usage exceeds 80%; remove one when the SLOs are met and KV usage is below 30% (padg: the mitosis "
+                "rules pick it; instances move between macro instances as handles, nothing restarts)");
+  cmd->add_option("--autoscale-window", a->autoscale_window, "autoscaling: seconds per decision (and cooldown)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 86400.0));
+  cmd->add_option("--autoscale-min", a->autoscale_min, "autoscaling: fewest active instances")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--autoscale-max", a->autoscale_max, "autoscaling: most active instances")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--autoscale-attainment", a->autoscale_attainment,
+                  "autoscaling: scale up below this share of requests meeting both SLOs (--slo-ttft-ms, --slo-tpot-ms)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 1.0));
   cmd->add_flag("--reject-unmeetable", a->reject_unmeetable,
                 "padg: answer 429 at once when no instance can meet the request's TTFT SLO (else it goes to the "
                 "instance with the least predicted TTFT)");

@@ -20,6 +20,16 @@ StatusOr<std::unique_ptr<Router>> Router::create(std::vector<std::unique_ptr<Gen
     if (!options.cost_model) return invalid_argument_error("router: padg needs a cost model (a profile)");
     ECO_RETURN_IF_ERROR(policy::validate(options.mitosis));
   }
+  if (options.autoscale) {
+    ECO_RETURN_IF_ERROR(policy::validate(options.autoscale_policy));
+    if (options.autoscale_min < 1 || options.autoscale_max < options.autoscale_min ||
+        options.autoscale_window <= Duration::zero()) {
+      return invalid_argument_error("router: autoscaling needs 1 <= min ({}) <= max ({}) and a positive window",
+                                    options.autoscale_min, options.autoscale_max);
+    }
+    if (!options.make_instance) return invalid_argument_error("router: autoscaling needs a way to make instances");
+    if (options.strategy == "fudg") return invalid_argument_error("router: autoscaling is not supported under fudg");
+  }
   if (options.strategy == "fudg" &&
       (options.num_prefill_instances < 1 || options.num_prefill_instances >= static_cast<int32_t>(instances.size()))) {
     return invalid_argument_error("router: fudg needs at least one prefill and one decode instance ({} prefill of {})",
@@ -323,6 +333,7 @@ Status Router::submit(instance::GenerationRequest request, instance::EventSink s
     f.request = std::make_shared<instance::GenerationRequest>(std::move(request));
     f.sink = std::make_shared<instance::EventSink>(std::move(sink));
     f.routed = false;
+    f.submitted = clock_->now();
     in_flight_.emplace(id, std::move(f));
   }
   Status s = dispatch(id, std::nullopt);
@@ -441,7 +452,10 @@ Router::Delivery Router::on_event(RequestId id, uint64_t epoch, const instance::
   InFlight& f = it->second;
   if (ev.token >= 0) {
     account(f, -1);
-    if (f.generated == 0) f.first_token_seconds = to_seconds(clock_->now().time_since_epoch());
+    if (f.generated == 0) {
+      f.first_token = clock_->now();
+      f.first_token_seconds = to_seconds(f.first_token.time_since_epoch());
+    }
     f.generated++;
     if (f.remote && !f.in_decode) f.output_tokens.push_back(ev.token);
     account(f, +1);
@@ -456,8 +470,64 @@ Router::Delivery Router::on_event(RequestId id, uint64_t epoch, const instance::
     return Delivery::kRetry;
   }
   account(f, -1);
+  record_finish(f, ev.finish_reason == "length" || ev.finish_reason == "stop", clock_->now());
   in_flight_.erase(it);
   return Delivery::kForward;
+}
+
+void Router::record_finish(const InFlight& f, bool ok, TimePoint now) {
+  if (f.cancelled) return;  // the client's choice says nothing about the SLOs
+  ++window_finished_;
+  if (!ok || f.generated == 0) return;
+  const instance::GenerationRequest& r = *f.request;
+  const bool ttft_met = r.slo_ttft <= Duration::zero() || f.first_token - f.submitted <= r.slo_ttft;
+  const bool tpot_met = r.slo_tpot <= Duration::zero() || f.generated < 2 ||
+                        (now - f.first_token) / (f.generated - 1) <= r.slo_tpot;
+  if (ttft_met && tpot_met) ++window_met_;
+}
+
+void Router::autoscale(TimePoint now) {
+  if (!options_.autoscale || !options_.make_instance || fudg()) return;
+  if (window_start_ == TimePoint{}) window_start_ = now;
+  if (now - window_start_ < options_.autoscale_window) return;
+  policy::ScalingWindow w;
+  w.now = now;
+  w.last_decision = last_scaling_;
+  int32_t active = 0;
+  double kv = 0.0;
+  std::optional<size_t> newest;
+  for (size_t i = 0; i < size(); ++i) {
+    if (life(i) != Life::kActive) continue;
+    ++active;
+    kv += members_[i].backend->status().kv_usage;
+    newest = i;
+  }
+  w.mean_utilization = active > 0 ? kv / active : 0.0;
+  std::string victim;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (window_finished_ > 0) w.slo_attainment = static_cast<double>(window_met_) / static_cast<double>(window_finished_);
+    window_finished_ = window_met_ = 0;
+    if (padg()) {
+      StatusOr<policy::ScalePlan> plan = policy::plan_remove(layout_, options_.mitosis);
+      if (plan.ok() && plan->removed_instance()) victim = members_[static_cast<size_t>(plan->removed_instance()->value)].name;
+    } else if (newest) {
+      victim = members_[*newest].name;
+    }
+  }
+  window_start_ = now;
+  const policy::ScaleSignal signal = policy::decide_scaling(w, options_.autoscale_policy);
+  if (signal == policy::ScaleSignal::kScaleUp && active < options_.autoscale_max) {
+    last_scaling_ = now;
+    StatusOr<std::string> name = add_instance("");
+    spdlog::info("autoscale: SLO attainment {}, KV usage {:.2f}: added {}", w.slo_attainment ? std::to_string(*w.slo_attainment) : "-",
+                 w.mean_utilization, name.ok() ? *name : name.status().message());
+  } else if (signal == policy::ScaleSignal::kScaleDown && active > std::max(1, options_.autoscale_min) && !victim.empty()) {
+    last_scaling_ = now;
+    const Status s = remove_instance(victim);
+    spdlog::info("autoscale: SLO attainment {}, KV usage {:.2f}: removing {} ({})",
+                 w.slo_attainment ? std::to_string(*w.slo_attainment) : "-", w.mean_utilization, victim, s.to_string());
+  }
 }
 
 void Router::deliver(RequestId id, uint64_t epoch, const instance::TokenEvent& ev, const instance::EventSink& client) {
@@ -496,6 +566,7 @@ void Router::watchdog() {
 
 void Router::check_instances() {
   finish_removals();
+  autoscale(clock_->now());
   const size_t n = size();
   std::vector<bool> sick(n);
   const TimePoint now = clock_->now();
@@ -568,6 +639,7 @@ void Router::fail(RequestId id, const std::string& reason, const std::string& er
     auto it = in_flight_.find(id);
     if (it == in_flight_.end()) return;
     account(it->second, -1);
+    record_finish(it->second, false, clock_->now());
     sink = it->second.sink;
     prompt_tokens = it->second.prompt_tokens;
     in_flight_.erase(it);

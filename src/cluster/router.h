@@ -87,6 +87,17 @@ struct RouterOptions {
   // embedded one (a new engine in this process), else a running `ecoserve
   // instance`'s address. Unset: add_instance(address) is UNIMPLEMENTED.
   std::function<StatusOr<std::unique_ptr<GenerationBackend>>(const std::string& address)> make_instance;
+  // Autoscaling (nodg, padg; needs make_instance): every `autoscale_window` the
+  // router judges the requests that finished in it (SLO attainment: both their
+  // TTFT and TPOT SLOs met, a failed request never) and the active instances'
+  // mean KV usage with policy::decide_scaling; kScaleUp adds an instance
+  // (make_instance("")), kScaleDown removes one (padg: the one the mitosis rules
+  // pick; nodg: the newest), within [autoscale_min, autoscale_max] active ones.
+  bool autoscale = false;
+  Duration autoscale_window = std::chrono::seconds(30);
+  int32_t autoscale_min = 1;
+  int32_t autoscale_max = 8;
+  policy::AutoscaleOptions autoscale_policy;
 };
 
 class Router final : public GenerationBackend {
@@ -161,6 +172,8 @@ class Router final : public GenerationBackend {
     double predicted_prefill_seconds = 0.0;
     double slo_tpot_seconds = 0.0;
     double first_token_seconds = 0.0;
+    TimePoint submitted{};  // autoscaling: TTFT and TPOT against the SLOs
+    TimePoint first_token{};
   };
 
   Router(std::vector<std::unique_ptr<GenerationBackend>> instances, const RouterOptions& options, const Clock* clock,
@@ -174,6 +187,10 @@ class Router final : public GenerationBackend {
   void publish_layout();
   // Stops the members being removed that hold no request any more (watchdog).
   void finish_removals();
+  // Autoscaling: counts a finished request against its SLOs (under mu_), and
+  // decides once per window (watchdog).
+  void record_finish(const InFlight& f, bool ok, TimePoint now);
+  void autoscale(TimePoint now);
   bool healthy(size_t member, const instance::InstanceStatus& s, TimePoint now) const;
   void probe(size_t member, TimePoint now);
   enum class Delivery { kForward, kDrop, kRetry };
@@ -216,6 +233,10 @@ class Router final : public GenerationBackend {
   bool draining_ = false;                           // under mu_
   bool stopping_ = false;                           // under mu_
   bool started_ = false;                            // under mu_
+  // Autoscaling (watchdog thread, counters under mu_).
+  TimePoint window_start_{};
+  int64_t window_finished_ = 0, window_met_ = 0;     // under mu_
+  std::optional<TimePoint> last_scaling_;
   uint64_t seed_state_ = 0x9e3779b97f4a7c15ull;     // under mu_: seeds for requests without one (fudg)
 
   // Readiness (probes): per member, set by probe results on instance threads.

@@ -51,7 +51,7 @@ class RouterScalingTest : public ::testing::TestWithParam<const char*> {
     return std::unique_ptr<GenerationBackend>(std::move(b));
   }
 
-  std::unique_ptr<Router> router(int n, policy::MitosisOptions mitosis = {}) {
+  std::unique_ptr<Router> router(int n, policy::MitosisOptions mitosis = {}, bool autoscale = false) {
     std::vector<std::unique_ptr<GenerationBackend>> members;
     for (int i = 0; i < n; ++i) {
       auto b = make_instance();
@@ -69,6 +69,13 @@ class RouterScalingTest : public ::testing::TestWithParam<const char*> {
       ro.cost_model = cost_;
       ro.padg.default_slo_ttft = std::chrono::seconds(1);
       ro.mitosis = mitosis;
+    }
+    if (autoscale) {
+      ro.autoscale = true;
+      ro.autoscale_window = from_ms(150);
+      ro.autoscale_min = 2;
+      ro.autoscale_max = 3;
+      ro.autoscale_policy.cooldown = Duration::zero();
     }
     auto r = Router::create(std::move(members), ro, &clock_);
     EXPECT_TRUE(r.ok()) << r.status().to_string();
@@ -243,6 +250,44 @@ TEST_P(RouterScalingTest, MacroInstancesSplitAndMergeAsInstancesComeAndGo) {
   std::unique_lock<std::mutex> lock(mu);
   ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return finished == 6; }));
   lock.unlock();
+  r->stop();
+}
+
+// --autoscale: a window of SLO misses adds an instance (up to the maximum); idle
+// windows with low KV usage remove one (down to the minimum).
+TEST_P(RouterScalingTest, AutoscaleAddsOnSloMissesAndRemovesWhenIdle) {
+  auto r = router(2, {}, /*autoscale=*/true);
+  r->start();
+  std::mutex mu;
+  std::condition_variable cv;
+  int finished = 0;
+  for (uint64_t id = 1; id <= 6; ++id) {
+    instance::GenerationRequest q;
+    q.id = RequestId(id);
+    q.prompt = model_->tokenizer().encode("One day", true);
+    q.sampling.max_tokens = 8;
+    q.slo_ttft = std::chrono::nanoseconds(1);  // no first token comes that fast: every request misses
+    ASSERT_TRUE(r->submit(std::move(q), [&](const instance::TokenEvent& ev) {
+                   std::lock_guard<std::mutex> lock(mu);
+                   if (ev.finished) ++finished;
+                   cv.notify_all();
+                 }).ok());
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return finished == 6; }));
+  }
+  auto wait_for = [&](auto pred) {
+    for (int k = 0; k < 500 && !pred(); ++k) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return pred();
+  };
+  ASSERT_TRUE(wait_for([&] { return r->cluster_stats().instances_added == 1; })) << "no scale-up after SLO misses";
+  // Idle windows (no request finished, KV empty): back down to the minimum, and no lower.
+  ASSERT_TRUE(wait_for([&] { return r->cluster_stats().instances_removed == 1; })) << "no scale-down when idle";
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // four more idle windows
+  EXPECT_EQ(r->cluster_stats().instances_removed, 1);
+  EXPECT_EQ(r->cluster_stats().instances_added, 1);
+  EXPECT_EQ(r->instances().size(), 2u);
   r->stop();
 }
 
