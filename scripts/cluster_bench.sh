@@ -11,7 +11,8 @@
 # scheduling depends on compute, not on weight values; a decode step takes tens of
 # ms on one thread). RATE (req/s, default 2) and NUM_PROMPTS (default 200) shape a
 # Poisson load of the `sharegpt` preset scaled by $LENGTH_SCALE (default 0.2, to
-# fit the context). Results: build/cluster_bench/.
+# fit the context). Results: build/cluster_bench/ (bench reports, each run's
+# timeline as JSON and as an SVG of its last 20 s). ONLY="a b" runs a subset.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=build/ecoserve
@@ -37,7 +38,17 @@ strategies=(
   "fudg-1p1d|--strategy fudg --prefill-instances 1 --policy chunked"
   "nodg-processes|--strategy nodg --router least-loaded --policy chunked --multi-process"
   "fudg-1p1d-processes|--strategy fudg --prefill-instances 1 --policy chunked --multi-process"
+  "padg|--strategy padg"
+  "padg-processes|--strategy padg --multi-process"
 )
+# ONLY="padg nodg-chunked" runs a subset.
+if [ -n "${ONLY:-}" ]; then
+  kept=()
+  for entry in "${strategies[@]}"; do
+    for want in $ONLY; do [ "${entry%%|*}" = "$want" ] && kept+=("$entry"); done
+  done
+  strategies=("${kept[@]}")
+fi
 status=0
 for entry in "${strategies[@]}"; do
   name=${entry%%|*}
@@ -81,6 +92,9 @@ for entry in "${strategies[@]}"; do
     status=1
   fi
   curl -s "$url/admin/cluster" | sed -n 's/.*"router":\({[^}]*}\).*/  router: \1\n/p'
+  # The run's engine steps per instance: JSON and a picture (phases are visible under padg).
+  curl -s "$url/admin/timeline?seconds=3600" >"$out/$name.timeline.json" || true
+  "$bin" timeline --url "$url" --seconds 20 -o "$out/$name.timeline.svg" >/dev/null 2>&1 || true
   kill -TERM "$pid"
   wait "$pid" || { echo "[cluster_bench] $name: the server did not exit 0"; status=1; }
 done
