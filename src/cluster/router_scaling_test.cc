@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "base/test_data.h"
+#include "cluster/cluster_test_util.h"
 #include "cluster/instance_backend.h"
 #include "cluster/router.h"
 #include "engine/generator.h"
@@ -20,18 +21,11 @@
 namespace ecoserve::cluster {
 namespace {
 
-// 0.4 s per prefill chunk: with a 1 s TTFT SLO two prompts fit an instance.
-class ConstantPrefillCost final : public policy::CostModel {
- public:
-  double step_seconds(const policy::StepShape& s) const override {
-    return 0.4 * s.prefill_seqs + (s.decode_seqs > 0 ? 0.01 : 0.0);
-  }
-  std::string_view name() const override { return "constant"; }
-};
+using testing::ConstantPrefillCost;
 
-class RouterScalingTest : public ::testing::TestWithParam<const char*> {
+class ScalingFixture : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void set_up(bool padg) {
     auto path = shared_data_path("models/tinystories-656k-q8_0.gguf");
     if (!path) GTEST_SKIP() << missing_data_message("models/tinystories-656k-q8_0.gguf");
     auto m = model::LlamaModel::load(*path);
@@ -39,7 +33,7 @@ class RouterScalingTest : public ::testing::TestWithParam<const char*> {
     model_ = *m;
     eo_.num_threads = 1;
     eo_.num_kv_blocks = 256;
-    padg_ = std::string(GetParam()) == "padg";
+    padg_ = padg;
     if (padg_) {
       io_.policy = "temporal";
       io_.cost_model = cost_;
@@ -95,6 +89,30 @@ class RouterScalingTest : public ::testing::TestWithParam<const char*> {
     return res->tokens;
   }
 
+  // Submits `n` short requests (ids 1..n) and waits until all finish with "length".
+  void run_short(Router& r, int n, Duration slo_ttft = Duration::zero()) {
+    std::mutex mu;
+    std::condition_variable cv;
+    int finished = 0;
+    for (uint64_t id = 1; id <= static_cast<uint64_t>(n); ++id) {
+      instance::GenerationRequest q;
+      q.id = RequestId(id);
+      q.prompt = model_->tokenizer().encode("One day", true);
+      q.sampling.max_tokens = 8;
+      q.slo_ttft = slo_ttft;
+      ASSERT_TRUE(r.submit(std::move(q), [&](const instance::TokenEvent& ev) {
+                     std::lock_guard<std::mutex> lock(mu);
+                     if (ev.finished) {
+                       EXPECT_EQ(ev.finish_reason, "length") << ev.error;
+                       ++finished;
+                       cv.notify_all();
+                     }
+                   }).ok());
+    }
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return finished == n; }));
+  }
+
   std::set<std::string> names(const Router& r) {
     std::set<std::string> out;
     for (const InstanceReport& i : r.instances()) out.insert(i.name);
@@ -107,6 +125,16 @@ class RouterScalingTest : public ::testing::TestWithParam<const char*> {
   std::shared_ptr<const policy::CostModel> cost_ = std::make_shared<ConstantPrefillCost>();
   bool padg_ = false;
   SteadyClock clock_;
+};
+
+class RouterScalingTest : public ScalingFixture, public ::testing::WithParamInterface<const char*> {
+ protected:
+  void SetUp() override { set_up(std::string(GetParam()) == "padg"); }
+};
+
+class PadgScalingTest : public ScalingFixture {
+ protected:
+  void SetUp() override { set_up(true); }
 };
 
 TEST_P(RouterScalingTest, AddAndRemoveUnderLoadLoseNothingAndRestartNothing) {
@@ -211,8 +239,7 @@ TEST_P(RouterScalingTest, AddAndRemoveUnderLoadLoseNothingAndRestartNothing) {
 
 // padg: adding past N_u splits the macro instance, removing below N_l merges;
 // requests keep flowing to every macro instance.
-TEST_P(RouterScalingTest, MacroInstancesSplitAndMergeAsInstancesComeAndGo) {
-  if (!padg_) GTEST_SKIP() << "macro instances are padg's";
+TEST_F(PadgScalingTest, MacroInstancesSplitAndMergeAsInstancesComeAndGo) {
   // N_l = 2, N_u = 3.
   auto r = router(2, policy::MitosisOptions{.macro_min = 2, .macro_max = 3});
   r->start();
@@ -230,26 +257,7 @@ TEST_P(RouterScalingTest, MacroInstancesSplitAndMergeAsInstancesComeAndGo) {
   ASSERT_TRUE(r->remove_instance("2").ok());  // m1 would fall below N_l: 3 merges into m0
   EXPECT_EQ(members(), (Layout{{"0", "1", "3"}}));
   // Requests still reach the merged macro instance's members.
-  std::mutex mu;
-  std::condition_variable cv;
-  int finished = 0;
-  for (uint64_t id = 1; id <= 6; ++id) {
-    instance::GenerationRequest q;
-    q.id = RequestId(id);
-    q.prompt = model_->tokenizer().encode("One day", true);
-    q.sampling.max_tokens = 8;
-    ASSERT_TRUE(r->submit(std::move(q), [&](const instance::TokenEvent& ev) {
-                   std::lock_guard<std::mutex> lock(mu);
-                   if (ev.finished) {
-                     EXPECT_EQ(ev.finish_reason, "length") << ev.error;
-                     ++finished;
-                     cv.notify_all();
-                   }
-                 }).ok());
-  }
-  std::unique_lock<std::mutex> lock(mu);
-  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return finished == 6; }));
-  lock.unlock();
+  run_short(*r, 6);
   r->stop();
 }
 
@@ -258,25 +266,8 @@ TEST_P(RouterScalingTest, MacroInstancesSplitAndMergeAsInstancesComeAndGo) {
 TEST_P(RouterScalingTest, AutoscaleAddsOnSloMissesAndRemovesWhenIdle) {
   auto r = router(2, {}, /*autoscale=*/true);
   r->start();
-  std::mutex mu;
-  std::condition_variable cv;
-  int finished = 0;
-  for (uint64_t id = 1; id <= 6; ++id) {
-    instance::GenerationRequest q;
-    q.id = RequestId(id);
-    q.prompt = model_->tokenizer().encode("One day", true);
-    q.sampling.max_tokens = 8;
-    q.slo_ttft = std::chrono::nanoseconds(1);  // no first token comes that fast: every request misses
-    ASSERT_TRUE(r->submit(std::move(q), [&](const instance::TokenEvent& ev) {
-                   std::lock_guard<std::mutex> lock(mu);
-                   if (ev.finished) ++finished;
-                   cv.notify_all();
-                 }).ok());
-  }
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return finished == 6; }));
-  }
+  // No first token comes within 1 ns: every request misses its TTFT SLO.
+  run_short(*r, 6, std::chrono::nanoseconds(1));
   auto wait_for = [&](auto pred) {
     for (int k = 0; k < 500 && !pred(); ++k) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     return pred();

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "base/test_data.h"
+#include "cluster/cluster_test_util.h"
 #include "cluster/fake_backend.h"
 #include "cluster/instance_backend.h"
 #include "engine/generator.h"
@@ -17,6 +18,7 @@
 namespace ecoserve::cluster {
 namespace {
 
+using testing::ConstantPrefillCost;
 using testing::FakeBackend;
 
 instance::GenerationRequest request(uint64_t id, int32_t prompt_len, int32_t max_tokens = 4) {
@@ -149,15 +151,6 @@ TEST(RouterTest, StopEndsEveryRequestWithAbort) {
   EXPECT_EQ(aborted, 4);
   EXPECT_TRUE(f.fakes[0]->stopped && f.fakes[1]->stopped);
 }
-
-// Predicts 0.4 s per prefill chunk and 10 ms per decode step, whatever their size.
-class ConstantPrefillCost final : public policy::CostModel {
- public:
-  double step_seconds(const policy::StepShape& s) const override {
-    return 0.4 * s.prefill_seqs + (s.decode_seqs > 0 ? 0.01 : 0.0);
-  }
-  std::string_view name() const override { return "constant"; }
-};
 
 // Two real instances (tiny model, 1 thread each) behind the router: greedy tokens
 // equal single-instance generation for every routing policy and for padg.
