@@ -8,7 +8,7 @@
 #
 # Environment: STRATEGIES (names below, space-separated; default all), PRESETS
 # (default "alpaca sharegpt longbench"), NUM_PROMPTS per probe (60), SEARCH_STEPS
-# (5), ATTAINMENT (90), and per preset the length scale and SLOs. The SLOs follow
+# (5), ATTAINMENT (90), SEARCH_MAX_RATE (8 req/s), and per preset the length scale and SLOs. The SLOs follow
 # EcoServe's Table 4 rule of thumb, from the model's profile on this machine
 # (`ecoserve profile cost -m MODEL -t 1`, which padg also reads): TPOT SLO = 5 x a
 # batch-1 decode step, TTFT SLO = 5 x the prefill of the preset's mean (scaled)
@@ -64,7 +64,7 @@ for preset in "${presets[@]}"; do
     "$bin" bench --url "http://127.0.0.1:$port" --tokenizer "$model" --preset "$preset" \
       --length-scale "${scale[$preset]}" --num-prompts "${NUM_PROMPTS:-60}" --seed 1 \
       --slo-ttft-ms "${ttft[$preset]}" --slo-tpot-ms "${tpot[$preset]}" --goodput-search \
-      --attainment "${ATTAINMENT:-90}" --search-min-rate 0.25 --search-max-rate 8 --search-steps "${SEARCH_STEPS:-5}" \
+      --attainment "${ATTAINMENT:-90}" --search-min-rate 0.25 --search-max-rate "${SEARCH_MAX_RATE:-8}" --search-steps "${SEARCH_STEPS:-5}" \
       --quiet --result-json "$out/$name.$preset.json" >"$out/$name.$preset.bench.txt" 2>&1 || true
     kill -TERM "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true

@@ -1,5 +1,6 @@
 #include "policy/temporal_policy.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "policy/batch_builder.h"
@@ -98,16 +99,31 @@ PolicyDecision TemporalPolicy::plan(const InstanceView& view, TimePoint now) {
       const std::optional<Duration> slack = mean_saved_tpot(view, now);
       Duration need = predict(view, prefill);
       if (phase_ == InstancePhase::kDecode && slack_exhausted_) need += temporal_.resume_slack;
+      // The slack runs out within this step: a smaller prefill step (half the
+      // tokens, down to kMinPrefillTokens) may still fit it.
+      const Duration full_need = need;
+      PolicyDecision step = prefill;
+      PolicyOptions smaller = options_;
+      const Duration extra = need - predict(view, prefill);  // resume_slack, if any
+      while (slack && *slack < need && smaller.max_num_batched_tokens / 2 >= kMinPrefillTokens) {
+        smaller.max_num_batched_tokens /= 2;
+        smaller.chunk_size = options_.chunk_size > 0 ? std::min(options_.chunk_size, smaller.max_num_batched_tokens)
+                                                     : smaller.max_num_batched_tokens;
+        PolicyDecision fewer = plan_prefill(view, smaller);
+        if (fewer.runs.empty()) break;
+        need = predict(view, fewer) + extra;
+        step = std::move(fewer);
+      }
       if (!slack || *slack >= need) {
         slack_exhausted_ = false;
         enter(InstancePhase::kPrefill, now);
-        return prefill;
+        return step;
       }
       PolicyDecision decode = plan_decodes(view, options_);
       // A prompt that would miss its TTFT SLO by waiting out one more decode step
       // prefills now: prompts cannot starve behind decodes whose slack never comes
       // back (an SLO_TPOT below the decode step time).
-      if (ttft_due(view, now, need + predict(view, decode))) {
+      if (ttft_due(view, now, full_need + predict(view, decode))) {
         slack_exhausted_ = false;
         enter(InstancePhase::kPrefill, now);
         return prefill;

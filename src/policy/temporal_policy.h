@@ -9,7 +9,9 @@
 //  - The decodes pay for it with their saved TPOT (RequestView::saved_tpot):
 //    a prefill step runs only while the decoding requests' mean saved TPOT at
 //    `now` is at least the step's predicted time (CostModel; 0 without one), so
-//    the phase never runs longer than their slack allows. Once it would, the
+//    the phase never runs longer than their slack allows. When the full step
+//    (token budget, chunk_size) would overrun it, the step is halved (budget and
+//    chunk) down to kMinPrefillTokens until it fits: the phase fills the slack. Once it would, the
 //    instance switches to a decode phase, and goes back to prefill only when the
 //    mean saved TPOT has grown back to the predicted step time plus
 //    Options::resume_slack (each decode step adds SLO_TPOT minus its duration).
@@ -51,6 +53,9 @@ class TemporalPolicy final : public InstancePolicy {
       : TemporalPolicy(options, std::move(cost_model), Options{}) {}
   TemporalPolicy(PolicyOptions options, std::shared_ptr<const CostModel> cost_model, Options temporal)
       : options_(options), temporal_(temporal), cost_model_(std::move(cost_model)) {}
+
+  // The smallest prefill step the slack check tries before giving up to decode.
+  static constexpr int32_t kMinPrefillTokens = 16;
 
   PolicyDecision plan(const InstanceView& view, TimePoint now) override;
   InstanceRole role() const override { return InstanceRole::kMixed; }
