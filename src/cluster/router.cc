@@ -92,7 +92,10 @@ Router::Router(std::vector<std::unique_ptr<GenerationBackend>> instances, const 
 void Router::add_slot(std::unique_ptr<GenerationBackend> backend, const std::string& name, policy::InstanceRole role) {
   const size_t i = size();
   Member& m = members_[i];
-  m.backend = std::move(backend);
+  {
+    std::lock_guard<std::mutex> lock(backends_mu_);
+    m.backend = std::move(backend);
+  }
   m.name = name;
   m.role = role;
   ready_[i].store(true);
@@ -107,6 +110,16 @@ void Router::add_slot(std::unique_ptr<GenerationBackend> backend, const std::str
     publish_layout();
   }
   size_.store(i + 1, std::memory_order_release);
+}
+
+std::shared_ptr<GenerationBackend> Router::backend(size_t i) const {
+  std::lock_guard<std::mutex> lock(backends_mu_);
+  return members_[i].backend;
+}
+
+instance::InstanceStatus Router::status_of(size_t i) const {
+  std::shared_ptr<GenerationBackend> b = backend(i);
+  return b ? b->status() : instance::InstanceStatus{};  // removed: not running
 }
 
 void Router::publish_layout() {
@@ -197,10 +210,19 @@ void Router::finish_removals() {
     }
   }
   for (size_t i : done) {
-    members_[i].backend->begin_drain();
-    if (!members_[i].backend->idle()) continue;  // e.g. a probe still running: next time
-    members_[i].backend->stop();
+    std::shared_ptr<GenerationBackend> b = backend(i);
+    if (!b) continue;
+    b->begin_drain();
+    if (!b->idle()) continue;  // e.g. a probe still running: next time
+    b->stop();
     members_[i].life.store(static_cast<int>(Life::kRemoved));
+    {
+      // Its engine and KV cache go with the last reference (a snapshot loop may
+      // still hold one for a moment).
+      std::lock_guard<std::mutex> lock(backends_mu_);
+      members_[i].backend.reset();
+    }
+    b.reset();
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.instances_removed;
     spdlog::info("router: instance {} removed", members_[i].name);
@@ -214,7 +236,9 @@ void Router::start() {
     std::lock_guard<std::mutex> lock(mu_);
     started_ = true;
   }
-  for (size_t i = 0; i < size(); ++i) members_[i].backend->start();
+  for (size_t i = 0; i < size(); ++i) {
+    if (auto b = backend(i)) b->start();
+  }
   // The first probes go out one probe_interval after start.
   const TimePoint now = clock_->now();
   for (size_t i = 0; i < size(); ++i) {
@@ -247,15 +271,19 @@ void Router::probe(size_t i, TimePoint now) {
   p.sent = now;
   p.last = now;
   p.ever = true;
-  GenerationBackend* backend = members_[i].backend.get();
+  std::shared_ptr<GenerationBackend> backend = this->backend(i);
+  if (!backend) return;
   const RequestId id = r.id;
   std::atomic<bool>* ready = &ready_[i];
   Probe* slot = &p;
-  Status s = backend->submit(std::move(r), [ready, slot, backend, id](const instance::TokenEvent& ev) {
+  // The sink runs on the instance's own thread, so the instance outlives it: a raw
+  // pointer (a shared one in its own sink would keep the instance alive in a cycle).
+  GenerationBackend* raw = backend.get();
+  Status s = backend->submit(std::move(r), [ready, slot, raw, id](const instance::TokenEvent& ev) {
     if (!ev.finished) return;
     const bool ok = ev.finish_reason == "length" || ev.finish_reason == "stop" || ev.finish_reason == "prefill_done";
     // A prefill instance holds the probe's blocks for a transfer that will not come.
-    if (ev.finish_reason == "prefill_done") backend->take_prefilled_kv(id, [](StatusOr<std::vector<uint8_t>>) {});
+    if (ev.finish_reason == "prefill_done") raw->take_prefilled_kv(id, [](StatusOr<std::vector<uint8_t>>) {});
     ready->store(ok);
     slot->in_flight.store(false);
   });
@@ -349,7 +377,7 @@ Status Router::dispatch(RequestId id, std::optional<size_t> exclude) {
   std::vector<instance::InstanceStatus> snaps;
   const size_t n = size();
   snaps.reserve(n);
-  for (size_t i = 0; i < n; ++i) snaps.push_back(members_[i].backend->status());
+  for (size_t i = 0; i < n; ++i) snaps.push_back(status_of(i));
   const TimePoint now = clock_->now();
 
   std::unique_lock<std::mutex> lock(mu_);
@@ -432,7 +460,9 @@ Status Router::dispatch(RequestId id, std::optional<size_t> exclude) {
   lock.unlock();
 
   // The instance calls the wrapper on its thread.
-  Status s = members_[idx].backend->submit(std::move(copy), std::move(wrapped));
+  std::shared_ptr<GenerationBackend> target_backend = backend(idx);
+  Status s = target_backend ? target_backend->submit(std::move(copy), std::move(wrapped))
+                            : unavailable_error("instance {} was removed", members_[idx].name);
   if (!s.ok()) {
     std::lock_guard<std::mutex> relock(mu_);
     auto again = in_flight_.find(id);
@@ -499,7 +529,7 @@ void Router::autoscale(TimePoint now) {
   for (size_t i = 0; i < size(); ++i) {
     if (life(i) != Life::kActive) continue;
     ++active;
-    kv += members_[i].backend->status().kv_usage;
+    kv += status_of(i).kv_usage;
     newest = i;
   }
   w.mean_utilization = active > 0 ? kv / active : 0.0;
@@ -574,7 +604,7 @@ void Router::check_instances() {
   for (size_t i = 0; i < n; ++i) {
     if (life(i) == Life::kRemoved) continue;
     if (options_.probe_interval.count() > 0) probe(i, now);
-    sick[i] = !healthy(i, members_[i].backend->status(), now);
+    sick[i] = !healthy(i, status_of(i), now);
     any |= sick[i];
   }
   if (!any) return;
@@ -606,12 +636,12 @@ void Router::check_instances() {
     }
   }
   for (auto [id, member] : retry) {
-    members_[member].backend->cancel(id);
+    if (auto b = backend(member)) b->cancel(id);
     Status s = dispatch(id, member);
     if (!s.ok()) fail(id, "error", "instance " + members_[member].name + " stopped responding, and retrying failed: " + s.message());
   }
   for (auto [id, member] : lost) {
-    members_[member].backend->cancel(id);
+    if (auto b = backend(member)) b->cancel(id);
     fail(id, "error", "instance " + members_[member].name +
                           " stopped responding after the request's first tokens; not regenerated");
   }
@@ -627,7 +657,9 @@ void Router::on_prefill_done(RequestId id, uint64_t epoch) {
     prefill = it->second.member;
   }
   // Export runs as a task on the prefill instance's thread (never inside its step).
-  members_[prefill].backend->take_prefilled_kv(
+  std::shared_ptr<GenerationBackend> prefill_backend = backend(prefill);
+  if (!prefill_backend) return fail(id, "error", "the prefill instance was removed");
+  prefill_backend->take_prefilled_kv(
       id, [this, id, epoch](StatusOr<std::vector<uint8_t>> blob) { on_kv_exported(id, epoch, std::move(blob)); });
 }
 
@@ -689,8 +721,10 @@ void Router::on_kv_exported(RequestId id, uint64_t epoch, StatusOr<std::vector<u
     return fail(id, "error", "moving the KV cache to the decode instance failed: " + blob.status().message());
   }
   auto wrapped = [this, id, epoch, client](const instance::TokenEvent& ev) { deliver(id, epoch, ev, *client); };
-  Status s = members_[decode].backend->submit_prefilled(*request, std::move(output_tokens), std::move(*blob),
-                                                         std::move(wrapped));
+  std::shared_ptr<GenerationBackend> decode_backend = backend(decode);
+  Status s = decode_backend ? decode_backend->submit_prefilled(*request, std::move(output_tokens), std::move(*blob),
+                                                               std::move(wrapped))
+                            : unavailable_error("the decode instance was removed");
   if (!s.ok()) {
     bool stopping = false;
     {
@@ -712,7 +746,7 @@ void Router::cancel(RequestId id) {
     if (!it->second.routed) return;  // between attempts: the retry sees `cancelled`
     idx = it->second.member;
   }
-  members_[idx].backend->cancel(id);
+  if (auto b = backend(idx)) b->cancel(id);
 }
 
 instance::InstanceStatus Router::status() const {
@@ -728,7 +762,7 @@ instance::InstanceStatus Router::status() const {
   counted = std::max(1.0, counted);
   for (size_t i = 0; i < n; ++i) {
     if (life(i) == Life::kRemoved) continue;
-    const instance::InstanceStatus s = members_[i].backend->status();
+    const instance::InstanceStatus s = status_of(i);
     total.num_waiting += s.num_waiting;
     total.num_running += s.num_running;
     total.num_swapped += s.num_swapped;
@@ -756,7 +790,7 @@ instance::InstanceStatus Router::status() const {
   if (!total.running) {
     // No healthy instance: report the newest heartbeat anyway (for the /health message).
     for (size_t i = 0; i < n; ++i) {
-      total.last_heartbeat = std::max(total.last_heartbeat, members_[i].backend->status().last_heartbeat);
+      total.last_heartbeat = std::max(total.last_heartbeat, status_of(i).last_heartbeat);
     }
   }
   return total;
@@ -768,7 +802,9 @@ std::vector<InstanceReport> Router::instances() const {
   const size_t n = size();
   for (size_t i = 0; i < n; ++i) {
     if (life(i) == Life::kRemoved) continue;
-    for (InstanceReport r : members_[i].backend->instances()) {
+    std::shared_ptr<GenerationBackend> b = backend(i);
+    if (!b) continue;
+    for (InstanceReport r : b->instances()) {
       r.name = members_[i].name;
       r.healthy = healthy(i, r.status, now);
       if (members_[i].role == policy::InstanceRole::kPrefill) r.role = "prefill";
@@ -800,7 +836,9 @@ std::vector<InstanceTimeline> Router::timeline(TimePoint since) const {
   std::vector<InstanceTimeline> out;
   for (size_t i = 0; i < size(); ++i) {
     if (life(i) == Life::kRemoved) continue;
-    for (InstanceTimeline t : members_[i].backend->timeline(since)) {
+    std::shared_ptr<GenerationBackend> b = backend(i);
+    if (!b) continue;
+    for (InstanceTimeline t : b->timeline(since)) {
       t.name = members_[i].name;
       if (members_[i].role == policy::InstanceRole::kPrefill) t.role = "prefill";
       if (members_[i].role == policy::InstanceRole::kDecode) t.role = "decode";
@@ -815,7 +853,9 @@ void Router::begin_drain() {
     std::lock_guard<std::mutex> lock(mu_);
     draining_ = true;
   }
-  for (size_t i = 0; i < size(); ++i) members_[i].backend->begin_drain();
+  for (size_t i = 0; i < size(); ++i) {
+    if (auto b = backend(i)) b->begin_drain();
+  }
 }
 
 bool Router::idle() const {
@@ -824,7 +864,8 @@ bool Router::idle() const {
     if (!in_flight_.empty()) return false;
   }
   for (size_t i = 0; i < size(); ++i) {
-    if (life(i) != Life::kRemoved && !members_[i].backend->idle()) return false;
+    std::shared_ptr<GenerationBackend> b = backend(i);
+    if (b && life(i) != Life::kRemoved && !b->idle()) return false;
   }
   return true;
 }
@@ -840,7 +881,9 @@ void Router::stop() {
   }
   watchdog_cv_.notify_all();
   if (watchdog_.joinable()) watchdog_.join();
-  for (size_t i = 0; i < size(); ++i) members_[i].backend->stop();
+  for (size_t i = 0; i < size(); ++i) {
+    if (auto b = backend(i)) b->stop();
+  }
   // Anything caught between the two (an export that found its instance stopped).
   std::vector<RequestId> left;
   {

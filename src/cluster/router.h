@@ -137,7 +137,8 @@ class Router final : public GenerationBackend {
  private:
   enum class Life : int { kActive, kRemoving, kRemoved };
   struct Member {
-    std::unique_ptr<GenerationBackend> backend;
+    // Under backends_mu_ (read with backend(i)); null once removed.
+    std::shared_ptr<GenerationBackend> backend;
     std::string name;
     policy::InstanceRole role = policy::InstanceRole::kMixed;
     std::atomic<int> life{static_cast<int>(Life::kActive)};  // Life; kRemoved: stopped, out of every report
@@ -183,6 +184,9 @@ class Router final : public GenerationBackend {
   Life life(size_t i) const { return static_cast<Life>(members_[i].life.load()); }
   // Fills slot size() and publishes it (under mu_).
   void add_slot(std::unique_ptr<GenerationBackend> backend, const std::string& name, policy::InstanceRole role);
+  // Member i's backend (a reference that keeps it alive while used), null once removed.
+  std::shared_ptr<GenerationBackend> backend(size_t i) const;
+  instance::InstanceStatus status_of(size_t i) const;  // a removed member's: not running
   // padg: hands the macro layout to the routing policy (under mu_).
   void publish_layout();
   // Stops the members being removed that hold no request any more (watchdog).
@@ -213,6 +217,7 @@ class Router final : public GenerationBackend {
 
   std::unique_ptr<Member[]> members_;  // options_.max_instances slots; [0, size()) in use
   std::atomic<size_t> size_{0};
+  mutable std::mutex backends_mu_;  // guards Member::backend; never held while calling a backend
   RouterOptions options_;
   const Clock* clock_;
   std::shared_ptr<const model::LlamaModel> model_;
