@@ -105,7 +105,8 @@ PolicyDecision TemporalPolicy::plan(const InstanceView& view, TimePoint now) {
       PolicyDecision step = prefill;
       PolicyOptions smaller = options_;
       const Duration extra = need - predict(view, prefill);  // resume_slack, if any
-      while (slack && *slack < need && smaller.max_num_batched_tokens / 2 >= kMinPrefillTokens) {
+      while (temporal_.shrink_to_slack && slack && *slack < need &&
+             smaller.max_num_batched_tokens / 2 >= kMinPrefillTokens) {
         smaller.max_num_batched_tokens /= 2;
         smaller.chunk_size = options_.chunk_size > 0 ? std::min(options_.chunk_size, smaller.max_num_batched_tokens)
                                                      : smaller.max_num_batched_tokens;

@@ -69,7 +69,23 @@ TEST(TemporalPolicyTest, PrefillPriorityRunsOnlyPrefillChunksWhileTheSlackLasts)
   EXPECT_EQ(p.num_phase_switches(), 1);
 }
 
-TEST(TemporalPolicyTest, APrefillStepShrinksToTheSlackAndDecodesWhenNoneFits) {
+TEST(TemporalPolicyTest, APrefillStepThatWouldOverrunTheMeanSavedTpotDecodesInstead) {
+  TemporalPolicy p(policy_options(8, 256, 64), std::make_shared<LinearCost>());
+  InstanceView v = make_view(100, 100, 16);
+  // 20 tokens at 50 ms, first at 0; at 940 ms: 1000-940 = 60 ms saved each; the
+  // 64-token chunk needs 64 ms > 60 -> decode phase: one token for each decode.
+  v.running = {slo_decoding(1, 20, 0, 50), slo_decoding(2, 20, 0, 50)};
+  v.waiting = {waiting(3, 100)};
+  PolicyDecision d = p.plan(v, t(940));
+  EXPECT_EQ(d.runs, (std::vector<RunDecision>{run(1, 1), run(2, 1)}));
+  EXPECT_EQ(p.phase(), InstancePhase::kDecode);
+  // At 936 ms there are 64 ms saved: exactly enough -> prefill.
+  TemporalPolicy q(policy_options(8, 256, 64), std::make_shared<LinearCost>());
+  EXPECT_EQ(q.plan(v, t(936)).runs, (std::vector<RunDecision>{run(3, 64)}));
+  EXPECT_EQ(q.phase(), InstancePhase::kPrefill);
+}
+
+TEST(TemporalPolicyTest, ShrinkToSlackHalvesThePrefillStepUntilItFits) {
   // Two decodes with 20 tokens at SLO 50 ms, first token at 0: at time T each has
   // 1000 - T ms saved. A waiting 100-token prompt; budget 256, chunk 64.
   auto view = [] {
@@ -78,11 +94,10 @@ TEST(TemporalPolicyTest, APrefillStepShrinksToTheSlackAndDecodesWhenNoneFits) {
     v.waiting = {waiting(3, 100)};
     return v;
   };
-  auto policy = [] { return TemporalPolicy(policy_options(8, 256, 64), std::make_shared<LinearCost>()); };
-  // 936 ms: 64 ms saved, the 64-token chunk needs 64 ms: it fits exactly.
-  TemporalPolicy a = policy();
-  EXPECT_EQ(a.plan(view(), t(936)).runs, (std::vector<RunDecision>{run(3, 64)}));
-  EXPECT_EQ(a.phase(), InstancePhase::kPrefill);
+  auto policy = [] {
+    return TemporalPolicy(policy_options(8, 256, 64), std::make_shared<LinearCost>(),
+                          TemporalPolicy::Options{.shrink_to_slack = true});
+  };
   // 940 ms: 60 ms saved: 64 tokens overrun it; budget 128 (chunk still 64), then 64
   // (the same step), then 32 tokens (32 ms) fit.
   TemporalPolicy b = policy();
@@ -92,11 +107,17 @@ TEST(TemporalPolicyTest, APrefillStepShrinksToTheSlackAndDecodesWhenNoneFits) {
   TemporalPolicy c = policy();
   EXPECT_EQ(c.plan(view(), t(990)).runs, (std::vector<RunDecision>{run(1, 1), run(2, 1)}));
   EXPECT_EQ(c.phase(), InstancePhase::kDecode);
+  // The TTFT guard still runs the whole step: a prompt due by 990 + 64 + 10 ms.
+  InstanceView due = view();
+  due.waiting[0].arrival = t(900);
+  due.waiting[0].slo_ttft = std::chrono::milliseconds(164);
+  TemporalPolicy d = policy();
+  EXPECT_EQ(d.plan(due, t(990)).runs, (std::vector<RunDecision>{run(3, 64)}));
 }
 
 TEST(TemporalPolicyTest, APromptAboutToMissItsTtftPrefillsDespiteTheSlack) {
-  // At 990 ms (10 ms saved, no prefill step fits) with the prompt arrived at 900 ms.
-  // The horizon is the full prefill step (64 ms) plus a decode step (10 ms): 1064 ms.
+  // As above at 940 ms (60 ms saved < 64 ms needed), but the prompt arrived at 900
+  // ms. The horizon is the prefill step (64 ms) plus a decode step (10 ms): 1014 ms.
   auto view = [](int64_t slo_ttft_ms) {
     InstanceView v = make_view(100, 100, 16);
     v.running = {slo_decoding(1, 20, 0, 50), slo_decoding(2, 20, 0, 50)};
@@ -104,13 +125,13 @@ TEST(TemporalPolicyTest, APromptAboutToMissItsTtftPrefillsDespiteTheSlack) {
     v.waiting[0].slo_ttft = std::chrono::milliseconds(slo_ttft_ms);
     return v;
   };
-  // Deadline 900 + 164 = 1064 ms <= 1064: the full chunk prefills now.
+  // Deadline 900 + 114 = 1014 ms <= 1014: prefill now.
   TemporalPolicy p(policy_options(8, 256, 64), std::make_shared<LinearCost>());
-  EXPECT_EQ(p.plan(view(164), t(990)).runs, (std::vector<RunDecision>{run(3, 64)}));
+  EXPECT_EQ(p.plan(view(114), t(940)).runs, (std::vector<RunDecision>{run(3, 64)}));
   EXPECT_EQ(p.phase(), InstancePhase::kPrefill);
-  // Deadline 1065 ms: one more decode step first.
+  // Deadline 1015 ms: one more decode step first.
   TemporalPolicy q(policy_options(8, 256, 64), std::make_shared<LinearCost>());
-  EXPECT_EQ(q.plan(view(165), t(990)).runs, (std::vector<RunDecision>{run(1, 1), run(2, 1)}));
+  EXPECT_EQ(q.plan(view(115), t(940)).runs, (std::vector<RunDecision>{run(1, 1), run(2, 1)}));
   EXPECT_EQ(q.phase(), InstancePhase::kDecode);
 }
 
@@ -120,18 +141,17 @@ TEST(TemporalPolicyTest, ResumeSlackKeepsTheDecodePhaseUntilTheSlackIsRebuilt) {
   InstanceView v = make_view(100, 100, 16);
   v.waiting = {waiting(3, 100)};
   v.running = {slo_decoding(1, 20, 0, 50)};
-  // 1000 - 995 = 5 ms < 16: decode (the slack ran out).
-  EXPECT_EQ(p.plan(v, t(995)).runs, (std::vector<RunDecision>{run(1, 1)}));
-  // One token later (21 tokens, 1050 ms budget) at 1025 ms: 25 ms saved; going back
-  // needs a step plus 20 ms: 16 + 20 = 36 > 25: still decode.
+  // 1000 - 950 = 50 ms < 64: decode.
+  EXPECT_EQ(p.plan(v, t(950)).runs, (std::vector<RunDecision>{run(1, 1)}));
+  // One token later (21 tokens, 1050 budget) at 970 ms: 80 ms saved >= 64 but < 64 + 20: still decode.
   v.running = {slo_decoding(1, 21, 0, 50)};
-  EXPECT_EQ(p.plan(v, t(1025)).runs, (std::vector<RunDecision>{run(1, 1)}));
+  EXPECT_EQ(p.plan(v, t(970)).runs, (std::vector<RunDecision>{run(1, 1)}));
   EXPECT_EQ(p.num_phase_switches(), 0);  // an instance starts in the decode phase
-  // 22 tokens (1100) at 1030 ms: 70 ms saved: 64 + 20 = 84 does not fit, 32 + 20 = 52 does.
+  // 22 tokens (1100) at 990 ms: 110 ms >= 84 -> prefill again.
   v.running = {slo_decoding(1, 22, 0, 50)};
-  EXPECT_EQ(p.plan(v, t(1030)).runs, (std::vector<RunDecision>{run(3, 32)}));
+  EXPECT_EQ(p.plan(v, t(990)).runs, (std::vector<RunDecision>{run(3, 64)}));
   EXPECT_EQ(p.phase(), InstancePhase::kPrefill);
-  EXPECT_EQ(p.last_phase_switch(), t(1030));
+  EXPECT_EQ(p.last_phase_switch(), t(990));
   EXPECT_EQ(p.num_phase_switches(), 1);
 }
 
