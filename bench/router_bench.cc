@@ -8,6 +8,8 @@
 //     and records the routed prompt, as the live router does.
 //   BM_PdDispatch/<instances>: fudg's choice of a prefill and a decode instance
 //     (a quarter prefill).
+//   BM_Padg/<instances>: padg's PadgRouter (least-loaded macro instance of 4, then
+//     Algorithms 1 and 2 with a profiled cost model's prediction).
 // policy: 0 = round-robin, 1 = least-loaded, 2 = cache-aware. Run e.g.
 //   build/bench/router_bench --benchmark_filter=Route
 #include <benchmark/benchmark.h>
@@ -15,7 +17,9 @@
 #include <random>
 #include <vector>
 
+#include "policy/padg_router.h"
 #include "policy/pd_dispatch.h"
+#include "policy/profiled_cost_model.h"
 #include "policy/router_policy.h"
 
 namespace ecoserve::policy {
@@ -84,6 +88,39 @@ void BM_PdDispatch(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_PdDispatch)->Arg(2)->Arg(100)->Arg(1000);
+
+void BM_Padg(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  ClusterView view = make_view(n, 4);
+  std::mt19937_64 rng(5);
+  for (InstanceLoad& l : view.instances) {
+    l.pending_prefill_seconds = static_cast<double>(rng() % 3000) / 1000.0;
+    l.num_slo_decoding = static_cast<int32_t>(rng() % 32);
+    l.mean_saved_tpot_seconds = static_cast<double>(rng() % 2000) / 1000.0;
+  }
+  // A small measured-shape profile: prefill 1.5 ms per token, decode 2 ms per sequence.
+  CostProfile profile;
+  for (int32_t c : {0, 512}) {
+    for (int32_t t : {16, 64, 256, 512}) profile.prefill.push_back({t, c, 0.0015 * t + 0.001 * c / 512});
+  }
+  for (int32_t c : {32, 512}) {
+    for (int32_t b : {1, 8, 32}) profile.decode.push_back({b, c, 0.002 * b + 0.0005 * c / 512});
+  }
+  std::shared_ptr<const CostModel> cost = std::move(ProfiledCostModel::create(profile)).value();
+  PadgRouter router(PadgRouterOptions{}, cost);
+  std::vector<std::vector<InstanceId>> layout;
+  for (int i = 0; i < n; ++i) {
+    if (i % 4 == 0) layout.emplace_back();
+    layout.back().push_back(InstanceId(i));
+  }
+  router.set_layout(layout);
+  for (auto _ : state) {
+    RouteRequest r;
+    r.prompt_len = 512;
+    benchmark::DoNotOptimize(router.decide(view, r));
+  }
+}
+BENCHMARK(BM_Padg)->Arg(2)->Arg(100)->Arg(1000);
 
 }  // namespace
 }  // namespace ecoserve::policy

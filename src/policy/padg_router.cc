@@ -34,6 +34,7 @@ const char* padg_check_name(PadgCheck c) {
     case PadgCheck::kTtft: return "ttft";
     case PadgCheck::kTpot: return "tpot";
     case PadgCheck::kKv: return "kv";
+    case PadgCheck::kDecodeStep: return "decode_step";
     case PadgCheck::kUnavailable: return "unavailable";
   }
   return "unknown";
@@ -71,7 +72,15 @@ PadgCheck PadgRouter::check_constraints(const InstanceLoad& l, const RouteReques
   const double total = l.pending_prefill_seconds + prefill_seconds;
   if (total > to_seconds(slo_ttft)) return PadgCheck::kTtft;
   if (l.num_slo_decoding > 0 && l.mean_saved_tpot_seconds < total) return PadgCheck::kTpot;
-  return kv_fits(l, req) ? PadgCheck::kNone : PadgCheck::kKv;
+  if (!kv_fits(l, req)) return PadgCheck::kKv;
+  if (options_.check_decode_step && cost_model_) {
+    const Duration slo_tpot = req.slo_tpot > Duration::zero() ? req.slo_tpot : options_.default_slo_tpot;
+    StepShape batch;
+    batch.decode_seqs = l.num_requests() + 1;
+    batch.decode_context_tokens = l.load_tokens() + req.prompt_len;
+    if (cost_model_->step_seconds(batch) > to_seconds(slo_tpot)) return PadgCheck::kDecodeStep;
+  }
+  return PadgCheck::kNone;
 }
 
 PadgDecision PadgRouter::decide(const ClusterView& view, const RouteRequest& req) {

@@ -19,7 +19,9 @@
 //  time of r (CostModel::prefill_seconds, chunked):
 //    TTFT: P <= SLO_TTFT;
 //    TPOT: the mean saved TPOT of i's decodes >= P (holds when none has a TPOT SLO);
-//    KV:   blocks_for(prompt + 1) <= free blocks - blocks_for(queued prompt tokens).
+//    KV:   blocks_for(prompt + 1) <= free blocks - blocks_for(queued prompt tokens);
+//    and (options.check_decode_step) the decode step of i's requests plus r
+//    predicted within SLO_TPOT.
 //
 //  When no member passes: with reject_unmeetable the request is rejected with a
 //  reason when its predicted TTFT (P on the best member) exceeds SLO_TTFT;
@@ -48,10 +50,16 @@ struct PadgRouterOptions {
   Duration default_slo_tpot = std::chrono::milliseconds(200);
   int32_t chunk_size = 512;        // the instances' prefill chunk (for predictions)
   bool reject_unmeetable = false;  // reject when no instance can meet the TTFT SLO
+  // A fourth check, not in the paper: the decode batch the request joins must still
+  // step within SLO_TPOT (the cost model's decode step for the instance's requests
+  // plus this one, at their context). The paper's GPUs decode a batch about as fast
+  // as one sequence, so staying on one instance costs the decodes nothing; on a CPU
+  // a decode step grows with the batch and Algorithm 1 alone piles decodes up.
+  bool check_decode_step = true;
 };
 
 // Why a member failed CheckConstraints (kNone: it passed).
-enum class PadgCheck : uint8_t { kNone, kTtft, kTpot, kKv, kUnavailable };
+enum class PadgCheck : uint8_t { kNone, kTtft, kTpot, kKv, kDecodeStep, kUnavailable };
 const char* padg_check_name(PadgCheck c);
 
 struct PadgDecision {

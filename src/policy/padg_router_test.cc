@@ -83,6 +83,35 @@ TEST(PadgRouterTest, CheckConstraintsFailsOnEachConstraintAlone) {
   EXPECT_EQ(r.check_constraints(sick, req, 0.300), PadgCheck::kUnavailable);
 }
 
+// Prefill 1 ms per token; a decode step 2 ms per sequence plus 1 ms per 1,000 context tokens.
+class CpuLikeCost final : public CostModel {
+ public:
+  double step_seconds(const StepShape& s) const override {
+    return 0.001 * s.prefill_tokens + 0.002 * s.decode_seqs + 1e-6 * static_cast<double>(s.decode_context_tokens);
+  }
+  std::string_view name() const override { return "cpu-like"; }
+};
+
+TEST(PadgRouterTest, TheDecodeStepCheckKeepsABatchWithinTheTpotSlo) {
+  PadgRouterOptions o = options(10000);
+  o.default_slo_tpot = std::chrono::milliseconds(25);
+  PadgRouter r(o, std::make_shared<CpuLikeCost>());
+  const RouteRequest req = prompt(100);
+  // 9 requests holding 1,900 tokens, plus this one: 10 x 2 ms + 2,000 x 1 us = 22 ms <= 25.
+  InstanceLoad l = idle(1);
+  l.num_running = 9;
+  l.num_running_tokens = 1900;
+  EXPECT_EQ(r.check_constraints(l, req, 0.100), PadgCheck::kNone);
+  // 11 of them with 2,900 tokens: 12 x 2 + 3.0 = 27 ms > 25: decode_step alone.
+  l.num_running = 11;
+  l.num_running_tokens = 2900;
+  EXPECT_EQ(r.check_constraints(l, req, 0.100), PadgCheck::kDecodeStep);
+  EXPECT_STREQ(padg_check_name(PadgCheck::kDecodeStep), "decode_step");
+  // The paper's three checks only.
+  o.check_decode_step = false;
+  EXPECT_EQ(PadgRouter(o, std::make_shared<CpuLikeCost>()).check_constraints(l, req, 0.100), PadgCheck::kNone);
+}
+
 TEST(PadgRouterTest, AlgorithmOneStaysWhileConstraintsHoldThenAdvancesAndWraps) {
   PadgRouter r(options(1000), std::make_shared<PerTokenCost>());
   ClusterView v;
