@@ -66,18 +66,19 @@ double PadgRouter::predict_prefill_seconds(const RouteRequest& req) const {
   return cost_model_->prefill_seconds(req.prompt_len, 0, options_.chunk_size);
 }
 
-PadgCheck PadgRouter::check_constraints(const InstanceLoad& l, const RouteRequest& req, double prefill_seconds) const {
+PadgCheck PadgRouter::check_constraints(const InstanceLoad& l, const RouteRequest& req, double prefill_seconds,
+                                        bool decode_step) const {
   if (!candidate(l)) return PadgCheck::kUnavailable;
   const Duration slo_ttft = req.slo_ttft > Duration::zero() ? req.slo_ttft : options_.default_slo_ttft;
   const double total = l.pending_prefill_seconds + prefill_seconds;
   if (total > to_seconds(slo_ttft)) return PadgCheck::kTtft;
   if (l.num_slo_decoding > 0 && l.mean_saved_tpot_seconds < total) return PadgCheck::kTpot;
   if (!kv_fits(l, req)) return PadgCheck::kKv;
-  if (options_.check_decode_step && cost_model_) {
+  if (decode_step && options_.check_decode_step && cost_model_) {
     const Duration slo_tpot = req.slo_tpot > Duration::zero() ? req.slo_tpot : options_.default_slo_tpot;
     StepShape batch;
-    batch.decode_seqs = l.num_requests() + 1;
-    batch.decode_context_tokens = l.load_tokens() + req.prompt_len;
+    batch.decode_seqs = l.num_running + 1;
+    batch.decode_context_tokens = l.num_running_tokens + req.prompt_len;
     if (cost_model_->step_seconds(batch) > to_seconds(slo_tpot)) return PadgCheck::kDecodeStep;
   }
   return PadgCheck::kNone;
@@ -119,18 +120,22 @@ PadgDecision PadgRouter::decide(const ClusterView& view, const RouteRequest& req
   d.macro_index = best_macro;
   const std::vector<InstanceId>& members = layout_[static_cast<size_t>(best_macro)];
   size_t& last = last_[static_cast<size_t>(best_macro)];
-  // Algorithm 1: "last" while Algorithm 2 holds there, else the next in the ring.
-  for (size_t k = 0; k < members.size(); ++k) {
-    const size_t at = (last + k) % members.size();
-    auto it = position.find(members[at].value);
-    if (it == position.end()) continue;
-    const InstanceLoad& l = view.instances[it->second];
-    if (check_constraints(l, req, d.predicted_prefill_seconds) == PadgCheck::kNone) {
-      last = at;
-      d.instance = l.id;
-      d.constraints_met = true;
-      d.predicted_ttft_seconds = l.pending_prefill_seconds + d.predicted_prefill_seconds;
-      return d;
+  // Algorithm 1: "last" while Algorithm 2 holds there, else the next in the ring;
+  // first with the decode-step check, then (no member passing it) with the paper's
+  // three checks alone.
+  for (int pass = options_.check_decode_step ? 0 : 1; pass < 2; ++pass) {
+    for (size_t k = 0; k < members.size(); ++k) {
+      const size_t at = (last + k) % members.size();
+      auto it = position.find(members[at].value);
+      if (it == position.end()) continue;
+      const InstanceLoad& l = view.instances[it->second];
+      if (check_constraints(l, req, d.predicted_prefill_seconds, /*decode_step=*/pass == 0) == PadgCheck::kNone) {
+        last = at;
+        d.instance = l.id;
+        d.constraints_met = true;
+        d.predicted_ttft_seconds = l.pending_prefill_seconds + d.predicted_prefill_seconds;
+        return d;
+      }
     }
   }
   // No member passes: the least predicted TTFT, preferring members with KV room.

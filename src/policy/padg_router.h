@@ -20,8 +20,8 @@
 //    TTFT: P <= SLO_TTFT;
 //    TPOT: the mean saved TPOT of i's decodes >= P (holds when none has a TPOT SLO);
 //    KV:   blocks_for(prompt + 1) <= free blocks - blocks_for(queued prompt tokens);
-//    and (options.check_decode_step) the decode step of i's requests plus r
-//    predicted within SLO_TPOT.
+//    and (options.check_decode_step) the decode step of i's decoding requests
+//    plus r predicted within SLO_TPOT.
 //
 //  When no member passes: with reject_unmeetable the request is rejected with a
 //  reason when its predicted TTFT (P on the best member) exceeds SLO_TTFT;
@@ -50,9 +50,11 @@ struct PadgRouterOptions {
   Duration default_slo_tpot = std::chrono::milliseconds(200);
   int32_t chunk_size = 512;        // the instances' prefill chunk (for predictions)
   bool reject_unmeetable = false;  // reject when no instance can meet the TTFT SLO
-  // A fourth check, not in the paper: the decode batch the request joins must still
-  // step within SLO_TPOT (the cost model's decode step for the instance's requests
-  // plus this one, at their context). The paper's GPUs decode a batch about as fast
+  // A fourth check, not in the paper, as a preference: Algorithm 1 first looks for
+  // a member passing all four, then for one passing the paper's three. The decode
+  // batch the request joins should still step within SLO_TPOT (the cost model's decode step for the instance's decoding
+  // requests plus this one, at their context; queued prompts are left out, as
+  // decodes finish while they prefill). The paper's GPUs decode a batch about as fast
   // as one sequence, so staying on one instance costs the decodes nothing; on a CPU
   // a decode step grows with the batch and Algorithm 1 alone piles decodes up.
   bool check_decode_step = true;
@@ -89,7 +91,9 @@ class PadgRouter final : public RouterPolicy {
   void remove_instance(InstanceId id) override;
 
   // Algorithm 2 on one instance (pure; exposed for tests and the admin API).
-  PadgCheck check_constraints(const InstanceLoad& load, const RouteRequest& req, double prefill_seconds) const;
+  // `decode_step` false leaves out the fourth check (the paper's three only).
+  PadgCheck check_constraints(const InstanceLoad& load, const RouteRequest& req, double prefill_seconds,
+                              bool decode_step = true) const;
   double predict_prefill_seconds(const RouteRequest& req) const;
 
  private:

@@ -97,10 +97,13 @@ TEST(PadgRouterTest, TheDecodeStepCheckKeepsABatchWithinTheTpotSlo) {
   o.default_slo_tpot = std::chrono::milliseconds(25);
   PadgRouter r(o, std::make_shared<CpuLikeCost>());
   const RouteRequest req = prompt(100);
-  // 9 requests holding 1,900 tokens, plus this one: 10 x 2 ms + 2,000 x 1 us = 22 ms <= 25.
+  // 9 decoding requests holding 1,900 tokens, plus this one: 10 x 2 ms + 2,000 x 1 us
+  // = 22 ms <= 25. Queued prompts do not count (decodes finish while they prefill).
   InstanceLoad l = idle(1);
   l.num_running = 9;
   l.num_running_tokens = 1900;
+  l.num_waiting = 5;
+  l.num_waiting_tokens = 500;
   EXPECT_EQ(r.check_constraints(l, req, 0.100), PadgCheck::kNone);
   // 11 of them with 2,900 tokens: 12 x 2 + 3.0 = 27 ms > 25: decode_step alone.
   l.num_running = 11;
@@ -108,8 +111,25 @@ TEST(PadgRouterTest, TheDecodeStepCheckKeepsABatchWithinTheTpotSlo) {
   EXPECT_EQ(r.check_constraints(l, req, 0.100), PadgCheck::kDecodeStep);
   EXPECT_STREQ(padg_check_name(PadgCheck::kDecodeStep), "decode_step");
   // The paper's three checks only.
+  EXPECT_EQ(r.check_constraints(l, req, 0.100, /*decode_step=*/false), PadgCheck::kNone);
   o.check_decode_step = false;
   EXPECT_EQ(PadgRouter(o, std::make_shared<CpuLikeCost>()).check_constraints(l, req, 0.100), PadgCheck::kNone);
+
+  // In Algorithm 1 it is a preference. "last" (instance 1) has a full decode batch,
+  // instance 2 room: the request moves on to 2.
+  PadgRouterOptions strict = options(10000);
+  strict.default_slo_tpot = std::chrono::milliseconds(25);
+  PadgRouter pref(strict, std::make_shared<CpuLikeCost>());
+  ClusterView v;
+  v.instances = {l, idle(2)};
+  pref.set_layout({{InstanceId(1), InstanceId(2)}});
+  EXPECT_EQ(pref.decide(v, req).instance, InstanceId(2));
+  // Both full: the paper's checks decide, and "last" (now 2) keeps it.
+  v.instances[1] = l;
+  v.instances[1].id = InstanceId(2);
+  const PadgDecision both = pref.decide(v, req);
+  EXPECT_EQ(both.instance, InstanceId(2));
+  EXPECT_TRUE(both.constraints_met);
 }
 
 TEST(PadgRouterTest, AlgorithmOneStaysWhileConstraintsHoldThenAdvancesAndWraps) {
