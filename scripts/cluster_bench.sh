@@ -12,7 +12,8 @@
 # ms on one thread). RATE (req/s, default 2) and NUM_PROMPTS (default 200) shape a
 # Poisson load of the `sharegpt` preset scaled by $LENGTH_SCALE (default 0.2, to
 # fit the context). Results: build/cluster_bench/ (bench reports, each run's
-# timeline as JSON and as an SVG of its last 20 s). ONLY="a b" runs a subset.
+# timeline as JSON and as an SVG of its last 20 s, with `ecoserve timeline`'s
+# summary of prompt work per instance and its overlap). ONLY="a b" runs a subset.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=build/ecoserve
@@ -95,6 +96,8 @@ for entry in "${strategies[@]}"; do
   # The run's engine steps per instance: JSON and a picture (phases are visible under padg).
   curl -s "$url/admin/timeline?seconds=3600" >"$out/$name.timeline.json" || true
   "$bin" timeline --url "$url" --seconds 20 -o "$out/$name.timeline.svg" >/dev/null 2>&1 || true
+  # How the instances shared prompt work over the whole run (staggered under padg).
+  "$bin" timeline --from "$out/$name.timeline.json" 2>&1 | sed "s/^/  /" || true
   kill -TERM "$pid"
   wait "$pid" || { echo "[cluster_bench] $name: the server did not exit 0"; status=1; }
 done

@@ -8,17 +8,16 @@
 #
 # Environment: STRATEGIES (names below, space-separated; default all), PRESETS
 # (default "alpaca sharegpt longbench"), NUM_PROMPTS per probe (60), SEARCH_STEPS
-# (5), ATTAINMENT (90), SEARCH_MAX_RATE (8 req/s), and per preset the length scale and SLOs. The SLOs follow
-# EcoServe's Table 4 rule of thumb, from the model's profile on this machine
-# (`ecoserve profile cost -m MODEL -t 1`, which padg also reads): TPOT SLO = 5 x a
-# batch-1 decode step, TTFT SLO = 5 x the prefill of the preset's mean (scaled)
-# prompt. Defaults for the 110m synth model on one thread of a Zen-class EPYC
-# (decode 4.3 ms at batch 1, prefill about 1.5 ms per token):
-# ALPACA_SCALE=0.5 ALPACA_TTFT_MS=150 ALPACA_TPOT_MS=25, SHAREGPT_SCALE=0.3
-# SHAREGPT_TTFT_MS=800 SHAREGPT_TPOT_MS=25, LONGBENCH_SCALE=0.15
-# LONGBENCH_TTFT_MS=3100 LONGBENCH_TPOT_MS=25 (the scales keep the presets' long
-# tails inside the 1,024-token context). The server gets the same SLOs as its
-# defaults (padg schedules by them; the others ignore them).
+# (5), ATTAINMENT (90), SEARCH_MAX_RATE (8 req/s), and per preset the length
+# scale (ALPACA_SCALE=0.5, SHAREGPT_SCALE=0.3, LONGBENCH_SCALE=0.15: they keep the
+# presets' long tails inside the 1,024-token context) and SLOs. The SLOs follow
+# EcoServe's Table 4 rule of thumb on this machine: `ecoserve profile slo` reads
+# the model's cost profile (`ecoserve profile cost -m MODEL -t 1`, measured here
+# once and also read by padg) and gives TPOT SLO = 5 x a batch-1 decode step at
+# the mean context, TTFT SLO = 5 x the prefill of the preset's mean (scaled)
+# prompt. ALPACA_TTFT_MS, ALPACA_TPOT_MS, SHAREGPT_..., LONGBENCH_... override
+# them. The server gets the same SLOs as its defaults (padg schedules by them;
+# the others ignore them).
 # ECOSERVE_BIN picks the binary (default build/ecoserve). Results: build/goodput/ (one bench JSON per run) and a table on stdout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,8 +38,14 @@ declare -A flags=(
 strategies=(${STRATEGIES:-nodg-prefill-first nodg-chunked fudg-1p1d padg})
 presets=(${PRESETS:-alpaca sharegpt longbench})
 declare -A scale=([alpaca]=${ALPACA_SCALE:-0.5} [sharegpt]=${SHAREGPT_SCALE:-0.3} [longbench]=${LONGBENCH_SCALE:-0.15})
-declare -A ttft=([alpaca]=${ALPACA_TTFT_MS:-150} [sharegpt]=${SHAREGPT_TTFT_MS:-800} [longbench]=${LONGBENCH_TTFT_MS:-3100})
-declare -A tpot=([alpaca]=${ALPACA_TPOT_MS:-25} [sharegpt]=${SHAREGPT_TPOT_MS:-25} [longbench]=${LONGBENCH_TPOT_MS:-25})
+declare -A ttft=([alpaca]=${ALPACA_TTFT_MS:-} [sharegpt]=${SHAREGPT_TTFT_MS:-} [longbench]=${LONGBENCH_TTFT_MS:-})
+declare -A tpot=([alpaca]=${ALPACA_TPOT_MS:-} [sharegpt]=${SHAREGPT_TPOT_MS:-} [longbench]=${LONGBENCH_TPOT_MS:-})
+for preset in "${presets[@]}"; do
+  derived=$("$bin" profile slo -m "$model" --preset "$preset" --length-scale "${scale[$preset]}")
+  [ -n "${ttft[$preset]}" ] || ttft[$preset]=$(sed -n 's/.*slo_ttft_ms=\([0-9]*\).*/\1/p' <<<"$derived")
+  [ -n "${tpot[$preset]}" ] || tpot[$preset]=$(sed -n 's/.*slo_tpot_ms=\([0-9]*\).*/\1/p' <<<"$derived")
+  echo "[goodput] $preset (length scale ${scale[$preset]}): SLOs TTFT ${ttft[$preset]} ms, TPOT ${tpot[$preset]} ms"
+done
 
 printf "%-20s %-10s %s\n" strategy preset result
 for preset in "${presets[@]}"; do

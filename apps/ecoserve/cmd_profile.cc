@@ -1,6 +1,7 @@
 // ecoserve profile engine: prefill and batched-decode throughput of one model.
 // ecoserve profile cost: the step-time table (CostProfile) EcoServe's cost model reads.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <random>
 #include <set>
@@ -14,6 +15,7 @@
 #include "engine/cost_profiler.h"
 #include "engine/model_runner.h"
 #include "kernels/machine_peak.h"
+#include "loadgen/length_distribution.h"
 #include "model/llama_model.h"
 #include "policy/profiled_cost_model.h"
 
@@ -323,6 +325,62 @@ int run_profile_cost(const CostArgs& a) {
   return 0;
 }
 
+struct SloArgs {
+  std::string model;
+  std::string profile;
+  std::string preset;
+  std::string input_len;
+  std::string output_len;
+  double length_scale = 1.0;
+  double ttft_factor = 5.0;
+  double tpot_factor = 5.0;
+  int32_t chunk_size = 512;
+};
+
+// SLOs from a saved cost profile and a workload's mean lengths (EcoServe Table 4's
+// rule); one shell-friendly line on stdout, the working on stderr.
+int run_profile_slo(const SloArgs& a) {
+  auto fail = [](const Status& s) {
+    std::fprintf(stderr, "error: %s\n", s.message().c_str());
+    return 1;
+  };
+  const std::string path = !a.profile.empty() ? a.profile : engine::default_cost_profile_path(a.model);
+  auto profile = engine::load_cost_profile(path);
+  if (!profile.ok()) {
+    if (profile.status().code() == StatusCode::kNotFound && a.profile.empty()) {
+      return fail(not_found_error("no cost profile at {}: measure one with 'ecoserve profile cost -m {} -t THREADS'",
+                                  path, a.model));
+    }
+    return fail(profile.status());
+  }
+  auto model = policy::ProfiledCostModel::create(*profile);
+  if (!model.ok()) return fail(model.status());
+  const std::string in_spec = !a.input_len.empty() ? a.input_len : a.preset;
+  const std::string out_spec = !a.output_len.empty() ? a.output_len : a.preset;
+  if (in_spec.empty() || out_spec.empty()) {
+    return fail(invalid_argument_error("give --preset, or --input-len and --output-len"));
+  }
+  auto in = loadgen::LengthDistribution::parse(in_spec, loadgen::LengthSide::kInput);
+  if (!in.ok()) return fail(in.status());
+  auto out = loadgen::LengthDistribution::parse(out_spec, loadgen::LengthSide::kOutput);
+  if (!out.ok()) return fail(out.status());
+  policy::SloRule rule;
+  rule.mean_prompt_tokens = in->mean() * a.length_scale;
+  rule.mean_output_tokens = out->mean() * a.length_scale;
+  rule.ttft_factor = a.ttft_factor;
+  rule.tpot_factor = a.tpot_factor;
+  rule.chunk_size = a.chunk_size;
+  const policy::SloTargets t = policy::derive_slos(**model, rule);
+  std::fprintf(stderr,
+               "[profile slo] %s (%s, %d threads): mean prompt %.1f tokens, mean output %.1f; TTFT SLO = %g x "
+               "prefill of the mean prompt, TPOT SLO = %g x a batch-1 decode step at context %.0f\n",
+               path.c_str(), profile->machine.c_str(), profile->threads, rule.mean_prompt_tokens,
+               rule.mean_output_tokens, a.ttft_factor, a.tpot_factor,
+               rule.mean_prompt_tokens + rule.mean_output_tokens / 2);
+  std::printf("slo_ttft_ms=%lld slo_tpot_ms=%lld\n", std::llround(t.ttft_seconds * 1e3), std::llround(t.tpot_seconds * 1e3));
+  return 0;
+}
+
 }  // namespace
 
 void add_profile_command(CLI::App& app, int& exit_code) {
@@ -374,6 +432,35 @@ void add_profile_command(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(1, 100));
   cost->add_option("--block-size", cost_args->block_size, "KV block size")->capture_default_str()->check(CLI::Range(1, 4096));
   cost->callback([cost_args, &exit_code] { exit_code = run_profile_cost(*cost_args); });
+
+  auto slo_args = std::make_shared<SloArgs>();
+  auto* slo = cmd->add_subcommand(
+      "slo", "Derive TTFT and TPOT SLOs for a workload from a saved cost profile, the way EcoServe's Table 4 sets them: "
+             "TTFT = --ttft-factor x the prefill of a mean prompt, TPOT = --tpot-factor x a batch-1 decode step at the "
+             "mean context. Prints 'slo_ttft_ms=N slo_tpot_ms=M' (for serve's and bench's --slo-ttft-ms and "
+             "--slo-tpot-ms)");
+  auto* src = slo->add_option_group("profile", "where the cost profile is");
+  src->add_option("-m,--model", slo_args->model, "model file whose MODEL.profile.json to read")
+      ->check(CLI::ExistingFile);
+  src->add_option("--profile", slo_args->profile, "cost profile JSON ('ecoserve profile cost -o')")
+      ->check(CLI::ExistingFile);
+  src->require_option(1);
+  slo->add_option("--preset", slo_args->preset, "alpaca, sharegpt or longbench (both lengths)");
+  slo->add_option("--input-len", slo_args->input_len, "prompt lengths, as bench's --input-len (instead of the preset's)");
+  slo->add_option("--output-len", slo_args->output_len, "output lengths, as bench's --output-len");
+  slo->add_option("--length-scale", slo_args->length_scale, "multiply the lengths by this (as bench's)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  slo->add_option("--ttft-factor", slo_args->ttft_factor, "TTFT SLO in mean-prompt prefills")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  slo->add_option("--tpot-factor", slo_args->tpot_factor, "TPOT SLO in batch-1 decode steps")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  slo->add_option("--chunk-size", slo_args->chunk_size, "the server's prefill chunk")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  slo->callback([slo_args, &exit_code] { exit_code = run_profile_slo(*slo_args); });
 }
 
 }  // namespace ecoserve::apps

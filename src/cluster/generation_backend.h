@@ -60,6 +60,11 @@ struct ClusterStats {
   int64_t retries = 0;               // requests sent to another instance before their first token
   int64_t instances_added = 0;       // by add_instance (not the initial ones)
   int64_t instances_removed = 0;     // stopped after remove_instance
+  // padg: macro-layout changes (an instance handle joining, moving between or
+  // leaving macro instances by the mitosis rules) and how long the last took
+  // (planning and publishing it to the routing policy; nothing restarts).
+  int64_t layout_changes = 0;
+  double last_layout_change_seconds = 0.0;
   std::vector<MacroReport> macros;   // padg: the macro instances, oldest first
 };
 

@@ -103,11 +103,13 @@ void Router::add_slot(std::unique_ptr<GenerationBackend> backend, const std::str
   probes_[i].ever = true;
   if (padg()) {
     // The macro instances the mitosis rules make of the instances added one by one.
+    const TimePoint t0 = clock_->now();
     StatusOr<policy::ScalePlan> plan = policy::plan_add(layout_, InstanceId(static_cast<int32_t>(i)), options_.mitosis);
     ECO_CHECK_MSG(plan.ok(), "{}", plan.status().to_string());
     const Status applied = policy::apply(layout_, *plan);
     ECO_CHECK_MSG(applied.ok(), "{}", applied.to_string());
     publish_layout();
+    note_layout_change(t0);
   }
   size_.store(i + 1, std::memory_order_release);
 }
@@ -133,6 +135,23 @@ void Router::publish_layout() {
     for (InstanceId id : g.members) r.members.push_back(members_[static_cast<size_t>(id.value)].name);
     stats_.macros.push_back(std::move(r));
   }
+}
+
+void Router::note_layout_change(TimePoint start) {
+  ++stats_.layout_changes;
+  stats_.last_layout_change_seconds = to_seconds(clock_->now() - start);
+  spdlog::info("router: macro instances now {} (layout changed in {:.0f} us)", layout_summary(),
+               stats_.last_layout_change_seconds * 1e6);
+}
+
+std::string Router::layout_summary() const {
+  std::string text;
+  for (const MacroReport& m : stats_.macros) {
+    text += text.empty() ? "[" : " [";
+    for (size_t k = 0; k < m.members.size(); ++k) text += (k ? " " : "") + m.members[k];
+    text += "]";
+  }
+  return text;
 }
 
 StatusOr<std::string> Router::add_instance(const std::string& address) {
@@ -185,10 +204,12 @@ Status Router::remove_instance(const std::string& name) {
   if (active <= 1) return failed_precondition_error("instance '{}' is the last active instance", name);
   const InstanceId id(static_cast<int32_t>(victim));
   if (padg()) {
+    const TimePoint t0 = clock_->now();
     StatusOr<policy::ScalePlan> plan = policy::plan_remove_instance(layout_, id, options_.mitosis);
     if (!plan.ok()) return plan.status();
     ECO_RETURN_IF_ERROR(policy::apply(layout_, *plan));
     publish_layout();
+    note_layout_change(t0);
   }
   members_[victim].life.store(static_cast<int>(Life::kRemoving));
   policy_->remove_instance(id);

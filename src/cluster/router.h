@@ -187,6 +187,9 @@ class Router final : public GenerationBackend {
   // Member i's backend (a reference that keeps it alive while used), null once removed.
   std::shared_ptr<GenerationBackend> backend(size_t i) const;
   instance::InstanceStatus status_of(size_t i) const;  // a removed member's: not running
+  // padg: counts a layout change that began at `start` and logs the new layout (under mu_).
+  void note_layout_change(TimePoint start);
+  std::string layout_summary() const;  // "[0 1] [2 3]" (under mu_)
   // padg: hands the macro layout to the routing policy (under mu_).
   void publish_layout();
   // Stops the members being removed that hold no request any more (watchdog).

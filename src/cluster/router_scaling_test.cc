@@ -206,7 +206,9 @@ TEST_P(RouterScalingTest, AddAndRemoveUnderLoadLoseNothingAndRestartNothing) {
   EXPECT_GE(reports[0].status.steps, steps_before);
   // Least-loaded sends the next requests to the new, empty instance. (padg stays on
   // its last instance while the constraints hold, which depends on timing here.)
-  if (!padg_) EXPECT_GT(reports[1].status.generation_tokens_total, 0) << "the added instance got nothing";
+  if (!padg_) {
+    EXPECT_GT(reports[1].status.generation_tokens_total, 0) << "the added instance got nothing";
+  }
   EXPECT_EQ(r->remove_instance("0").code(), StatusCode::kNotFound);
   EXPECT_EQ(r->remove_instance("1").code(), StatusCode::kOk);
   EXPECT_EQ(r->remove_instance("2").code(), StatusCode::kFailedPrecondition);  // the last active one
@@ -214,6 +216,10 @@ TEST_P(RouterScalingTest, AddAndRemoveUnderLoadLoseNothingAndRestartNothing) {
     // Mitosis with the defaults (N_l 2, N_u 4): one macro instance holds them all.
     ASSERT_EQ(r->cluster_stats().macros.size(), 1u);
     EXPECT_EQ(r->cluster_stats().macros[0].members, (std::vector<std::string>{"2"}));
+    // Handles moved five times (two initial instances, one added, two removed).
+    EXPECT_EQ(r->cluster_stats().layout_changes, 5);
+  } else {
+    EXPECT_EQ(r->cluster_stats().layout_changes, 0);
   }
   // Once instance 1 is gone only the added instance is left to serve.
   for (int k = 0; k < 250 && r->cluster_stats().instances_removed < 2; ++k) {

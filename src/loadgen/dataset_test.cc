@@ -211,6 +211,7 @@ TEST(LengthDistribution, PresetsMatchTable4) {
     std::nth_element(v.begin(), v.begin() + n / 2, v.end());
     double median = v[n / 2];
     EXPECT_NEAR(sum / n, c.mean, c.mean * 0.04) << c.name;
+    EXPECT_NEAR(d->mean(), c.mean, 1e-9 * c.mean) << c.name;  // the closed form
     EXPECT_NEAR(median, c.median, std::max(1.0, c.median * 0.03)) << c.name;
   }
 }
@@ -229,6 +230,8 @@ TEST(LengthDistribution, ParseAndScale) {
     EXPECT_GE(x, 5);
     EXPECT_LE(x, 7);
   }
+  EXPECT_DOUBLE_EQ(c->mean(), 128.0);
+  EXPECT_DOUBLE_EQ(u->mean(), 6.0);
   EXPECT_FALSE(LengthDistribution::parse("lognormal:10:20", LengthSide::kInput).ok());
   EXPECT_FALSE(LengthDistribution::parse("banana", LengthSide::kInput).ok());
   EXPECT_FALSE(LengthDistribution::parse("-3", LengthSide::kInput).ok());

@@ -125,6 +125,16 @@ std::int64_t LengthDistribution::sample(std::mt19937_64& rng, double scale) cons
   return std::max<std::int64_t>(1, static_cast<std::int64_t>(v));
 }
 
+double LengthDistribution::mean() const {
+  switch (kind_) {
+    case Kind::kConstant: return a_;
+    case Kind::kUniform: return (a_ + b_) / 2.0;
+    case Kind::kLognormal: return std::exp(a_ + b_ * b_ / 2.0);
+    case Kind::kReflectedLognormal: return max_ - std::exp(a_ + b_ * b_ / 2.0);
+  }
+  return a_;
+}
+
 std::string LengthDistribution::describe() const { return name_; }
 
 }  // namespace ecoserve::loadgen

@@ -41,6 +41,9 @@ class LengthDistribution {
   // round(sample_real * scale), at least 1.
   std::int64_t sample(std::mt19937_64& rng, double scale = 1.0) const;
 
+  // The distribution's mean (before rounding and scaling; the lognormal presets'
+  // documented means, e.g. 343.76 for sharegpt's input).
+  double mean() const;
   Kind kind() const { return kind_; }
   std::string describe() const;
 

@@ -1,6 +1,7 @@
 #include "policy/cost_model.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace ecoserve::policy {
 
@@ -13,6 +14,15 @@ double CostModel::prefill_seconds(int32_t tokens, int32_t cached_tokens, int32_t
     pos += n;
   }
   return total;
+}
+
+SloTargets derive_slos(const CostModel& model, const SloRule& rule) {
+  const auto prompt = static_cast<int32_t>(std::max(1.0, std::round(rule.mean_prompt_tokens)));
+  const auto context = static_cast<int64_t>(std::max(1.0, std::round(rule.mean_prompt_tokens + rule.mean_output_tokens / 2)));
+  SloTargets t;
+  t.ttft_seconds = rule.ttft_factor * model.prefill_seconds(prompt, 0, rule.chunk_size);
+  t.tpot_seconds = rule.tpot_factor * model.step_seconds(StepShape{.decode_seqs = 1, .decode_context_tokens = context});
+  return t;
 }
 
 }  // namespace ecoserve::policy

@@ -33,4 +33,21 @@ class CostModel {
   virtual std::string_view name() const = 0;
 };
 
+// SLOs the way EcoServe's Table 4 sets them, relative to the model's speed on the
+// hardware: a TTFT SLO of `ttft_factor` x the prefill of a mean prompt (run alone,
+// in chunks of `chunk_size`), and a TPOT SLO of `tpot_factor` x a batch-1 decode
+// step at the mean context (the prompt plus half the output).
+struct SloRule {
+  double mean_prompt_tokens = 0.0;
+  double mean_output_tokens = 0.0;
+  double ttft_factor = 5.0;
+  double tpot_factor = 5.0;
+  int32_t chunk_size = 512;
+};
+struct SloTargets {
+  double ttft_seconds = 0.0;
+  double tpot_seconds = 0.0;
+};
+SloTargets derive_slos(const CostModel& model, const SloRule& rule);
+
 }  // namespace ecoserve::policy

@@ -78,7 +78,9 @@ json admin_cluster_json(const cluster::GenerationBackend& backend, const std::st
                 {"kv_transfer_failures", c.kv_transfer_failures},
                 {"local_prefills", c.local_prefills},
                 {"instances_added", c.instances_added},
-                {"instances_removed", c.instances_removed}}}};
+                {"instances_removed", c.instances_removed},
+                {"layout_changes", c.layout_changes},
+                {"last_layout_change_seconds", c.last_layout_change_seconds}}}};
 }
 
 AdminReply admin_add_instance(cluster::GenerationBackend& backend, std::string_view body, const Clock& clock) {
