@@ -425,6 +425,8 @@ Status Router::dispatch(RequestId id, std::optional<size_t> exclude) {
     const policy::PadgDecision d = padg_->decide(view_, rr);
     target = d.instance;
     f.predicted_prefill_seconds = d.predicted_prefill_seconds;
+    f.predicted_ttft_seconds = d.uncalibrated_ttft_seconds;
+    f.routed_at = now;
     if (!target && !d.reason.empty() && d.reason != "no healthy instance") {
       stats_.route_seconds_total += to_seconds(clock_->now() - t0);
       ++stats_.rejected;
@@ -506,6 +508,11 @@ Router::Delivery Router::on_event(RequestId id, uint64_t epoch, const instance::
     if (f.generated == 0) {
       f.first_token = clock_->now();
       f.first_token_seconds = to_seconds(f.first_token.time_since_epoch());
+      // padg calibrates its predictions by what this instance really took.
+      if (padg() && !f.remote && f.routed_at != TimePoint{}) {
+        padg_->observe_ttft(InstanceId(static_cast<int32_t>(f.member)), f.predicted_ttft_seconds,
+                            to_seconds(f.first_token - f.routed_at));
+      }
     }
     f.generated++;
     if (f.remote && !f.in_decode) f.output_tokens.push_back(ev.token);

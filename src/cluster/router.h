@@ -171,6 +171,8 @@ class Router final : public GenerationBackend {
     TimePoint prefill_done{};
     // padg accounting (see Member).
     double predicted_prefill_seconds = 0.0;
+    double predicted_ttft_seconds = 0.0;  // uncalibrated, for PadgRouter::observe_ttft
+    TimePoint routed_at{};
     double slo_tpot_seconds = 0.0;
     double first_token_seconds = 0.0;
     TimePoint submitted{};  // autoscaling: TTFT and TPOT against the SLOs

@@ -1,11 +1,11 @@
 #include "policy/padg_router.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include <fmt/format.h>
 #include <unordered_map>
-
 
 namespace ecoserve::policy {
 namespace {
@@ -59,6 +59,22 @@ void PadgRouter::remove_instance(InstanceId id) {
   for (auto& members : next) members.erase(std::remove(members.begin(), members.end(), id), members.end());
   next.erase(std::remove_if(next.begin(), next.end(), [](const auto& m) { return m.empty(); }), next.end());
   set_layout(std::move(next));
+  calibration_.erase(id.value);
+}
+
+void PadgRouter::observe_ttft(InstanceId id, double predicted, double observed) {
+  if (!(predicted > 0.0) || !(observed >= 0.0) || !std::isfinite(observed)) return;
+  Calibration& c = calibration_[id.value];
+  const double w = std::clamp(options_.calibration_weight, 0.0, 1.0);
+  c.observed = (1.0 - w) * c.observed + w * observed;
+  c.predicted = (1.0 - w) * c.predicted + w * predicted;
+}
+
+double PadgRouter::calibration(InstanceId id) const {
+  if (!options_.calibrate) return 1.0;
+  auto it = calibration_.find(id.value);
+  if (it == calibration_.end() || !(it->second.predicted > 0.0)) return 1.0;
+  return std::clamp(it->second.observed / it->second.predicted, options_.min_calibration, options_.max_calibration);
 }
 
 double PadgRouter::predict_prefill_seconds(const RouteRequest& req) const {
@@ -70,7 +86,7 @@ PadgCheck PadgRouter::check_constraints(const InstanceLoad& l, const RouteReques
                                         bool decode_step) const {
   if (!candidate(l)) return PadgCheck::kUnavailable;
   const Duration slo_ttft = req.slo_ttft > Duration::zero() ? req.slo_ttft : options_.default_slo_ttft;
-  const double total = l.pending_prefill_seconds + prefill_seconds;
+  const double total = calibration(l.id) * (l.pending_prefill_seconds + prefill_seconds);
   if (total > to_seconds(slo_ttft)) return PadgCheck::kTtft;
   if (l.num_slo_decoding > 0 && l.mean_saved_tpot_seconds < total) return PadgCheck::kTpot;
   if (!kv_fits(l, req)) return PadgCheck::kKv;
@@ -133,7 +149,8 @@ PadgDecision PadgRouter::decide(const ClusterView& view, const RouteRequest& req
         last = at;
         d.instance = l.id;
         d.constraints_met = true;
-        d.predicted_ttft_seconds = l.pending_prefill_seconds + d.predicted_prefill_seconds;
+        d.uncalibrated_ttft_seconds = l.pending_prefill_seconds + d.predicted_prefill_seconds;
+        d.predicted_ttft_seconds = calibration(l.id) * d.uncalibrated_ttft_seconds;
         return d;
       }
     }
@@ -146,17 +163,18 @@ PadgDecision PadgRouter::decide(const ClusterView& view, const RouteRequest& req
     if (it == position.end() || !candidate(view.instances[it->second])) continue;
     const InstanceLoad& l = view.instances[it->second];
     const bool fits = kv_fits(l, req);
-    if (!best || (fits && !best_fits) ||
-        (fits == best_fits && l.pending_prefill_seconds < best->pending_prefill_seconds)) {
+    const double ttft = calibration(l.id) * (l.pending_prefill_seconds + d.predicted_prefill_seconds);
+    if (!best || (fits && !best_fits) || (fits == best_fits && ttft < d.predicted_ttft_seconds)) {
       best = &l;
       best_fits = fits;
+      d.predicted_ttft_seconds = ttft;
     }
   }
   if (!best) {
     d.reason = "no healthy instance";
     return d;
   }
-  d.predicted_ttft_seconds = best->pending_prefill_seconds + d.predicted_prefill_seconds;
+  d.uncalibrated_ttft_seconds = best->pending_prefill_seconds + d.predicted_prefill_seconds;
   const Duration slo_ttft = req.slo_ttft > Duration::zero() ? req.slo_ttft : options_.default_slo_ttft;
   if (options_.reject_unmeetable && d.predicted_ttft_seconds > to_seconds(slo_ttft)) {
     d.reason = fmt::format("predicted time to first token {:.0f} ms exceeds the TTFT SLO of {:.0f} ms on every instance",

@@ -17,11 +17,19 @@
 //  Algorithm 2 (CheckConstraints(i, r)), with P = pending_prefill_seconds of i
 //  (prefills routed there that have no first token yet) + the predicted prefill
 //  time of r (CostModel::prefill_seconds, chunked):
-//    TTFT: P <= SLO_TTFT;
-//    TPOT: the mean saved TPOT of i's decodes >= P (holds when none has a TPOT SLO);
+//    TTFT: c_i x P <= SLO_TTFT;
+//    TPOT: the mean saved TPOT of i's decodes >= c_i x P (holds when none has a TPOT SLO);
 //    KV:   blocks_for(prompt + 1) <= free blocks - blocks_for(queued prompt tokens);
 //    and (options.check_decode_step) the decode step of i's decoding requests
 //    plus r predicted within SLO_TPOT.
+//
+//  c_i calibrates the predictions (options.calibrate, not in the paper): the
+//  ratio of observed to predicted times to first token on instance i
+//  (observe_ttft; sums decayed by calibration_weight, so long prefills weigh
+//  more than short ones), within [min_calibration, max_calibration]; 1 until
+//  observed. A profile measured on an idle machine under-predicts a loaded one,
+//  and Algorithm 1 fills the TTFT budget to the SLO, so without it small errors
+//  become misses.
 //
 //  When no member passes: with reject_unmeetable the request is rejected with a
 //  reason when its predicted TTFT (P on the best member) exceeds SLO_TTFT;
@@ -29,7 +37,7 @@
 //  the least P at all). Unhealthy or non-mixed instances are never chosen.
 //
 // Pure: decisions depend only on the view, the request and the router's small
-// state (layout and "last" per macro instance); no clock (the request carries
+// state (layout, "last" per macro instance, the calibration sums); no clock (the request carries
 // `now`), no I/O. One thread at a time. Borrows the cost model (shared).
 #pragma once
 
@@ -37,6 +45,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "policy/cluster_view.h"
@@ -58,6 +67,11 @@ struct PadgRouterOptions {
   // as one sequence, so staying on one instance costs the decodes nothing; on a CPU
   // a decode step grows with the batch and Algorithm 1 alone piles decodes up.
   bool check_decode_step = true;
+  // Scale each instance's predictions by its observed / predicted TTFT (above).
+  bool calibrate = true;
+  double calibration_weight = 0.1;  // of a new observation in the decayed sums
+  double min_calibration = 0.5;
+  double max_calibration = 4.0;
 };
 
 // Why a member failed CheckConstraints (kNone: it passed).
@@ -67,7 +81,8 @@ const char* padg_check_name(PadgCheck c);
 struct PadgDecision {
   std::optional<InstanceId> instance;  // nullopt: rejected (reason) or no instance at all
   double predicted_prefill_seconds = 0.0;  // of this request alone
-  double predicted_ttft_seconds = 0.0;     // pending prefills on the chosen instance + this one
+  double predicted_ttft_seconds = 0.0;     // pending prefills on the chosen instance + this one, calibrated
+  double uncalibrated_ttft_seconds = 0.0;  // the same from the cost model alone (for observe_ttft)
   bool constraints_met = false;            // chosen by Algorithm 1/2 (not the fallback)
   int32_t macro_index = -1;
   std::string reason;  // when rejected: why (for HTTP 429)
@@ -96,11 +111,23 @@ class PadgRouter final : public RouterPolicy {
                               bool decode_step = true) const;
   double predict_prefill_seconds(const RouteRequest& req) const;
 
+  // A request routed to `id` with an uncalibrated predicted TTFT of `predicted`
+  // seconds got its first token `observed` seconds after it was routed.
+  void observe_ttft(InstanceId id, double predicted, double observed);
+  // c_i: 1 without observations (or with calibrate off).
+  double calibration(InstanceId id) const;
+
  private:
+  struct Calibration {
+    double observed = 0.0;   // decayed sums
+    double predicted = 0.0;
+  };
+
   PadgRouterOptions options_;
   std::shared_ptr<const CostModel> cost_model_;
   std::vector<std::vector<InstanceId>> layout_;
   std::vector<size_t> last_;  // per macro instance: position of "last" in its members
+  std::unordered_map<int32_t, Calibration> calibration_;  // by instance id
 };
 
 }  // namespace ecoserve::policy

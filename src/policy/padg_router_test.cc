@@ -273,3 +273,61 @@ TEST(PadgRouterTest, ARecordedSequenceGivesTheSameDecisions) {
 
 }  // namespace
 }  // namespace ecoserve::policy
+
+namespace ecoserve::policy {
+namespace {
+
+TEST(PadgRouterTest, CalibrationScalesAnInstancesPredictionsByItsObservedTtft) {
+  PadgRouter r(options(1000), std::make_shared<PerTokenCost>());
+  const RouteRequest req = prompt(300);  // 300 ms predicted
+  InstanceLoad l = idle(1);
+  l.pending_prefill_seconds = 0.300;  // 600 ms in all: passes uncalibrated
+  EXPECT_DOUBLE_EQ(r.calibration(InstanceId(1)), 1.0);
+  EXPECT_EQ(r.check_constraints(l, req, 0.300), PadgCheck::kNone);
+  // Instance 1 took 0.6 s where 0.3 s was predicted: c = 0.06 / 0.03 = 2, so 1.2 s > 1 s.
+  r.observe_ttft(InstanceId(1), 0.300, 0.600);
+  EXPECT_DOUBLE_EQ(r.calibration(InstanceId(1)), 2.0);
+  EXPECT_EQ(r.check_constraints(l, req, 0.300), PadgCheck::kTtft);
+  // The TPOT check uses it too: saved 1.0 s covers 0.6 s, not 1.2 s (TTFT SLO 2 s).
+  PadgRouter r2(options(2000), std::make_shared<PerTokenCost>());
+  r2.observe_ttft(InstanceId(1), 0.300, 0.600);
+  InstanceLoad tpot = l;
+  tpot.num_slo_decoding = 2;
+  tpot.mean_saved_tpot_seconds = 1.0;
+  EXPECT_EQ(r2.check_constraints(tpot, req, 0.300), PadgCheck::kTpot);
+  // Decayed sums weigh by size: a short prefill on time moves c little.
+  // observed 0.9 x 0.06 + 0.1 x 0.1 = 0.064, predicted 0.9 x 0.03 + 0.1 x 0.1 = 0.037.
+  r.observe_ttft(InstanceId(1), 0.100, 0.100);
+  EXPECT_NEAR(r.calibration(InstanceId(1)), 0.064 / 0.037, 1e-12);
+  // Clamped to [0.5, 4]; other instances keep 1; nonsense is ignored.
+  for (int i = 0; i < 200; ++i) r.observe_ttft(InstanceId(1), 0.1, 10.0);
+  EXPECT_DOUBLE_EQ(r.calibration(InstanceId(1)), 4.0);
+  for (int i = 0; i < 200; ++i) r.observe_ttft(InstanceId(2), 0.1, 0.001);
+  EXPECT_DOUBLE_EQ(r.calibration(InstanceId(2)), 0.5);
+  r.observe_ttft(InstanceId(3), 0.0, 1.0);
+  r.observe_ttft(InstanceId(3), 0.1, -1.0);
+  EXPECT_DOUBLE_EQ(r.calibration(InstanceId(3)), 1.0);
+  // Decisions check calibrated predictions and report both: instance 1 (c = 4,
+  // 0.1 s pending) fails the TTFT check, instance 2 (c = 0.5, 0.5 s pending) passes.
+  r.set_layout({{InstanceId(1), InstanceId(2)}});
+  ClusterView v;
+  v.instances = {idle(1), idle(2)};
+  v.instances[0].pending_prefill_seconds = 0.1;
+  v.instances[1].pending_prefill_seconds = 0.5;
+  const PadgDecision d = r.decide(v, prompt(800));  // 0.8 s: 3.6 s on 1, 0.65 s on 2
+  EXPECT_EQ(d.instance, InstanceId(2));
+  EXPECT_TRUE(d.constraints_met);
+  EXPECT_NEAR(d.uncalibrated_ttft_seconds, 1.3, 1e-12);
+  EXPECT_NEAR(d.predicted_ttft_seconds, 0.65, 1e-12);
+  // Off: predictions are the cost model's, and a removed instance forgets its c.
+  PadgRouterOptions off = options(1000);
+  off.calibrate = false;
+  PadgRouter r3(off, std::make_shared<PerTokenCost>());
+  r3.observe_ttft(InstanceId(1), 0.300, 0.600);
+  EXPECT_DOUBLE_EQ(r3.calibration(InstanceId(1)), 1.0);
+  r.remove_instance(InstanceId(1));
+  EXPECT_DOUBLE_EQ(r.calibration(InstanceId(1)), 1.0);
+}
+
+}  // namespace
+}  // namespace ecoserve::policy
