@@ -100,11 +100,40 @@ PadgCheck PadgRouter::check_constraints(const InstanceLoad& l, const RouteReques
   return PadgCheck::kNone;
 }
 
+void PadgRouter::index_view(const ClusterView& view) {
+  // Router ids are small dense indices: a flat table (no hashing on the routing path).
+  int64_t max_id = 0;
+  bool negative = false;
+  for (const InstanceLoad& l : view.instances) {
+    max_id = std::max<int64_t>(max_id, l.id.value);
+    negative |= l.id.value < 0;
+  }
+  sparse_ = negative || max_id >= static_cast<int64_t>(16 * view.instances.size() + 4096);
+  if (sparse_) {
+    sparse_position_.clear();
+    for (size_t i = 0; i < view.instances.size(); ++i) sparse_position_[view.instances[i].id.value] = i;
+    return;
+  }
+  position_.assign(static_cast<size_t>(max_id) + 1, -1);
+  for (size_t i = 0; i < view.instances.size(); ++i) {
+    position_[static_cast<size_t>(view.instances[i].id.value)] = static_cast<int64_t>(i);
+  }
+}
+
+const InstanceLoad* PadgRouter::find(const ClusterView& view, InstanceId id) const {
+  if (sparse_) {
+    auto it = sparse_position_.find(id.value);
+    return it == sparse_position_.end() ? nullptr : &view.instances[it->second];
+  }
+  if (id.value < 0 || static_cast<size_t>(id.value) >= position_.size()) return nullptr;
+  const int64_t at = position_[static_cast<size_t>(id.value)];
+  return at < 0 ? nullptr : &view.instances[static_cast<size_t>(at)];
+}
+
 PadgDecision PadgRouter::decide(const ClusterView& view, const RouteRequest& req) {
   PadgDecision d;
   d.predicted_prefill_seconds = predict_prefill_seconds(req);
-  std::unordered_map<uint64_t, size_t> position;
-  for (size_t i = 0; i < view.instances.size(); ++i) position[view.instances[i].id.value] = i;
+  index_view(view);
   if (layout_.empty()) {
     std::vector<InstanceId> all;
     for (const InstanceLoad& l : view.instances) all.push_back(l.id);
@@ -117,9 +146,9 @@ PadgDecision PadgRouter::decide(const ClusterView& view, const RouteRequest& req
     int64_t load = 0;
     int32_t healthy = 0;
     for (InstanceId id : layout_[m]) {
-      auto it = position.find(id.value);
-      if (it == position.end() || !candidate(view.instances[it->second])) continue;
-      load += view.instances[it->second].load_tokens();
+      const InstanceLoad* l = find(view, id);
+      if (!l || !candidate(*l)) continue;
+      load += l->load_tokens();
       ++healthy;
     }
     if (healthy == 0) continue;
@@ -142,9 +171,9 @@ PadgDecision PadgRouter::decide(const ClusterView& view, const RouteRequest& req
   for (int pass = options_.check_decode_step ? 0 : 1; pass < 2; ++pass) {
     for (size_t k = 0; k < members.size(); ++k) {
       const size_t at = (last + k) % members.size();
-      auto it = position.find(members[at].value);
-      if (it == position.end()) continue;
-      const InstanceLoad& l = view.instances[it->second];
+      const InstanceLoad* found = find(view, members[at]);
+      if (!found) continue;
+      const InstanceLoad& l = *found;
       if (check_constraints(l, req, d.predicted_prefill_seconds, /*decode_step=*/pass == 0) == PadgCheck::kNone) {
         last = at;
         d.instance = l.id;
@@ -159,9 +188,9 @@ PadgDecision PadgRouter::decide(const ClusterView& view, const RouteRequest& req
   const InstanceLoad* best = nullptr;
   bool best_fits = false;
   for (InstanceId id : members) {
-    auto it = position.find(id.value);
-    if (it == position.end() || !candidate(view.instances[it->second])) continue;
-    const InstanceLoad& l = view.instances[it->second];
+    const InstanceLoad* found = find(view, id);
+    if (!found || !candidate(*found)) continue;
+    const InstanceLoad& l = *found;
     const bool fits = kv_fits(l, req);
     const double ttft = calibration(l.id) * (l.pending_prefill_seconds + d.predicted_prefill_seconds);
     if (!best || (fits && !best_fits) || (fits == best_fits && ttft < d.predicted_ttft_seconds)) {

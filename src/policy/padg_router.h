@@ -128,6 +128,13 @@ class PadgRouter final : public RouterPolicy {
   std::vector<std::vector<InstanceId>> layout_;
   std::vector<size_t> last_;  // per macro instance: position of "last" in its members
   std::unordered_map<int32_t, Calibration> calibration_;  // by instance id
+  // decide()'s scratch: view position by instance id (a flat table for the
+  // router's dense ids, a map for sparse ones).
+  void index_view(const ClusterView& view);
+  const InstanceLoad* find(const ClusterView& view, InstanceId id) const;
+  std::vector<int64_t> position_;
+  std::unordered_map<int32_t, size_t> sparse_position_;
+  bool sparse_ = false;
 };
 
 }  // namespace ecoserve::policy

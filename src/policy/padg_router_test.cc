@@ -21,7 +21,7 @@ class PerTokenCost final : public CostModel {
   std::string_view name() const override { return "per-token"; }
 };
 
-InstanceLoad idle(uint64_t id) {
+InstanceLoad idle(int32_t id) {
   InstanceLoad l;
   l.id = InstanceId(id);
   l.num_free_blocks = 100;
@@ -230,6 +230,23 @@ TEST(PadgRouterTest, NoCandidateGivesNoInstance) {
   PadgDecision d = r.decide(v, prompt(10));
   EXPECT_FALSE(d.instance.has_value());
   EXPECT_EQ(d.reason, "no healthy instance");
+}
+
+TEST(PadgRouterTest, SparseAndNegativeIdsAreFoundLikeDenseOnes) {
+  // Ids far apart (and a negative one) take the map path; a layout member missing
+  // from the view is skipped.
+  PadgRouter r(options(1000), std::make_shared<PerTokenCost>());
+  r.set_layout({{InstanceId(7), InstanceId(900000), InstanceId(-3)}});
+  ClusterView v;
+  v.instances = {idle(900000), idle(-3)};
+  v.instances[0].pending_prefill_seconds = 0.9;  // 0.9 + 0.2 > 1: fails TTFT
+  EXPECT_EQ(r.decide(v, prompt(200)).instance, InstanceId(-3));
+  // Dense ids with a gap behave the same.
+  PadgRouter dense(options(1000), std::make_shared<PerTokenCost>());
+  dense.set_layout({{InstanceId(7), InstanceId(2), InstanceId(5)}});
+  v.instances = {idle(2), idle(5)};
+  v.instances[0].pending_prefill_seconds = 0.9;
+  EXPECT_EQ(dense.decide(v, prompt(200)).instance, InstanceId(5));
 }
 
 // A recorded sequence of views and requests gives the same decisions on every
