@@ -17,7 +17,7 @@
 
 #include "base/ids.h"
 #include "base/status.h"
-#include "instance/instance_types.h"
+#include "base/instance_types.h"
 #include "model/llama_model.h"
 
 namespace ecoserve::cluster {

@@ -30,7 +30,7 @@
 #include "base/executor.h"
 #include "base/ids.h"
 #include "base/status.h"
-#include "instance/instance_types.h"
+#include "base/instance_types.h"
 #include "policy/cost_model.h"
 #include "policy/scheduler.h"
 

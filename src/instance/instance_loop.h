@@ -23,7 +23,7 @@
 #include "base/ids.h"
 #include "base/status.h"
 #include "instance/instance_core.h"
-#include "instance/instance_types.h"
+#include "base/instance_types.h"
 
 namespace ecoserve::instance {
 

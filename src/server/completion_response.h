@@ -14,7 +14,7 @@
 
 #include "base/clock.h"
 #include "base/ids.h"
-#include "instance/instance_types.h"
+#include "base/instance_types.h"
 #include "model/tokenizer.h"
 #include "server/text_stream.h"
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "cluster/generation_backend.h"
-#include "instance/instance_types.h"
+#include "base/instance_types.h"
 
 namespace ecoserve::server {
 

@@ -29,7 +29,7 @@
 #include "base/clock.h"
 #include "base/ids.h"
 #include "base/status.h"
-#include "instance/instance_types.h"
+#include "base/instance_types.h"
 
 namespace ecoserve::transport {
 

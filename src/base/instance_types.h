@@ -1,6 +1,7 @@
 // Plain types of a serving instance, shared by InstanceCore, InstanceLoop, the
 // cluster layer and the HTTP server: what a request asks for, the events it
-// produces, and an instance's status. No engine or model types.
+// produces, and an instance's status. No engine or model types. Plain data in
+// base/ (namespace instance) so transport/, below instance/, can carry them.
 #pragma once
 
 #include <cstdint>
