@@ -3,6 +3,7 @@
 #include <msgpack.hpp>
 
 #include <cmath>
+#include <limits>
 #include <exception>
 #include <string_view>
 
@@ -14,6 +15,25 @@ constexpr std::string_view kMagic = "ecoserve";
 constexpr uint8_t kLastKind = static_cast<uint8_t>(Kind::kError);
 
 using Packer = msgpack::packer<msgpack::sbuffer>;
+
+// msgpack-c packs an integral float as an integer, and for exactly 2^64 its range
+// check passes and the conversion to uint64_t is undefined. 2^64 goes out as the
+// integer 2^64 - 1 instead, which reads back (as a double or float) as 2^64 exactly.
+constexpr double kTwoTo64 = 18446744073709551616.0;
+void pack_f64(Packer& p, double v) {
+  if (v == kTwoTo64) {
+    p.pack_uint64(std::numeric_limits<uint64_t>::max());
+  } else {
+    p.pack_double(v);
+  }
+}
+void pack_f32(Packer& p, float v) {
+  if (static_cast<double>(v) == kTwoTo64) {
+    p.pack_uint64(std::numeric_limits<uint64_t>::max());
+  } else {
+    p.pack_float(v);
+  }
+}
 
 double age_of(TimePoint t, TimePoint now) { return t == TimePoint{} ? -1.0 : to_seconds(now - t); }
 TimePoint time_of(double age, TimePoint now) {
@@ -41,13 +61,13 @@ void pack_request(Packer& p, const instance::GenerationRequest& r) {
   p.pack_uint64(r.id.value);
   pack_tokens(p, r.prompt);
   p.pack_array(14);
-  p.pack_float(s.temperature);
+  pack_f32(p, s.temperature);
   p.pack_int32(s.top_k);
-  p.pack_float(s.top_p);
-  p.pack_float(s.min_p);
-  p.pack_float(s.repetition_penalty);
-  p.pack_float(s.frequency_penalty);
-  p.pack_float(s.presence_penalty);
+  pack_f32(p, s.top_p);
+  pack_f32(p, s.min_p);
+  pack_f32(p, s.repetition_penalty);
+  pack_f32(p, s.frequency_penalty);
+  pack_f32(p, s.presence_penalty);
   p.pack_uint64(s.seed);
   p.pack(s.has_seed);
   p.pack_int32(s.top_logprobs);
@@ -56,27 +76,27 @@ void pack_request(Packer& p, const instance::GenerationRequest& r) {
   pack_tokens(p, s.stop_token_ids);
   p.pack(s.ignore_eos);
   p.pack_int32(r.priority);
-  p.pack_double(to_seconds(r.slo_ttft));
-  p.pack_double(to_seconds(r.slo_tpot));
+  pack_f64(p, to_seconds(r.slo_ttft));
+  pack_f64(p, to_seconds(r.slo_tpot));
 }
 
 void pack_event(Packer& p, const instance::TokenEvent& e, TimePoint now) {
   p.pack_array(10);
   p.pack_uint64(e.id.value);
   p.pack_int32(e.token);
-  p.pack_float(e.logprob);
+  pack_f32(p, e.logprob);
   p.pack_array(static_cast<uint32_t>(e.top_logprobs.size()));
   for (const TokenLogprob& t : e.top_logprobs) {
     p.pack_array(2);
     p.pack_int32(t.token);
-    p.pack_float(t.logprob);
+    pack_f32(p, t.logprob);
   }
   p.pack(e.finished);
   pack_str(p, e.finish_reason);
   pack_str(p, e.error);
   p.pack_int32(e.prompt_tokens);
   p.pack_int32(e.cached_prompt_tokens);
-  p.pack_double(age_of(e.scheduled_time, now));
+  pack_f64(p, age_of(e.scheduled_time, now));
 }
 
 void pack_status(Packer& p, const instance::InstanceStatus& s, TimePoint now) {
@@ -84,25 +104,25 @@ void pack_status(Packer& p, const instance::InstanceStatus& s, TimePoint now) {
   p.pack_int32(s.num_waiting);
   p.pack_int32(s.num_running);
   p.pack_int32(s.num_swapped);
-  p.pack_double(s.kv_usage);
+  pack_f64(p, s.kv_usage);
   p.pack_int64(s.num_waiting_tokens);
   p.pack_int64(s.num_running_tokens);
   p.pack_int32(s.num_free_blocks);
   p.pack_int32(s.num_total_blocks);
   p.pack_int32(s.block_size);
-  p.pack_double(age_of(s.last_heartbeat, now));
+  pack_f64(p, age_of(s.last_heartbeat, now));
   p.pack(s.running);
   p.pack_int64(s.steps);
-  p.pack_double(s.last_step_seconds);
-  p.pack_double(s.mean_step_seconds);
-  p.pack_double(s.mean_plan_seconds);
+  pack_f64(p, s.last_step_seconds);
+  pack_f64(p, s.mean_step_seconds);
+  pack_f64(p, s.mean_plan_seconds);
   p.pack_int64(s.prompt_tokens_total);
   p.pack_int64(s.generation_tokens_total);
   p.pack_int64(s.prefix_cache_queries);
   p.pack_int64(s.prefix_cache_hits);
   p.pack_int64(s.preemptions);
   p.pack_int32(s.phase);
-  p.pack_double(s.last_phase_switch == TimePoint{} ? -1.0 : age_of(s.last_phase_switch, now));
+  pack_f64(p, s.last_phase_switch == TimePoint{} ? -1.0 : age_of(s.last_phase_switch, now));
   p.pack_int64(s.phase_switches);
 }
 
@@ -180,7 +200,22 @@ class Reader {
       default: return fail_at("is not a number"), 0.0;
     }
   }
-  float f32() { return static_cast<float>(f64()); }
+  // A float: a finite double beyond float's range is an error (converting it would
+  // be undefined); infinities and NaN convert as they are.
+  float f32() {
+    const double v = f64();
+    if (ok() && std::isfinite(v) && std::fabs(v) > std::numeric_limits<float>::max()) {
+      return fail_at("is out of float range"), 0.0f;
+    }
+    return static_cast<float>(v);
+  }
+  // A sampling parameter: finite and within +-1e6 (the server accepts far less;
+  // msgpack-c's packer converts an integral float of 2^64 to uint64_t, undefined).
+  float sampling() {
+    const float v = f32();
+    if (ok() && !(std::isfinite(v) && std::fabs(v) <= 1e6f)) return fail_at("sampling parameter out of range"), 0.0f;
+    return v;
+  }
   // A duration in seconds: finite, in [0, 1e6].
   double seconds() {
     const double v = f64();
@@ -252,13 +287,13 @@ void read_request(Reader r, instance::GenerationRequest& q) {
   q.prompt = r.tokens();
   Reader s = r.sub(64, 14);
   SamplingParams& p = q.sampling;
-  p.temperature = s.f32();
+  p.temperature = s.sampling();
   p.top_k = s.i32();
-  p.top_p = s.f32();
-  p.min_p = s.f32();
-  p.repetition_penalty = s.f32();
-  p.frequency_penalty = s.f32();
-  p.presence_penalty = s.f32();
+  p.top_p = s.sampling();
+  p.min_p = s.sampling();
+  p.repetition_penalty = s.sampling();
+  p.frequency_penalty = s.sampling();
+  p.presence_penalty = s.sampling();
   p.seed = s.u64();
   p.has_seed = s.boolean();
   p.top_logprobs = s.i32();
@@ -397,14 +432,14 @@ std::vector<uint8_t> encode(const Message& m, TimePoint now) {
     case Kind::kEvent: head(1), pack_event(p, m.event, now); break;
     case Kind::kStatusReply: head(2), pack_status(p, m.status, now), p.pack_uint64(m.info.boot_id); break;
     case Kind::kTimeline:
-    case Kind::kFreeze: head(1), p.pack_double(m.seconds); break;
+    case Kind::kFreeze: head(1), pack_f64(p, m.seconds); break;
     case Kind::kTimelineReply:
       head(1);
       p.pack_array(static_cast<uint32_t>(m.steps.size()));
       for (const instance::StepRecord& s : m.steps) {
         p.pack_array(7);
-        p.pack_double(age_of(s.start, now));
-        p.pack_double(s.seconds);
+        pack_f64(p, age_of(s.start, now));
+        pack_f64(p, s.seconds);
         p.pack_int32(s.num_prefill_seqs);
         p.pack_int32(s.num_decode_seqs);
         p.pack_int64(s.num_prefill_tokens);

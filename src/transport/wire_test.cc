@@ -1,5 +1,8 @@
 #include "transport/wire.h"
 
+#include <cmath>
+#include <cstdint>
+
 #include <gtest/gtest.h>
 
 #include <msgpack.hpp>
@@ -225,6 +228,9 @@ TEST(WireTest, StatusReplyCarriesEveryCounterAndTheHeartbeatAsAnAge) {
   EXPECT_EQ(t.prefix_cache_hits, 12);
   EXPECT_EQ(t.preemptions, 13);
   EXPECT_EQ(d.info.boot_id, 77u);
+  // 2^64 (which msgpack-c's packer cannot take as a float) goes through exactly.
+  m.status.kv_usage = 18446744073709551616.0;
+  EXPECT_EQ(round_trip(m).status.kv_usage, 18446744073709551616.0);
 }
 
 TEST(WireTest, TimelineReplyCarriesSteps) {
@@ -325,7 +331,8 @@ TEST(WireTest, LimitsAreEnforcedBeforeAllocating) {
 
 TEST(WireTest, OutOfRangeAndMistypedFieldsAreRefused) {
   // A prompt token beyond int32.
-  auto body = [](int64_t token, bool string_prompt, double slo_ttft = 1.0) {
+  // temperature < 0: sent as the integer 2^64 - 1 (msgpack-c cannot pack a float of 2^64).
+  auto body = [](int64_t token, bool string_prompt, double slo_ttft = 1.0, double temperature = 1.0) {
     return [=](msgpack::packer<msgpack::sbuffer>& p) {
       p.pack_array(6);
       p.pack_uint64(1);
@@ -336,7 +343,12 @@ TEST(WireTest, OutOfRangeAndMistypedFieldsAreRefused) {
         p.pack_int64(token);
       }
       p.pack_array(14);
-      p.pack_float(1), p.pack_int32(0), p.pack_float(1), p.pack_float(0), p.pack_float(1), p.pack_float(0);
+      if (temperature < 0) {
+        p.pack_uint64(UINT64_MAX);
+      } else {
+        p.pack_double(temperature);
+      }
+      p.pack_int32(0), p.pack_float(1), p.pack_float(0), p.pack_float(1), p.pack_float(0);
       p.pack_float(0), p.pack_uint64(0), p.pack(false), p.pack_int32(0), p.pack(false), p.pack_int32(16);
       p.pack_array(0), p.pack(false);
       p.pack_int32(0);
@@ -349,6 +361,11 @@ TEST(WireTest, OutOfRangeAndMistypedFieldsAreRefused) {
   EXPECT_FALSE(decode(envelope("ecoserve", kWireVersion, submit, body(5, false, -1.0), 1), kReceived).ok());
   EXPECT_FALSE(decode(envelope("ecoserve", kWireVersion, submit, body(5, false, 1e300), 1), kReceived).ok());
   EXPECT_FALSE(decode(envelope("ecoserve", kWireVersion, submit, body(1ll << 31, false), 1), kReceived).ok());
+  // Sampling parameters are finite and within +-1e6 (a float beyond its range, 2^64, NaN).
+  EXPECT_TRUE(decode(envelope("ecoserve", kWireVersion, submit, body(5, false, 1.0, 2.0), 1), kReceived).ok());
+  EXPECT_FALSE(decode(envelope("ecoserve", kWireVersion, submit, body(5, false, 1.0, 1e300), 1), kReceived).ok());
+  EXPECT_FALSE(decode(envelope("ecoserve", kWireVersion, submit, body(5, false, 1.0, -1.0), 1), kReceived).ok());
+  EXPECT_FALSE(decode(envelope("ecoserve", kWireVersion, submit, body(5, false, 1.0, std::nan("")), 1), kReceived).ok());
   EXPECT_FALSE(decode(envelope("ecoserve", kWireVersion, submit, body(0, true), 1), kReceived).ok());
   // A status code outside the enum.
   auto ack = [](int64_t c) {
