@@ -39,6 +39,14 @@ void BatchBuilder::preempt_running(size_t j) {
   alive_end_--;
 }
 
+void BatchBuilder::schedule_running_decodes() {
+  for (size_t i = 0; i < alive_end_; ++i) {
+    if (!view_.running[i].is_decode()) continue;
+    if (token_budget_ == 0) break;
+    schedule_running(i, 1);
+  }
+}
+
 bool BatchBuilder::schedule_running(size_t i, int32_t n) {
   if (i >= alive_end_ || n <= 0 || n > token_budget_ || slot_of_running_[i] >= 0) return false;
   if (num_scheduled_ >= options_.max_num_seqs) return false;
@@ -123,11 +131,7 @@ PolicyDecision plan_decode_first(const InstanceView& view, const PolicyOptions& 
     return n;
   };
   if (run_decodes) {
-    for (size_t i = 0; i < b.alive_end(); ++i) {
-      if (!view.running[i].is_decode()) continue;
-      if (b.token_budget() == 0) break;
-      b.schedule_running(i, 1);
-    }
+    b.schedule_running_decodes();
   }
   for (size_t i = 0; i < b.alive_end(); ++i) {
     const RequestView& r = view.running[i];

@@ -33,6 +33,8 @@ class BatchBuilder {
   // are preempted (last first), and running[i] itself when none is left (then
   // false). Returns whether it was scheduled.
   bool schedule_running(size_t i, int32_t n);
+  // One token for each running decode, in schedule order, while the budget lasts.
+  void schedule_running_decodes();
   // Admits a swapped or waiting request for n tokens (n <= token_budget()) if a
   // sequence slot and blocks (plus the watermark) allow; to get blocks it may
   // preempt running requests of strictly lower priority, only when that suffices.

@@ -30,11 +30,7 @@ PolicyDecision PrefillFirstPolicy::plan(const InstanceView& view, TimePoint /*no
   }
   if (!b.empty()) return b.finish();
 
-  for (size_t i = 0; i < b.alive_end(); ++i) {
-    if (!view.running[i].is_decode()) continue;
-    if (b.token_budget() == 0) break;
-    b.schedule_running(i, 1);
-  }
+  b.schedule_running_decodes();
   if (!b.any_preempted()) {
     for (const RequestView& r : view.swapped) {
       const int32_t n = r.is_decode() ? std::min(1, b.token_budget()) : prefill_tokens(r);

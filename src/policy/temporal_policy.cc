@@ -27,11 +27,7 @@ PolicyDecision plan_prefill(const InstanceView& view, const PolicyOptions& optio
 // One token for every decode (running, then resumed swapped decodes); no prefill.
 PolicyDecision plan_decodes(const InstanceView& view, const PolicyOptions& options) {
   BatchBuilder b(view, options);
-  for (size_t i = 0; i < b.alive_end(); ++i) {
-    if (!view.running[i].is_decode()) continue;
-    if (b.token_budget() == 0) break;
-    b.schedule_running(i, 1);
-  }
+  b.schedule_running_decodes();
   if (!b.any_preempted()) {
     for (const RequestView& r : view.swapped) {
       if (!r.is_decode() || b.token_budget() == 0 || !b.admit(r, 1)) break;
