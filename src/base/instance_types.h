@@ -42,6 +42,33 @@ struct TokenEvent {
 
 using EventSink = std::function<void(const TokenEvent&)>;
 
+// Live migration (llumnix). What the source hands over at stop-and-copy: the
+// request as submitted, with the sampling seed in use fixed (every later draw is
+// a function of (seed, output index)), the tokens generated so far and its times.
+// Stop strings and detokenization live in the HTTP server, in front of the router,
+// so they never move.
+struct MigrationHandover {
+  GenerationRequest request;           // sampling.seed / has_seed: the seed in use
+  std::vector<int32_t> output_tokens;  // generated so far, all already sent to the client
+  TimePoint arrival{};                 // when the source queued it
+  TimePoint scheduled{};               // when it was first scheduled (queue time)
+  TimePoint first_token_time{};
+  int32_t num_cached_prompt_tokens = 0;
+};
+
+// One stage of a migration's KV copy: the KV of positions [begin, end) of the
+// request (an Executor::export_kv blob; empty when begin == end), taken when the
+// request had num_tokens tokens. The last stage (stop-and-copy) has `last` set and
+// carries the handover; the request is then suspended at the source.
+struct MigrationChunk {
+  std::vector<uint8_t> kv;
+  int32_t begin = 0;
+  int32_t end = 0;
+  int32_t num_tokens = 0;
+  bool last = false;
+  MigrationHandover handover;  // when last
+};
+
 struct InstanceStatus {
   int32_t num_waiting = 0;
   int32_t num_running = 0;

@@ -46,6 +46,22 @@ struct MacroReport {
   std::vector<std::string> members;
 };
 
+// One live migration (llumnix), for /admin/timeline and the downtime figures.
+struct MigrationRecord {
+  RequestId request;
+  std::string from, to;      // instance names
+  std::string reason;        // "load_balance" | "defragment" | "drain" | "manual"
+  std::string outcome;       // "completed" or the abort reason
+  int32_t context_tokens = 0;  // positions moved (prompt + generated - 1) at stop-and-copy
+  int32_t stages = 0;          // copy stages, stop-and-copy included
+  int64_t bytes = 0;
+  TimePoint started{}, stopped{}, finished{};  // stopped: stop-and-copy sent (zero if never)
+  double downtime_seconds = 0.0;  // stop-and-copy sent -> the destination runs it
+};
+
+// Upper bounds (seconds) of the migration downtime histogram's buckets (+Inf implied).
+inline constexpr double kMigrationDowntimeBuckets[] = {0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0};
+
 // What a router adds to an instance's counters (all zero for one instance).
 struct ClusterStats {
   int64_t routed = 0;                // requests routed to an instance
@@ -66,6 +82,19 @@ struct ClusterStats {
   int64_t layout_changes = 0;
   double last_layout_change_seconds = 0.0;
   std::vector<MacroReport> macros;   // padg: the macro instances, oldest first
+  // llumnix: live migrations started, completed and aborted (by reason: "finished",
+  // "cancelled", "preempted", "destination_full", "destination_failed",
+  // "source_failed", "timeout"), the KV bytes moved by completed and aborted
+  // ones, and the downtime of each completed one (cumulative bucket counts over
+  // kMigrationDowntimeBuckets, then +Inf; and the sum).
+  int64_t migrations_started = 0;
+  int64_t migrations_completed = 0;
+  std::vector<std::pair<std::string, int64_t>> migrations_aborted;
+  int64_t migrated_bytes = 0;
+  std::vector<int64_t> migration_downtime_buckets;
+  double migration_downtime_seconds_total = 0.0;
+  std::vector<MigrationRecord> recent_migrations;  // the last 256, oldest first
+  int64_t freeness_scale_ups = 0, freeness_scale_downs = 0;
 };
 
 // The recent steps of one instance.
@@ -121,6 +150,40 @@ class GenerationBackend {
     (void)sink;
     return unimplemented_error("this backend cannot take prefilled requests");
   }
+
+  // --- Live migration (llumnix): both sides, driven by the router ---
+  // Every call returns at once; `done` runs exactly once, on a backend thread (or
+  // at once on error). See instance::InstanceCore's migrate_* for the semantics.
+  using ChunkDone = std::function<void(StatusOr<instance::MigrationChunk>)>;
+  using StatusDone = std::function<void(Status)>;
+  // Source: the KV of positions [begin, computed) of running request `id`; with
+  // `stop`, stop-and-copy (suspends it and adds the handover).
+  virtual void migrate_out(RequestId id, int32_t begin, bool stop, ChunkDone done) {
+    (void)id, (void)begin, (void)stop;
+    done(unimplemented_error("this backend cannot migrate requests"));
+  }
+  // Source: after stop-and-copy, `committed` drops the request here (the destination
+  // continues it); otherwise it resumes here.
+  virtual void migrate_out_finish(RequestId id, bool committed, StatusDone done) {
+    (void)id, (void)committed;
+    done(unimplemented_error("this backend cannot migrate requests"));
+  }
+  // Destination: reserve blocks for `num_tokens` positions; load a stage; commit
+  // (the last stage, then the request runs here and `sink` gets its events); cancel
+  // (frees the reservation; unknown ids are ignored).
+  virtual void migrate_in_reserve(RequestId id, int32_t num_tokens, StatusDone done) {
+    (void)id, (void)num_tokens;
+    done(unimplemented_error("this backend cannot take migrated requests"));
+  }
+  virtual void migrate_in_load(RequestId id, instance::MigrationChunk chunk, StatusDone done) {
+    (void)id, (void)chunk;
+    done(unimplemented_error("this backend cannot take migrated requests"));
+  }
+  virtual void migrate_in_commit(instance::MigrationChunk last, instance::EventSink sink, StatusDone done) {
+    (void)last, (void)sink;
+    done(unimplemented_error("this backend cannot take migrated requests"));
+  }
+  virtual void migrate_in_cancel(RequestId id) { (void)id; }
 
   // Scaling (routers): adds an instance (embedded when `address` is empty, else
   // the running instance at `address`) and returns its name; removes one after

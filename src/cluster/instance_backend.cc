@@ -35,11 +35,60 @@ Status InstanceBackend::submit(instance::GenerationRequest request, instance::Ev
 void InstanceBackend::cancel(RequestId id) { loop_->cancel(id); }
 
 void InstanceBackend::take_prefilled_kv(RequestId id, std::function<void(StatusOr<std::vector<uint8_t>>)> done) {
-  loop_->post([id, done = std::move(done)](instance::InstanceCore& core, Executor& executor) {
+  auto shared = std::make_shared<std::function<void(StatusOr<std::vector<uint8_t>>)>>(std::move(done));
+  const bool queued = loop_->post([id, shared](instance::InstanceCore& core, Executor& executor) {
     StatusOr<std::vector<uint8_t>> blob = core.export_held(id, executor);
     (void)core.release_held(id);  // the blob is a copy: the transfer no longer needs the blocks
-    done(std::move(blob));
+    (*shared)(std::move(blob));
   });
+  if (!queued) (*shared)(unavailable_error("the instance is stopping"));
+}
+
+void InstanceBackend::migrate_out(RequestId id, int32_t begin, bool stop, ChunkDone done) {
+  auto shared = std::make_shared<ChunkDone>(std::move(done));
+  const bool queued = loop_->post([id, begin, stop, shared](instance::InstanceCore& core, Executor& executor) {
+    (*shared)(stop ? core.migrate_out_stop(id, begin, executor) : core.migrate_out_copy(id, begin, executor));
+  });
+  if (!queued) (*shared)(unavailable_error("the instance is stopping"));
+}
+
+void InstanceBackend::migrate_out_finish(RequestId id, bool committed, StatusDone done) {
+  auto shared = std::make_shared<StatusDone>(std::move(done));
+  const bool queued = loop_->post([id, committed, shared](instance::InstanceCore& core, Executor&) {
+    (*shared)(core.migrate_out_finish(id, committed));
+  });
+  if (!queued) (*shared)(unavailable_error("the instance is stopping"));
+}
+
+void InstanceBackend::migrate_in_reserve(RequestId id, int32_t num_tokens, StatusDone done) {
+  auto shared = std::make_shared<StatusDone>(std::move(done));
+  const bool queued = loop_->post([id, num_tokens, shared](instance::InstanceCore& core, Executor&) {
+    (*shared)(core.migrate_in_reserve(id, num_tokens));
+  });
+  if (!queued) (*shared)(unavailable_error("the instance is stopping"));
+}
+
+void InstanceBackend::migrate_in_load(RequestId id, instance::MigrationChunk chunk, StatusDone done) {
+  auto shared = std::make_shared<StatusDone>(std::move(done));
+  auto c = std::make_shared<instance::MigrationChunk>(std::move(chunk));
+  const bool queued = loop_->post([id, c, shared](instance::InstanceCore& core, Executor& executor) {
+    (*shared)(core.migrate_in_load(id, *c, executor));
+  });
+  if (!queued) (*shared)(unavailable_error("the instance is stopping"));
+}
+
+void InstanceBackend::migrate_in_commit(instance::MigrationChunk last, instance::EventSink sink, StatusDone done) {
+  auto shared = std::make_shared<StatusDone>(std::move(done));
+  auto c = std::make_shared<instance::MigrationChunk>(std::move(last));
+  const bool queued = loop_->post([c, sink = std::move(sink), shared](instance::InstanceCore& core,
+                                                                       Executor& executor) mutable {
+    (*shared)(core.migrate_in_commit(*c, std::move(sink), executor));
+  });
+  if (!queued) (*shared)(unavailable_error("the instance is stopping"));
+}
+
+void InstanceBackend::migrate_in_cancel(RequestId id) {
+  (void)loop_->post([id](instance::InstanceCore& core, Executor&) { core.migrate_in_cancel(id); });
 }
 
 Status InstanceBackend::submit_prefilled(instance::GenerationRequest request, std::vector<int32_t> output_tokens,

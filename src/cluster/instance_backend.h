@@ -38,6 +38,12 @@ class InstanceBackend final : public GenerationBackend {
   void take_prefilled_kv(RequestId id, std::function<void(StatusOr<std::vector<uint8_t>>)> done) override;
   Status submit_prefilled(instance::GenerationRequest request, std::vector<int32_t> output_tokens,
                           std::vector<uint8_t> kv, instance::EventSink sink) override;
+  void migrate_out(RequestId id, int32_t begin, bool stop, ChunkDone done) override;
+  void migrate_out_finish(RequestId id, bool committed, StatusDone done) override;
+  void migrate_in_reserve(RequestId id, int32_t num_tokens, StatusDone done) override;
+  void migrate_in_load(RequestId id, instance::MigrationChunk chunk, StatusDone done) override;
+  void migrate_in_commit(instance::MigrationChunk last, instance::EventSink sink, StatusDone done) override;
+  void migrate_in_cancel(RequestId id) override;
   // Test hook (InstanceLoop::freeze_for_testing): a hung engine behind a live process.
   void freeze_for_testing(Duration d) { loop_->freeze_for_testing(d); }
   // "mixed", or "prefill" with the prefill-only policy.

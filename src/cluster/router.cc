@@ -13,8 +13,21 @@ StatusOr<std::unique_ptr<Router>> Router::create(std::vector<std::unique_ptr<Gen
                                                  const RouterOptions& options, const Clock* clock) {
   if (instances.empty()) return invalid_argument_error("router: no instances");
   if (!clock) return invalid_argument_error("router: no clock");
-  if (options.strategy != "nodg" && options.strategy != "fudg" && options.strategy != "padg") {
-    return invalid_argument_error("router: unknown strategy '{}' (nodg, fudg, padg)", options.strategy);
+  if (options.strategy != "nodg" && options.strategy != "fudg" && options.strategy != "padg" &&
+      options.strategy != "llumnix") {
+    return invalid_argument_error("router: unknown strategy '{}' (nodg, fudg, padg, llumnix)", options.strategy);
+  }
+  if (options.strategy == "llumnix") {
+    ECO_RETURN_IF_ERROR(policy::validate(options.migration));
+    if (options.migrate_interval < Duration::zero()) return invalid_argument_error("router: negative migrate interval");
+    if (options.migrate_max_stages < 1) {
+      return invalid_argument_error("router: migrate_max_stages must be at least 1, got {}", options.migrate_max_stages);
+    }
+    if (options.migrate_last_stage_tokens < 0) return invalid_argument_error("router: negative migrate_last_stage_tokens");
+    if (options.scale_by_freeness) {
+      ECO_RETURN_IF_ERROR(policy::validate(options.freeness_scaling));
+      if (!options.make_instance) return invalid_argument_error("router: scaling needs a way to make instances");
+    }
   }
   if (options.strategy == "padg") {
     if (!options.cost_model) return invalid_argument_error("router: padg needs a cost model (a profile)");
@@ -77,6 +90,10 @@ Router::Router(std::vector<std::unique_ptr<GenerationBackend>> instances, const 
   const int32_t bs = instances[0]->status().block_size;
   block_size_ = bs > 0 ? bs : 16;
   if (padg()) padg_ = static_cast<policy::PadgRouter*>(policy_.get());
+  if (llumnix()) {
+    planner_.emplace(options_.migration);
+    if (options_.scale_by_freeness) freeness_scaler_.emplace(options_.freeness_scaling);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   for (size_t i = 0; i < instances.size(); ++i) {
     policy::InstanceRole role = policy::InstanceRole::kMixed;
@@ -328,7 +345,11 @@ int32_t Router::build_view(const std::vector<instance::InstanceStatus>& snaps, T
     l.role = m.role;
     l.healthy = healthy(i, s, now);
     if (life(i) == Life::kActive) unhealthy += l.healthy ? 0 : 1;
-    if (life(i) != Life::kActive) l.healthy = false;  // being removed (or gone): routed nothing
+    if (llumnix() && life(i) == Life::kRemoving) {
+      l.draining = true;  // routed nothing; its requests migrate away
+    } else if (life(i) != Life::kActive) {
+      l.healthy = false;  // being removed (or gone): routed nothing
+    }
     l.num_waiting = m.waiting;
     l.num_running = m.running;
     l.num_waiting_tokens = m.waiting_tokens;
@@ -440,6 +461,7 @@ Status Router::dispatch(RequestId id, std::optional<size_t> exclude) {
       decode_index_.insert(pd->decode, hashes_);
     }
   } else {
+    if (llumnix()) add_requests_to_view();
     target = policy_->route(view_, rr);
   }
   stats_.route_seconds_total += to_seconds(clock_->now() - t0);
@@ -519,6 +541,12 @@ Router::Delivery Router::on_event(RequestId id, uint64_t epoch, const instance::
     account(f, +1);
   }
   if (!ev.finished) return Delivery::kForward;
+  // The source of a migration stopped while the request was suspended there: the
+  // handover is with the destination, whose answer decides.
+  if (f.suspended && ev.finish_reason == "abort" && !f.cancelled) {
+    f.source_ended = true;
+    return Delivery::kDrop;
+  }
   // An instance failed the request before its first token: once, try another.
   if (ev.finish_reason == "error" && f.generated == 0 && !f.retried && !f.cancelled && !stopping_ &&
       options_.retry_before_first_token && size() > 1) {
@@ -614,7 +642,9 @@ void Router::deliver(RequestId id, uint64_t epoch, const instance::TokenEvent& e
 void Router::watchdog() {
   std::unique_lock<std::mutex> lock(watchdog_mu_);
   while (!watchdog_stop_) {
-    watchdog_cv_.wait_for(lock, std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.watchdog_interval));
+    Duration tick = options_.watchdog_interval;
+    if (llumnix() && options_.migrate_interval > Duration::zero()) tick = std::min(tick, options_.migrate_interval);
+    watchdog_cv_.wait_for(lock, std::chrono::duration_cast<std::chrono::steady_clock::duration>(tick));
     if (watchdog_stop_) break;
     lock.unlock();
     check_instances();
@@ -625,6 +655,8 @@ void Router::watchdog() {
 void Router::check_instances() {
   finish_removals();
   autoscale(clock_->now());
+  scale_by_freeness(clock_->now());
+  plan_migrations(clock_->now());
   const size_t n = size();
   std::vector<bool> sick(n);
   const TimePoint now = clock_->now();

@@ -43,6 +43,8 @@
 #include "cluster/generation_backend.h"
 #include "policy/cluster_view.h"
 #include "policy/cost_model.h"
+#include "policy/freeness_scaler.h"
+#include "policy/migration_planner.h"
 #include "policy/mitosis_scaler.h"
 #include "policy/padg_router.h"
 #include "policy/pd_dispatch.h"
@@ -98,6 +100,28 @@ struct RouterOptions {
   int32_t autoscale_min = 1;
   int32_t autoscale_max = 8;
   policy::AutoscaleOptions autoscale_policy;
+  // "llumnix": nodg instances, new requests to the freest (router "freeness" unless
+  // `router` names another), and live migration of running requests: every
+  // migrate_interval (0 = never) policy::MigrationPlanner pairs the least free
+  // instances with the freest and each order moves one request in stages (copy
+  // while it decodes, up to migrate_max_stages, until at most
+  // migrate_last_stage_tokens positions are left, then stop-and-copy; the source
+  // commits only after the destination has it). A migration that fails, or runs
+  // longer than migrate_timeout before its stop-and-copy, aborts and the request
+  // continues on the source. remove_instance() drains by migration.
+  policy::MigrationPlannerOptions migration;
+  Duration migrate_interval{};
+  int32_t migrate_max_stages = 4;
+  int32_t migrate_last_stage_tokens = 0;  // 0 = one block
+  Duration migrate_timeout = std::chrono::seconds(10);
+  // llumnix scaling (needs make_instance): every watchdog pass samples the mean
+  // freeness of the active instances; policy::FreenessScaler decides.
+  bool scale_by_freeness = false;
+  policy::FreenessScalingOptions freeness_scaling;
+  // Test hook: called (on whichever thread drives the migration) just before each
+  // stage is sent: "reserve" and "copy"/"stop" (to the source), "load" and
+  // "commit" (to the destination; called on the source's thread).
+  std::function<void(RequestId, std::string_view)> on_migration_stage;
 };
 
 class Router final : public GenerationBackend {
@@ -129,8 +153,14 @@ class Router final : public GenerationBackend {
   StatusOr<std::string> add_member(std::unique_ptr<GenerationBackend> instance);
   // GenerationBackend: options.make_instance(address), then add_member.
   StatusOr<std::string> add_instance(const std::string& address) override;
+  // llumnix: moves running request `id` to instance `destination` now (what the
+  // planner's orders do; also for tests and operators). Returns once it has started;
+  // watch cluster_stats(). NOT_FOUND for an unknown request or instance;
+  // FAILED_PRECONDITION when it has no first token yet, is being migrated, already
+  // runs there, or the destination is not active.
+  Status migrate(RequestId id, const std::string& destination);
   // Stops routing to instance `name` now; it is stopped once its requests have
-  // finished. NOT_FOUND for an unknown or removed name; FAILED_PRECONDITION for
+  // finished (llumnix: once they have migrated away or finished). NOT_FOUND for an unknown or removed name; FAILED_PRECONDITION for
   // the last active instance, under fudg, or when it is already being removed.
   Status remove_instance(const std::string& name) override;
 
@@ -177,6 +207,17 @@ class Router final : public GenerationBackend {
     double first_token_seconds = 0.0;
     TimePoint submitted{};  // autoscaling: TTFT and TPOT against the SLOs
     TimePoint first_token{};
+    // llumnix: a migration of this request is under way; `suspended` once its
+    // stop-and-copy has been sent (the source will run it no further).
+    bool migrating = false;
+    bool suspended = false;
+    bool source_ended = false;  // the source ended it ("abort") while suspended: the migration decides
+  };
+  struct Migration {
+    size_t source = 0, destination = 0;
+    uint64_t epoch = 0;      // the request's epoch when it started (the source's attempt)
+    int32_t loaded = 0;      // positions copied so far
+    MigrationRecord record;
   };
 
   Router(std::vector<std::unique_ptr<GenerationBackend>> instances, const RouterOptions& options, const Clock* clock,
@@ -218,6 +259,24 @@ class Router final : public GenerationBackend {
   void on_kv_exported(RequestId id, uint64_t epoch, StatusOr<std::vector<uint8_t>> blob);
   void fail(RequestId id, const std::string& reason, const std::string& error);
   bool fudg() const { return options_.strategy == "fudg"; }
+  bool llumnix() const { return options_.strategy == "llumnix"; }
+  // --- llumnix (router_migration.cc) ---
+  // Adds the in-flight requests to view_ (under mu_).
+  void add_requests_to_view();
+  // Runs the migration planner (watchdog).
+  void plan_migrations(TimePoint now);
+  // Starts migrating `id` from its instance to `destination` (not under mu_).
+  Status start_migration(RequestId id, size_t destination, const std::string& reason);
+  // The next stage of `id`'s migration, after the previous one succeeded.
+  void migration_copy(RequestId id);
+  void on_migration_chunk(RequestId id, StatusOr<instance::MigrationChunk> chunk);
+  void on_migration_committed(RequestId id, uint64_t new_epoch, Status s);
+  // Ends `id`'s migration before the stop-and-copy: frees the reservation (under no lock).
+  void abort_migration(RequestId id, const std::string& reason);
+  // Records the end of a migration (under mu_) and erases it.
+  void end_migration(RequestId id, const std::string& outcome);
+  // llumnix scaling by freeness (watchdog).
+  void scale_by_freeness(TimePoint now);
   bool padg() const { return options_.strategy == "padg"; }
 
   std::unique_ptr<Member[]> members_;  // options_.max_instances slots; [0, size()) in use
@@ -234,6 +293,10 @@ class Router final : public GenerationBackend {
   policy::PadgRouter* padg_ = nullptr;              // policy_ when padg (under mu_)
   policy::MacroLayout layout_;                      // padg: the macro instances (under mu_)
   std::unordered_map<RequestId, InFlight> in_flight_;  // under mu_
+  std::unordered_map<RequestId, Migration> migrations_;  // llumnix, under mu_
+  std::optional<policy::MigrationPlanner> planner_;      // llumnix
+  std::optional<policy::FreenessScaler> freeness_scaler_;  // llumnix scaling (watchdog thread)
+  TimePoint last_migration_plan_{};                      // watchdog thread
   policy::ClusterView view_;                        // under mu_ (scratch)
   std::vector<kv::BlockHash> hashes_;               // under mu_ (scratch)
   // fudg: which prompt blocks each decode instance probably caches (for

@@ -117,7 +117,7 @@ void InstanceCore::abort(std::span<const RequestId> ids) {
         break;
       }
     }
-    if (held_.erase(id)) {
+    if (held_.erase(id) || migrating_in_.erase(id)) {
       (void)scheduler_->release_held(id);
       continue;
     }
@@ -128,6 +128,9 @@ void InstanceCore::abort(std::span<const RequestId> ids) {
 }
 
 void InstanceCore::abort_all() {
+  std::vector<RequestId> reserved;
+  for (const auto& [id, n] : migrating_in_) reserved.push_back(id);
+  for (RequestId id : reserved) migrate_in_cancel(id);
   std::vector<RequestId> ids;
   ids.reserve(tracked_.size() + held_.size());
   for (const auto& [id, t] : tracked_) ids.push_back(id);
@@ -272,6 +275,113 @@ StepReport InstanceCore::step(TimePoint now, Executor& executor) {
   prompt_tokens_total_ += report.prompt_tokens;
   generation_tokens_total_ += report.generated_tokens;
   return report;
+}
+
+StatusOr<MigrationChunk> InstanceCore::migrate_out_copy(RequestId id, int32_t begin, const Executor& executor) const {
+  ECO_ASSIGN_OR_RETURN(policy::Scheduler::KvExtent extent, scheduler_->running_kv(id));
+  if (begin < 0 || begin > extent.num_computed) {
+    return invalid_argument_error("request {}: copy from position {} but {} are computed", id.value, begin,
+                                  extent.num_computed);
+  }
+  MigrationChunk chunk;
+  chunk.begin = begin;
+  chunk.end = extent.num_computed;
+  chunk.num_tokens = extent.num_tokens;
+  if (chunk.end > chunk.begin) {
+    ECO_ASSIGN_OR_RETURN(chunk.kv, executor.export_kv(extent.blocks, chunk.begin, chunk.end));
+  }
+  return chunk;
+}
+
+StatusOr<MigrationChunk> InstanceCore::migrate_out_stop(RequestId id, int32_t begin, const Executor& executor) {
+  auto t = tracked_.find(id);
+  if (t == tracked_.end()) return not_found_error("request {} is not on this instance", id.value);
+  ECO_ASSIGN_OR_RETURN(policy::Scheduler::KvExtent extent, scheduler_->running_kv(id));
+  if (extent.num_computed != extent.num_tokens - 1) {
+    return failed_precondition_error("request {} is still computing its prompt", id.value);
+  }
+  ECO_ASSIGN_OR_RETURN(MigrationChunk chunk, migrate_out_copy(id, begin, executor));
+  ECO_ASSIGN_OR_RETURN(policy::SuspendedRequest s, scheduler_->suspend(id));
+  chunk.last = true;
+  MigrationHandover& h = chunk.handover;
+  h.request.id = id;
+  h.request.prompt = std::move(s.spec.prompt);
+  h.request.sampling = std::move(s.spec.sampling);
+  h.request.sampling.seed = s.spec.seed;
+  h.request.sampling.has_seed = true;
+  h.request.priority = s.spec.priority;
+  h.request.slo_ttft = s.spec.slo_ttft;
+  h.request.slo_tpot = s.spec.slo_tpot;
+  h.output_tokens = std::move(s.output_tokens);
+  h.arrival = t->second.arrival;
+  h.scheduled = t->second.was_scheduled ? t->second.scheduled : t->second.arrival;
+  h.first_token_time = s.spec.first_token_time;
+  h.num_cached_prompt_tokens = s.num_cached_prompt_tokens;
+  return chunk;
+}
+
+Status InstanceCore::migrate_out_finish(RequestId id, bool committed) {
+  if (!committed) return scheduler_->resume(id);
+  ECO_RETURN_IF_ERROR(scheduler_->drop_suspended(id));
+  tracked_.erase(id);  // the destination emits its events from here on
+  return ok_status();
+}
+
+Status InstanceCore::migrate_in_reserve(RequestId id, int32_t num_tokens) {
+  if (tracked_.count(id)) return already_exists_error("request {} already runs here", id.value);
+  ECO_RETURN_IF_ERROR(scheduler_->reserve_blocks(id, num_tokens).status());
+  migrating_in_.try_emplace(id, 0);
+  return ok_status();
+}
+
+Status InstanceCore::migrate_in_load(RequestId id, const MigrationChunk& chunk, Executor& executor) {
+  auto it = migrating_in_.find(id);
+  if (it == migrating_in_.end()) return not_found_error("no migration of request {} is arriving here", id.value);
+  if (chunk.begin != it->second || chunk.end < chunk.begin) {
+    return invalid_argument_error("request {}: stage [{}, {}) does not follow the {} positions loaded", id.value,
+                                  chunk.begin, chunk.end, it->second);
+  }
+  if (chunk.end == chunk.begin) return ok_status();
+  ECO_ASSIGN_OR_RETURN(std::span<const BlockId> table, scheduler_->reserve_blocks(id, chunk.end));
+  ECO_ASSIGN_OR_RETURN(int32_t loaded, executor.import_kv(chunk.kv, table));
+  if (loaded != chunk.end - chunk.begin) {
+    return invalid_argument_error("request {}: the stage holds {} positions, {} expected", id.value, loaded,
+                                  chunk.end - chunk.begin);
+  }
+  it->second = chunk.end;
+  return ok_status();
+}
+
+Status InstanceCore::migrate_in_commit(const MigrationChunk& last, EventSink sink, Executor& executor) {
+  const MigrationHandover& h = last.handover;
+  const RequestId id = h.request.id;
+  if (!last.last) return invalid_argument_error("request {}: commit needs the stop-and-copy stage", id.value);
+  ECO_RETURN_IF_ERROR(migrate_in_load(id, last, executor));
+  const int32_t computed =
+      static_cast<int32_t>(h.request.prompt.size()) + static_cast<int32_t>(h.output_tokens.size()) - 1;
+  if (migrating_in_.at(id) != computed) {
+    return invalid_argument_error("request {}: {} positions arrived, the request has {}", id.value,
+                                  migrating_in_.at(id), computed);
+  }
+  policy::RequestSpec spec;
+  spec.id = id;
+  spec.prompt = h.request.prompt;
+  spec.sampling = h.request.sampling;
+  spec.priority = h.request.priority;
+  spec.arrival = h.arrival;
+  spec.seed = h.request.sampling.seed;
+  spec.slo_ttft = h.request.slo_ttft;
+  spec.slo_tpot = h.request.slo_tpot;
+  spec.first_token_time = h.first_token_time;
+  ECO_RETURN_IF_ERROR(scheduler_->adopt_reserved(std::move(spec), h.output_tokens, h.num_cached_prompt_tokens));
+  migrating_in_.erase(id);
+  tracked_[id] = Tracked{std::move(sink), h.arrival, h.scheduled, true, static_cast<int32_t>(h.request.prompt.size())};
+  return ok_status();
+}
+
+void InstanceCore::migrate_in_cancel(RequestId id) {
+  if (!migrating_in_.erase(id)) return;
+  (void)scheduler_->release_held(id);
 }
 
 void InstanceCore::fill_status(InstanceStatus& status) const {

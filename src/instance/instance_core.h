@@ -112,6 +112,34 @@ class InstanceCore {
                              EventSink sink, TimePoint arrival);
   int32_t num_waiting_for_kv() const { return static_cast<int32_t>(remote_waiting_.size()); }
 
+  // --- Live migration (llumnix), in stages over block ranges ---
+  // Source side (between steps, on the core's thread):
+  //  - migrate_out_copy: the KV of positions [begin, computed) of a running request,
+  //    which keeps decoding. NOT_FOUND when unknown here, FAILED_PRECONDITION when it
+  //    is not running now (queued, preempted, swapped): the migration aborts. The
+  //    copy is taken synchronously, so no block is freed or reused while it is read.
+  //  - migrate_out_stop: stop-and-copy: suspends it (no more steps, blocks kept),
+  //    returns the KV of [begin, computed) and the handover. Its sink stays here.
+  //  - migrate_out_finish: committed = the destination continues it: its blocks are
+  //    freed and its sink dropped without a final event; else it resumes here.
+  StatusOr<MigrationChunk> migrate_out_copy(RequestId id, int32_t begin, const Executor& executor) const;
+  StatusOr<MigrationChunk> migrate_out_stop(RequestId id, int32_t begin, const Executor& executor);
+  Status migrate_out_finish(RequestId id, bool committed);
+  // Destination side:
+  //  - migrate_in_reserve: reserves blocks for `num_tokens` positions (a request
+  //    migrating here). RESOURCE_EXHAUSTED when they are not free.
+  //  - migrate_in_load: loads a stage's KV into the reservation (grown to cover it).
+  //  - migrate_in_commit: loads the last stage and continues the request from the
+  //    handover; `sink` sees the tokens after handover.output_tokens. On error the
+  //    reservation stays (migrate_in_cancel frees it) and the sink is not called.
+  //  - migrate_in_cancel: frees the reservation (a failed migration). Unknown ids are ignored.
+  Status migrate_in_reserve(RequestId id, int32_t num_tokens);
+  Status migrate_in_load(RequestId id, const MigrationChunk& chunk, Executor& executor);
+  Status migrate_in_commit(const MigrationChunk& last, EventSink sink, Executor& executor);
+  void migrate_in_cancel(RequestId id);
+  int32_t num_migrating_in() const { return static_cast<int32_t>(migrating_in_.size()); }
+  int32_t num_suspended() const { return scheduler_->num_suspended(); }
+
   bool has_unfinished() const { return scheduler_->has_unfinished() || !remote_waiting_.empty(); }
   int32_t num_tracked() const { return static_cast<int32_t>(tracked_.size()); }
   const policy::Scheduler& scheduler() const { return *scheduler_; }
@@ -149,7 +177,8 @@ class InstanceCore {
   int32_t max_context_ = 0;
   std::unordered_map<RequestId, Tracked> tracked_;
   std::unordered_map<RequestId, Held> held_;
-  std::deque<RemoteWaiting> remote_waiting_;  // FIFO: waiting for blocks to load their KV into
+  std::deque<RemoteWaiting> remote_waiting_;
+  std::unordered_map<RequestId, int32_t> migrating_in_;  // reservations: positions loaded so far  // FIFO: waiting for blocks to load their KV into
   std::mt19937_64 seed_rng_;
   std::vector<policy::SampledToken> sampled_;  // step() scratch
   int64_t prompt_tokens_total_ = 0;

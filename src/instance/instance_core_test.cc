@@ -38,7 +38,9 @@ struct Events {
   }
   std::vector<int32_t> tokens(uint64_t id) const {
     std::vector<int32_t> out;
-    for (const auto& e : by_id.at(id)) {
+    auto it = by_id.find(id);
+    if (it == by_id.end()) return out;
+    for (const auto& e : it->second) {
       if (e.token >= 0) out.push_back(e.token);
     }
     return out;
@@ -353,6 +355,185 @@ TEST(InstanceCoreTest, PrefilledRequestsWaitForBlocksAndBadKvIsAnError) {
   InstanceStatus ps;
   (*prefill)->fill_status(ps);
   EXPECT_EQ(ps.kv_usage, 0.0);
+}
+
+
+// Live migration: moves request `id` from `src` to `dst` in stages (two copies
+// while it decodes, each followed by one more source step, then stop-and-copy)
+// and returns the positions each stage carried.
+std::vector<std::pair<int32_t, int32_t>> migrate(InstanceCore& src, FakeExecutor& sexec, InstanceCore& dst,
+                                                 FakeExecutor& dexec, uint64_t id, Events& dst_events, int64_t& t) {
+  std::vector<std::pair<int32_t, int32_t>> stages;
+  const RequestId rid(id);
+  EXPECT_TRUE(dst.migrate_in_reserve(rid, 8).ok());
+  int32_t begin = 0;
+  for (int i = 0; i < 2; ++i) {
+    auto chunk = src.migrate_out_copy(rid, begin, sexec);
+    EXPECT_TRUE(chunk.ok()) << chunk.status().to_string();
+    if (!chunk.ok()) return stages;
+    stages.emplace_back(chunk->begin, chunk->end);
+    EXPECT_TRUE(dst.migrate_in_load(rid, *chunk, dexec).ok());
+    begin = chunk->end;
+    src.step(at_ms(t++), sexec);  // it keeps decoding on the source meanwhile
+  }
+  auto last = src.migrate_out_stop(rid, begin, sexec);
+  EXPECT_TRUE(last.ok()) << last.status().to_string();
+  if (!last.ok()) return stages;
+  stages.emplace_back(last->begin, last->end);
+  EXPECT_TRUE(last->last);
+  EXPECT_EQ(src.num_suspended(), 1);
+  src.step(at_ms(t++), sexec);  // suspended: no token for it
+  Status commit = dst.migrate_in_commit(*last, dst_events.sink(), dexec);
+  EXPECT_TRUE(commit.ok()) << commit.to_string();
+  EXPECT_TRUE(src.migrate_out_finish(rid, /*committed=*/true).ok());
+  EXPECT_EQ(src.num_suspended(), 0);
+  return stages;
+}
+
+TEST(InstanceCoreTest, MigrationInStagesContinuesExactlyOnTheDestination) {
+  FakeExecutor aexec(4, 32, 128), bexec(4, 32, 128);
+  auto a = InstanceCore::create(options(), aexec);
+  auto b = InstanceCore::create(options(), bexec);
+  ASSERT_TRUE(a.ok() && b.ok());
+  // Another request on the destination first, so the block layouts differ.
+  Events ev, bev;
+  (*b)->add_request(request(9, 10, 30), bev.sink(), at_ms(0));
+  (*b)->step(at_ms(0), bexec);
+  (*a)->add_request(request(1, 11, 12), ev.sink(), at_ms(0));
+  int64_t t = 1;
+  for (; ev.tokens(1).size() < 3u; ++t) (*a)->step(at_ms(t), aexec);
+  // 11 prompt + 3 outputs: 13 positions computed. Stage 1 copies [0, 13), the source
+  // decodes one token, stage 2 copies [13, 14), one more, stop-and-copy [14, 15).
+  auto stages = migrate(**a, aexec, **b, bexec, 1, ev, t);
+  EXPECT_EQ(stages, (std::vector<std::pair<int32_t, int32_t>>{{0, 13}, {13, 14}, {14, 15}}));
+  EXPECT_EQ(ev.tokens(1).size(), 5u);
+  for (; (*b)->has_unfinished(); ++t) (*b)->step(at_ms(t), bexec);
+  EXPECT_EQ(bexec.kv_mismatches, 0);
+  EXPECT_EQ(aexec.kv_mismatches, 0);
+  std::vector<int32_t> want;
+  for (int32_t k = 0; k < 12; ++k) want.push_back(FakeExecutor::default_token(RequestId(1), k));
+  EXPECT_EQ(ev.tokens(1), want);  // one stream, no token lost or repeated
+  EXPECT_EQ(ev.final_event(1).finish_reason, "length");
+  EXPECT_EQ(ev.final_event(1).prompt_tokens, 11);
+  EXPECT_EQ(ev.final_event(1).scheduled_time, at_ms(1));  // queue time survives the move
+  // The sampler seed moved with it: every sampled step of request 1 used 7 + 1.
+  for (uint64_t seed : bexec.seeds) EXPECT_TRUE(seed == 8 || seed == 16) << seed;
+  InstanceStatus as;
+  (*a)->fill_status(as);
+  EXPECT_EQ(as.kv_usage, 0.0);
+  EXPECT_EQ((*a)->num_tracked(), 0);
+  InstanceStatus bs;
+  (*b)->fill_status(bs);
+  EXPECT_EQ(bs.kv_usage, 0.0);
+  EXPECT_EQ((*b)->num_migrating_in(), 0);
+}
+
+TEST(InstanceCoreTest, MigrationThereAndBackIsExact) {
+  FakeExecutor aexec(4, 32, 128), bexec(4, 32, 128);
+  auto a = InstanceCore::create(options(), aexec);
+  auto b = InstanceCore::create(options(), bexec);
+  ASSERT_TRUE(a.ok() && b.ok());
+  Events ev;
+  (*a)->add_request(request(1, 9, 20), ev.sink(), at_ms(0));
+  (*a)->add_request(request(2, 5, 20), ev.sink(), at_ms(0));  // stays on A, shares its steps
+  int64_t t = 1;
+  for (; ev.tokens(1).size() < 2u; ++t) (*a)->step(at_ms(t), aexec);
+  migrate(**a, aexec, **b, bexec, 1, ev, t);
+  for (int i = 0; i < 3; ++i, ++t) {
+    (*a)->step(at_ms(t), aexec);
+    (*b)->step(at_ms(t), bexec);
+  }
+  migrate(**b, bexec, **a, aexec, 1, ev, t);
+  for (; (*a)->has_unfinished() || (*b)->has_unfinished(); ++t) {
+    (*a)->step(at_ms(t), aexec);
+    (*b)->step(at_ms(t), bexec);
+  }
+  EXPECT_EQ(aexec.kv_mismatches + bexec.kv_mismatches, 0);
+  for (uint64_t id : {1u, 2u}) {
+    std::vector<int32_t> want;
+    for (int32_t k = 0; k < 20; ++k) want.push_back(FakeExecutor::default_token(RequestId(id), k));
+    EXPECT_EQ(ev.tokens(id), want) << id;
+    EXPECT_EQ(ev.final_event(id).finish_reason, "length");
+    EXPECT_EQ(std::count_if(ev.by_id.at(id).begin(), ev.by_id.at(id).end(),
+                            [](const TokenEvent& e) { return e.finished; }),
+              1);
+  }
+  InstanceStatus s;
+  (*a)->fill_status(s);
+  EXPECT_EQ(s.kv_usage, 0.0);
+  (*b)->fill_status(s);
+  EXPECT_EQ(s.kv_usage, 0.0);
+}
+
+TEST(InstanceCoreTest, FailedMigrationsLeaveTheRequestOnTheSourceAndNothingReserved) {
+  FakeExecutor aexec(4, 32, 128), bexec(4, 3, 128);  // the destination has 3 blocks of 4
+  auto a = InstanceCore::create(options(), aexec);
+  auto b = InstanceCore::create(options(), bexec);
+  ASSERT_TRUE(a.ok() && b.ok());
+  Events ev;
+  (*a)->add_request(request(1, 15, 10), ev.sink(), at_ms(0));
+  int64_t t = 1;
+  for (; ev.tokens(1).size() < 2u; ++t) (*a)->step(at_ms(t), aexec);
+  const RequestId id(1);
+  // 16 positions need 4 blocks: the destination has 3.
+  EXPECT_EQ((*b)->migrate_in_reserve(id, 16).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ((*b)->num_migrating_in(), 0);
+  ASSERT_TRUE((*b)->migrate_in_reserve(id, 8).ok());
+  auto chunk = (*a)->migrate_out_copy(id, 0, aexec);
+  ASSERT_TRUE(chunk.ok());
+  EXPECT_EQ((*b)->migrate_in_load(id, *chunk, bexec).code(), StatusCode::kResourceExhausted);
+  // A stage that skips positions is refused.
+  auto gap = (*a)->migrate_out_copy(id, 4, aexec);
+  ASSERT_TRUE(gap.ok());
+  EXPECT_EQ((*b)->migrate_in_load(id, *gap, bexec).code(), StatusCode::kInvalidArgument);
+  (*b)->migrate_in_cancel(id);
+  InstanceStatus bs;
+  (*b)->fill_status(bs);
+  EXPECT_EQ(bs.kv_usage, 0.0);
+  // Stop-and-copy, then the destination fails: the source resumes it.
+  auto last = (*a)->migrate_out_stop(id, 0, aexec);
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ((*a)->migrate_out_copy(id, 0, aexec).status().code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE((*a)->migrate_out_finish(id, /*committed=*/false).ok());
+  EXPECT_EQ((*a)->migrate_out_finish(id, false).code(), StatusCode::kNotFound);
+  for (; (*a)->has_unfinished(); ++t) (*a)->step(at_ms(t), aexec);
+  std::vector<int32_t> want;
+  for (int32_t k = 0; k < 10; ++k) want.push_back(FakeExecutor::default_token(id, k));
+  EXPECT_EQ(ev.tokens(1), want);
+  EXPECT_EQ(aexec.kv_mismatches, 0);
+  InstanceStatus as;
+  (*a)->fill_status(as);
+  EXPECT_EQ(as.kv_usage, 0.0);
+  // Unknown and queued requests cannot be migrated.
+  EXPECT_EQ((*a)->migrate_out_copy(RequestId(5), 0, aexec).status().code(), StatusCode::kNotFound);
+  (*a)->add_request(request(6, 5, 3), ev.sink(), at_ms(t));
+  EXPECT_EQ((*a)->migrate_out_copy(RequestId(6), 0, aexec).status().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(InstanceCoreTest, AbortOfASuspendedRequestEndsItOnceAndFreesItsBlocks) {
+  FakeExecutor aexec(4, 32, 128), bexec(4, 32, 128);
+  auto a = InstanceCore::create(options(), aexec);
+  auto b = InstanceCore::create(options(), bexec);
+  ASSERT_TRUE(a.ok() && b.ok());
+  Events ev;
+  (*a)->add_request(request(1, 6, 10), ev.sink(), at_ms(0));
+  for (int64_t t = 1; ev.tokens(1).size() < 2u; ++t) (*a)->step(at_ms(t), aexec);
+  const RequestId id(1);
+  ASSERT_TRUE((*b)->migrate_in_reserve(id, 7).ok());
+  ASSERT_TRUE((*a)->migrate_out_stop(id, 0, aexec).ok());
+  const RequestId ids[] = {id};
+  (*a)->abort(ids);
+  (*b)->abort(ids);  // the destination's reservation goes too
+  EXPECT_EQ(ev.final_event(1).finish_reason, "abort");
+  EXPECT_EQ(std::count_if(ev.by_id.at(1).begin(), ev.by_id.at(1).end(), [](const TokenEvent& e) { return e.finished; }),
+            1);
+  InstanceStatus s;
+  (*a)->fill_status(s);
+  EXPECT_EQ(s.kv_usage, 0.0);
+  EXPECT_EQ((*a)->num_suspended(), 0);
+  (*b)->fill_status(s);
+  EXPECT_EQ(s.kv_usage, 0.0);
+  EXPECT_EQ((*b)->num_migrating_in(), 0);
 }
 
 }  // namespace

@@ -180,12 +180,14 @@ void InstanceLoop::cancel(RequestId id) {
   impl_->cv.notify_one();
 }
 
-void InstanceLoop::post(CoreTask task) {
+bool InstanceLoop::post(CoreTask task) {
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->stopping) return false;
     impl_->tasks.push_back(std::move(task));
   }
   impl_->cv.notify_one();
+  return true;
 }
 
 Status InstanceLoop::submit_prefilled(GenerationRequest request, std::vector<int32_t> output_tokens,
@@ -196,10 +198,11 @@ Status InstanceLoop::submit_prefilled(GenerationRequest request, std::vector<int
     if (impl_->stopping) return unavailable_error("the instance is stopping");
   }
   const TimePoint arrival = impl_->clock->now();
-  post([request = std::move(request), output_tokens = std::move(output_tokens), kv = std::move(kv),
-        sink = std::move(sink), arrival](InstanceCore& core, Executor&) mutable {
+  const bool queued = post([request = std::move(request), output_tokens = std::move(output_tokens),
+                            kv = std::move(kv), sink = std::move(sink), arrival](InstanceCore& core, Executor&) mutable {
     core.add_prefilled_request(std::move(request), std::move(output_tokens), std::move(kv), std::move(sink), arrival);
   });
+  if (!queued) return unavailable_error("the instance is stopping");
   return ok_status();
 }
 

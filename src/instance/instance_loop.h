@@ -67,11 +67,12 @@ class InstanceLoop {
   void cancel(RequestId id);
 
   // Runs `task` on the loop thread between steps, with the core and the executor
-  // (KV export/import for disaggregation, later migration stages). Tasks run in
-  // order; tasks still queued when the loop stops run on the stopping thread, so
-  // every task runs exactly once. Tasks must not block.
+  // (KV export/import for disaggregation, migration stages). Tasks run in order;
+  // tasks still queued when the loop stops run on the stopping thread, so every
+  // accepted task runs exactly once. Returns false (the task is dropped, never
+  // run) once stop() has begun. Tasks must not block.
   using CoreTask = std::function<void(InstanceCore&, Executor&)>;
-  void post(CoreTask task);
+  bool post(CoreTask task);
   // Continues a request prefilled on another instance (InstanceCore::add_prefilled_request).
   // UNAVAILABLE when stopped.
   Status submit_prefilled(GenerationRequest request, std::vector<int32_t> output_tokens, std::vector<uint8_t> kv,

@@ -14,6 +14,19 @@
 
 namespace ecoserve::policy {
 
+// One request as cluster policies that move requests (llumnix) see it: from the
+// router's own accounting, listed per instance only when the policy asks for it
+// (ClusterView::with_requests).
+struct RequestLoad {
+  RequestId id;
+  int32_t priority = 0;       // the scheduling priority (higher = more important; > 0 = Llumnix's "high" class)
+  int32_t num_tokens = 0;     // prompt + generated tokens so far (its KV once running)
+  int32_t num_generated = 0;  // output tokens so far
+  int32_t max_tokens = 0;     // output tokens it may still reach at most (its sampling max_tokens)
+  bool running = false;       // has its first token (holds KV); else queued: its demand counts
+  bool migrating = false;     // being migrated now: neither a candidate nor a destination's concern
+};
+
 // One instance as the router sees it.
 struct InstanceLoad {
   InstanceId id;
@@ -37,6 +50,12 @@ struct InstanceLoad {
   // The instance's phase (InstancePolicy::phase) and when it last switched.
   InstancePhase phase = InstancePhase::kMixed;
   TimePoint last_phase_switch{};
+  // llumnix: the instance is being drained (scale-in): its virtual usage is
+  // infinite, so it takes no requests and its requests migrate away.
+  bool draining = false;
+  // llumnix: its requests (only when ClusterView::with_requests), queued ones in
+  // arrival order.
+  std::vector<RequestLoad> requests;
 
   int64_t load_tokens() const { return num_waiting_tokens + num_running_tokens; }
   int32_t num_requests() const { return num_waiting + num_running; }
@@ -45,6 +64,7 @@ struct InstanceLoad {
 // Instances in a stable order (position = the router's index; ids need not be dense).
 struct ClusterView {
   std::vector<InstanceLoad> instances;
+  bool with_requests = false;  // InstanceLoad::requests are filled
 };
 
 struct RouteRequest {

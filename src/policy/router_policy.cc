@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "policy/freeness_router.h"
+
 namespace ecoserve::policy {
 
 namespace {
@@ -91,7 +93,8 @@ StatusOr<std::unique_ptr<RouterPolicy>> make_router_policy(std::string_view name
   if (name == "round-robin") return std::unique_ptr<RouterPolicy>(new RoundRobinRouter());
   if (name == "least-loaded") return std::unique_ptr<RouterPolicy>(new LeastLoadedRouter());
   if (name == "cache-aware") return std::unique_ptr<RouterPolicy>(new CacheAwareRouter(options));
-  return invalid_argument_error("unknown router '{}' (round-robin, least-loaded, cache-aware)", name);
+  if (name == "freeness") return std::unique_ptr<RouterPolicy>(new FreenessRouter(FreenessOptions{}));
+  return invalid_argument_error("unknown router '{}' (round-robin, least-loaded, cache-aware, freeness)", name);
 }
 
 }  // namespace ecoserve::policy

@@ -84,7 +84,8 @@ class CacheAwareRouter final : public RouterPolicy {
 // Position in view.instances of the least-loaded candidate (healthy, kMixed), or -1.
 int32_t least_loaded_position(const ClusterView& view);
 
-// "round-robin", "least-loaded", "cache-aware"; INVALID_ARGUMENT naming them otherwise.
+// "round-robin", "least-loaded", "cache-aware", "freeness" (FreenessRouter with default
+// FreenessOptions, policy/freeness_router.h); INVALID_ARGUMENT naming them otherwise.
 StatusOr<std::unique_ptr<RouterPolicy>> make_router_policy(std::string_view name, const RouterOptions& options);
 
 }  // namespace ecoserve::policy

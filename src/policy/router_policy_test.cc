@@ -114,14 +114,14 @@ TEST(RouterPolicyTest, HotPrefixSpreadsOnceTheHolderIsMuchBusier) {
 }
 
 TEST(RouterPolicyTest, MakeRouterPolicyKnowsItsNames) {
-  for (const char* name : {"round-robin", "least-loaded", "cache-aware"}) {
+  for (const char* name : {"round-robin", "least-loaded", "cache-aware", "freeness"}) {
     auto p = make_router_policy(name, RouterOptions{});
     ASSERT_TRUE(p.ok()) << name;
     EXPECT_EQ((*p)->name(), name);
   }
   auto bad = make_router_policy("random", RouterOptions{});
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(bad.status().message(), "unknown router 'random' (round-robin, least-loaded, cache-aware)");
+  EXPECT_EQ(bad.status().message(), "unknown router 'random' (round-robin, least-loaded, cache-aware, freeness)");
 }
 
 }  // namespace

@@ -29,6 +29,7 @@ struct Scheduler::Request {
   int32_t num_registered = 0;         // leading blocks already offered to the prefix cache
   RequestState state = RequestState::kWaiting;
   bool aborted = false;
+  bool suspended = false;  // taken out of every queue for a migration's stop-and-copy
   bool in_flight = false;
   bool awaiting_sample = false;
   bool has_pending_finish = false;
@@ -164,14 +165,12 @@ Status Scheduler::add_request(RequestSpec spec) {
   return ok_status();
 }
 
-StatusOr<std::vector<BlockId>> Scheduler::add_computed_request(RequestSpec spec,
-                                                               std::span<const int32_t> output_tokens) {
+Status Scheduler::check_computed(const RequestSpec& spec, int64_t num_generated) const {
   const auto prompt_len = static_cast<int64_t>(spec.prompt.size());
   if (prompt_len == 0) return invalid_argument_error("request {}: empty prompt", spec.id.value);
-  if (output_tokens.empty()) {
+  if (num_generated < 1) {
     return invalid_argument_error("request {}: a computed request needs its first sampled token", spec.id.value);
   }
-  const auto num_generated = static_cast<int64_t>(output_tokens.size());
   if (spec.sampling.max_tokens <= num_generated) {
     return failed_precondition_error("request {}: already has {} of max_tokens {} tokens", spec.id.value,
                                      num_generated, spec.sampling.max_tokens);
@@ -185,10 +184,16 @@ StatusOr<std::vector<BlockId>> Scheduler::add_computed_request(RequestSpec spec,
     return invalid_argument_error("request {}: {} tokens do not fit a KV cache of {} blocks", spec.id.value,
                                   num_tokens, options_.num_blocks);
   }
-  if (requests_.count(spec.id) || held_.count(spec.id)) {
-    return already_exists_error("request {} already exists", spec.id.value);
-  }
-  const int32_t num_computed = static_cast<int32_t>(num_tokens - 1);
+  if (requests_.count(spec.id)) return already_exists_error("request {} already exists", spec.id.value);
+  return ok_status();
+}
+
+StatusOr<std::vector<BlockId>> Scheduler::add_computed_request(RequestSpec spec,
+                                                               std::span<const int32_t> output_tokens) {
+  ECO_RETURN_IF_ERROR(check_computed(spec, static_cast<int64_t>(output_tokens.size())));
+  if (held_.count(spec.id)) return already_exists_error("request {} already exists", spec.id.value);
+  const int32_t num_computed =
+      static_cast<int32_t>(spec.prompt.size() + output_tokens.size()) - 1;
   const int32_t need = kv::blocks_for_tokens(num_computed, options_.block_size);
   if (need > cache_.num_free()) {
     return resource_exhausted_error("request {}: needs {} KV blocks, {} free", spec.id.value, need,
@@ -210,6 +215,107 @@ StatusOr<std::vector<BlockId>> Scheduler::add_computed_request(RequestSpec spec,
   requests_.emplace(p->id, std::move(r));
   insert_sorted(running_, p);
   return table;
+}
+
+StatusOr<Scheduler::KvExtent> Scheduler::running_kv(RequestId id) const {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return not_found_error("request {} is not on this instance", id.value);
+  const Request& r = *it->second;
+  if (r.aborted) return failed_precondition_error("request {} is finishing", id.value);
+  if (r.suspended) return failed_precondition_error("request {} is suspended for migration", id.value);
+  if (r.state != RequestState::kRunning) {
+    return failed_precondition_error("request {} is not running (preempted or queued)", id.value);
+  }
+  return KvExtent{r.blocks, r.num_computed, r.num_tokens()};
+}
+
+StatusOr<SuspendedRequest> Scheduler::suspend(RequestId id) {
+  ECO_CHECK_MSG(!step_in_flight_, "suspend() with a step in flight");
+  ECO_ASSIGN_OR_RETURN(KvExtent extent, running_kv(id));
+  Request& r = *requests_.at(id);
+  if (r.num_generated() < 1 || extent.num_computed != extent.num_tokens - 1) {
+    return failed_precondition_error("request {} is still computing its prompt", id.value);
+  }
+  SuspendedRequest out;
+  out.spec.id = r.id;
+  out.spec.prompt.assign(r.tokens.begin(), r.tokens.begin() + r.prompt_len);
+  out.spec.sampling = r.sampling;
+  out.spec.priority = r.priority;
+  out.spec.arrival = r.arrival;
+  out.spec.seed = r.seed;
+  out.spec.slo_ttft = r.slo_ttft;
+  out.spec.slo_tpot = r.slo_tpot;
+  out.spec.first_token_time = r.first_token_time;
+  out.output_tokens.assign(r.tokens.begin() + r.prompt_len, r.tokens.end());
+  out.num_computed = r.num_computed;
+  out.num_cached_prompt_tokens = std::max(0, r.num_cached_prompt_tokens);
+  out.blocks = r.blocks;
+  remove_from(running_, &r);
+  r.suspended = true;
+  ++num_suspended_;
+  return out;
+}
+
+Status Scheduler::resume(RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end() || !it->second->suspended) {
+    return not_found_error("request {} is not suspended here", id.value);
+  }
+  Request& r = *it->second;
+  r.suspended = false;
+  --num_suspended_;
+  insert_sorted(running_, &r);
+  return ok_status();
+}
+
+Status Scheduler::drop_suspended(RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end() || !it->second->suspended) {
+    return not_found_error("request {} is not suspended here", id.value);
+  }
+  Request& r = *it->second;
+  release_blocks(r);
+  erase(r);
+  return ok_status();
+}
+
+StatusOr<std::span<const BlockId>> Scheduler::reserve_blocks(RequestId id, int32_t num_tokens) {
+  if (requests_.count(id)) return already_exists_error("request {} already runs here", id.value);
+  if (num_tokens < 0) return invalid_argument_error("request {}: cannot reserve {} tokens", id.value, num_tokens);
+  const int32_t need = kv::blocks_for_tokens(num_tokens, options_.block_size);
+  std::vector<BlockId>& table = held_[id];
+  const int32_t more = need - static_cast<int32_t>(table.size());
+  if (more > cache_.num_free()) {
+    if (table.empty()) held_.erase(id);
+    return resource_exhausted_error("request {}: needs {} more KV blocks, {} free", id.value, more,
+                                    cache_.num_free());
+  }
+  for (int32_t i = 0; i < more; ++i) table.push_back(*cache_.allocate());
+  return std::span<const BlockId>(table);
+}
+
+Status Scheduler::adopt_reserved(RequestSpec spec, std::span<const int32_t> output_tokens,
+                                 int32_t num_cached_prompt_tokens) {
+  auto h = held_.find(spec.id);
+  if (h == held_.end()) return not_found_error("no blocks reserved for request {}", spec.id.value);
+  ECO_RETURN_IF_ERROR(check_computed(spec, static_cast<int64_t>(output_tokens.size())));
+  const int32_t num_computed = static_cast<int32_t>(spec.prompt.size() + output_tokens.size()) - 1;
+  ECO_RETURN_IF_ERROR(reserve_blocks(spec.id, num_computed).status());
+  std::unique_ptr<Request> r = new_request(std::move(spec));
+  r->tokens.insert(r->tokens.end(), output_tokens.begin(), output_tokens.end());
+  r->num_computed = num_computed;
+  r->num_cached_prompt_tokens = num_cached_prompt_tokens;
+  r->blocks = std::move(h->second);
+  held_.erase(h);
+  r->state = RequestState::kRunning;
+  if (options_.enable_prefix_caching) {
+    kv::PrefixCache::extend_hashes(r->tokens, options_.block_size, &r->hashes);
+    register_computed_blocks(*r);
+  }
+  Request* p = r.get();
+  requests_.emplace(p->id, std::move(r));
+  insert_sorted(running_, p);
+  return ok_status();
 }
 
 bool Scheduler::abort(RequestId id) {
@@ -521,6 +627,11 @@ void Scheduler::finish(Request& r, FinishReason reason, std::vector<FinishedInfo
 }
 
 void Scheduler::erase(Request& r) {
+  if (r.suspended) {
+    --num_suspended_;
+    requests_.erase(r.id);  // destroys r
+    return;
+  }
   switch (r.state) {
     case RequestState::kWaiting: remove_from(waiting_, &r); break;
     case RequestState::kRunning: remove_from(running_, &r); break;

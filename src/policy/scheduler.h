@@ -94,6 +94,18 @@ struct FinishedInfo {
   std::vector<BlockId> held_blocks;
 };
 
+// A request taken out of scheduling for the stop-and-copy stage of a live
+// migration (Scheduler::suspend): everything another instance needs to continue
+// it exactly — its identity and sampling (the seed fixes every later draw), its
+// tokens, and where its KV sits here.
+struct SuspendedRequest {
+  RequestSpec spec;                    // prompt, sampling, priority, arrival, seed, SLOs, first_token_time
+  std::vector<int32_t> output_tokens;  // generated so far (the last one's KV is not computed yet)
+  int32_t num_computed = 0;            // positions with KV: prompt + outputs - 1
+  int32_t num_cached_prompt_tokens = 0;
+  std::vector<BlockId> blocks;         // its device blocks here, still held
+};
+
 class Scheduler {
  public:
   struct Options {
@@ -133,6 +145,42 @@ class Scheduler {
   bool abort(RequestId id);
   // Frees the blocks held for a kPrefillDone request. NOT_FOUND if none held.
   Status release_held(RequestId id);
+
+  // --- Live migration (llumnix) ---
+  // Source side. Between steps only (no step in flight).
+  // Where a running request's KV is: its device blocks and how many positions hold
+  // KV. NOT_FOUND when unknown; FAILED_PRECONDITION when it is not running now
+  // (queued, preempted, swapped, suspended) or aborted.
+  struct KvExtent {
+    std::span<const BlockId> blocks;  // valid until the next schedule()/abort()
+    int32_t num_computed = 0;
+    int32_t num_tokens = 0;  // prompt + generated
+  };
+  StatusOr<KvExtent> running_kv(RequestId id) const;
+  // Stop-and-copy: takes a running request that is between decode tokens (every
+  // position but the last sampled token's computed) out of scheduling. It keeps its
+  // blocks and its place in requests until resume() or drop_suspended(); abort()
+  // still finishes it. Errors as running_kv(), and FAILED_PRECONDITION while it
+  // still has prompt to compute.
+  StatusOr<SuspendedRequest> suspend(RequestId id);
+  // Puts a suspended request back into the running set (the migration failed).
+  Status resume(RequestId id);
+  // Frees a suspended request's blocks and forgets it, with no FinishedInfo (the
+  // migration committed: it lives on elsewhere).
+  Status drop_suspended(RequestId id);
+  int32_t num_suspended() const { return num_suspended_; }
+  // Destination side. Reserves device blocks for request `id` to hold positions
+  // [0, num_tokens) (growing an earlier reservation; never shrinking it) and
+  // returns the reserved table. RESOURCE_EXHAUSTED when the blocks are not free;
+  // ALREADY_EXISTS when `id` is a live request here. Reserved blocks count as used
+  // and are freed by release_held() (or abort()).
+  StatusOr<std::span<const BlockId>> reserve_blocks(RequestId id, int32_t num_tokens);
+  // Turns the reservation of spec.id into a running request whose positions
+  // [0, prompt + output_tokens - 1) hold KV (loaded by the caller into the reserved
+  // blocks): it decodes from the next schedule(). Grows the reservation if it is
+  // short (RESOURCE_EXHAUSTED when it cannot; the reservation stays).
+  // NOT_FOUND without a reservation; the checks of add_computed_request otherwise.
+  Status adopt_reserved(RequestSpec spec, std::span<const int32_t> output_tokens, int32_t num_cached_prompt_tokens);
 
   StepPlan schedule(TimePoint now);
   std::vector<FinishedInfo> on_step_done(std::span<const SampledToken> outputs);
@@ -191,6 +239,8 @@ class Scheduler {
   bool finish_reason(const Request& r, int32_t token, FinishReason* reason) const;
   void finish(Request& r, FinishReason reason, std::vector<FinishedInfo>& out);
   void erase(Request& r);
+  // The checks add_computed_request and adopt_reserved share: OK or the error.
+  Status check_computed(const RequestSpec& spec, int64_t num_generated) const;
 
   Options options_;
   std::unique_ptr<InstancePolicy> policy_;
@@ -202,6 +252,7 @@ class Scheduler {
   std::unordered_map<RequestId, std::vector<BlockId>> held_;
   std::vector<InFlight> in_flight_;
   bool step_in_flight_ = false;
+  int32_t num_suspended_ = 0;
   std::vector<FinishedInfo> pending_finished_;  // aborts not yet reported
   std::uint64_t next_seq_no_ = 0;
   std::uint64_t step_no_ = 0;
