@@ -8,6 +8,10 @@
 //     and records the routed prompt, as the live router does.
 //   BM_PdDispatch/<instances>: fudg's choice of a prefill and a decode instance
 //     (a quarter prefill).
+//   BM_Freeness/<instances>: llumnix's FreenessRouter over request lists of 32
+//     requests per instance (a tenth of them high priority).
+//   BM_MigrationPlan/<instances>: one MigrationPlanner::plan() over the same view
+//     (what the router runs every --migrate-interval-ms).
 //   BM_Padg/<instances>: padg's PadgRouter (least-loaded macro instance of 4, then
 //     Algorithms 1 and 2 with a profiled cost model's prediction).
 // policy: 0 = round-robin, 1 = least-loaded, 2 = cache-aware. Run e.g.
@@ -17,6 +21,8 @@
 #include <random>
 #include <vector>
 
+#include "policy/freeness_router.h"
+#include "policy/migration_planner.h"
 #include "policy/padg_router.h"
 #include "policy/pd_dispatch.h"
 #include "policy/profiled_cost_model.h"
@@ -88,6 +94,51 @@ void BM_PdDispatch(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_PdDispatch)->Arg(2)->Arg(100)->Arg(1000);
+
+// make_view plus request lists: 32 requests an instance, 1 in 10 high priority, 1 in 8 queued.
+ClusterView make_view_with_requests(int n, uint64_t seed) {
+  ClusterView v = make_view(n, seed);
+  std::mt19937_64 rng(seed + 1);
+  uint64_t id = 0;
+  for (InstanceLoad& l : v.instances) {
+    l.requests.clear();
+    l.num_running = 0;
+    for (int k = 0; k < 32; ++k) {
+      RequestLoad r;
+      r.id = RequestId(++id);
+      r.priority = rng() % 10 == 0 ? 1 : 0;
+      r.num_tokens = 16 + static_cast<int32_t>(rng() % 2048);
+      r.num_generated = static_cast<int32_t>(rng() % 256);
+      r.max_tokens = r.num_generated + 256;
+      r.running = rng() % 8 != 0;
+      l.num_running += r.running ? 1 : 0;
+      l.requests.push_back(r);
+    }
+  }
+  v.with_requests = true;
+  return v;
+}
+
+void BM_Freeness(benchmark::State& state) {
+  const ClusterView view = make_view_with_requests(static_cast<int>(state.range(0)), 6);
+  FreenessRouter router;
+  for (auto _ : state) {
+    RouteRequest r;
+    r.prompt_len = 512;
+    r.max_tokens = 256;
+    benchmark::DoNotOptimize(router.route(view, r));
+  }
+}
+BENCHMARK(BM_Freeness)->Arg(2)->Arg(100)->Arg(1000);
+
+void BM_MigrationPlan(benchmark::State& state) {
+  const ClusterView view = make_view_with_requests(static_cast<int>(state.range(0)), 7);
+  MigrationPlannerOptions o;
+  o.max_migrations = 4;
+  MigrationPlanner planner(o);
+  for (auto _ : state) benchmark::DoNotOptimize(planner.plan(view));
+}
+BENCHMARK(BM_MigrationPlan)->Arg(2)->Arg(100)->Arg(1000);
 
 void BM_Padg(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));

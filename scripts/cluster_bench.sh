@@ -13,11 +13,20 @@
 # Poisson load of the `sharegpt` preset scaled by $LENGTH_SCALE (default 0.2, to
 # fit the context). Results: build/cluster_bench/ (bench reports, each run's
 # timeline as JSON and as an SVG of its last 20 s, with `ecoserve timeline`'s
-# summary of prompt work per instance and its overlap). ONLY="a b" runs a subset.
+# summary of prompt work per instance and its overlap). ONLY="a b" runs a subset;
+# SERVE_ARGS="..." adds server flags to every run (e.g. --kv-cache-mb 64 for
+# memory pressure). Per run it also prints the preemptions and, under llumnix,
+# the migrations (started, completed, aborted by reason, downtime).
+#
+# The Llumnix comparison of issue 11 (bursty, long and short requests, 10% high
+# priority):
+#   ONLY="nodg-chunked llumnix" SERVE_ARGS="--kv-cache-mb 48" bash scripts/cluster_bench.sh "" 1 200 -- \
+#     --burstiness 0.5 --high-priority-fraction 0.1 --long-fraction 0.2 --long-input-len 1024 --long-output-len 256
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=build/ecoserve
-model=${1:-build/models/synth-110m-q8_0.gguf}
+model=${1:-}
+model=${model:-build/models/synth-110m-q8_0.gguf}
 rate=${2:-2}
 scale=${LENGTH_SCALE:-0.2}
 num=${3:-200}
@@ -41,7 +50,10 @@ strategies=(
   "fudg-1p1d-processes|--strategy fudg --prefill-instances 1 --policy chunked --multi-process"
   "padg|--strategy padg"
   "padg-processes|--strategy padg --multi-process"
+  "llumnix|--strategy llumnix --policy chunked --migrate-interval-ms 200"
+  "llumnix-processes|--strategy llumnix --policy chunked --migrate-interval-ms 200 --multi-process"
 )
+read -r -a serve_extra <<<"${SERVE_ARGS:-}"
 # ONLY="padg nodg-chunked" runs a subset.
 if [ -n "${ONLY:-}" ]; then
   kept=()
@@ -55,7 +67,7 @@ for entry in "${strategies[@]}"; do
   name=${entry%%|*}
   read -r -a flags <<<"${entry#*|}"
   log="$out/$name.server.log"
-  "$bin" serve -m "$model" --port 0 --instances 2 --threads-per-instance 1 "${flags[@]}" >"$out/$name.stdout" 2>"$log" &
+  "$bin" serve -m "$model" --port 0 --instances 2 --threads-per-instance 1 "${flags[@]}" "${serve_extra[@]}" >"$out/$name.stdout" 2>"$log" &
   pid=$!
   port=""
   for _ in $(seq 1 300); do
@@ -92,7 +104,9 @@ for entry in "${strategies[@]}"; do
     echo "[cluster_bench] $name: KV blocks left in use"
     status=1
   fi
-  curl -s "$url/admin/cluster" | sed -n 's/.*"router":\({[^}]*}\).*/  router: \1\n/p'
+  curl -s "$url/admin/cluster" | sed -n 's/.*"router":\({.*}\)}$/  router: \1\n/p'
+  curl -s "$url/metrics" | grep -E '^ecoserve:(num_preemptions_total|migrations_[a-z]*_total|migration_downtime_seconds_(sum|count))' \
+    | sed 's/model_name="[^"]*",\{0,1\}//; s/{}//; s/^ecoserve:/  /' || true
   # The run's engine steps per instance: JSON and a picture (phases are visible under padg).
   curl -s "$url/admin/timeline?seconds=3600" >"$out/$name.timeline.json" || true
   "$bin" timeline --url "$url" --seconds 20 -o "$out/$name.timeline.svg" >/dev/null 2>&1 || true

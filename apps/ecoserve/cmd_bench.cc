@@ -25,6 +25,7 @@
 #include "loadgen/metrics.h"
 #include "loadgen/report.h"
 #include "loadgen/run_verdict.h"
+#include "loadgen/seeded_share.h"
 #include "model/gguf.h"
 #include "model/tokenizer.h"
 
@@ -45,6 +46,11 @@ struct BenchArgs {
   std::string output_len;
   std::string preset;
   double length_scale = 1.0;
+  std::optional<double> long_fraction;  // unset: no long mix
+  std::string long_input_len;
+  std::string long_output_len;
+  double high_priority_fraction = 0.0;
+  std::int64_t high_priority_value = -1;
   std::int64_t num_prompts = 200;
   std::string rate = "inf";
   std::string burstiness = "1";
@@ -155,6 +161,12 @@ int run_bench(const BenchArgs& a) {
     return fail(invalid_argument_error("--goodput-search needs --slo-ttft-ms and/or --slo-tpot-ms"));
   if (a.attainment <= 0 || a.attainment > 100)
     return fail(invalid_argument_error("--attainment must be in (0, 100], got {}", a.attainment));
+  if (Status s = validate_share(a.high_priority_fraction, "--high-priority-fraction"); !s.ok()) return fail(s);
+  if (a.long_fraction) {
+    if (Status s = validate_share(*a.long_fraction, "--long-fraction"); !s.ok()) return fail(s);
+  } else if (!a.long_input_len.empty() || !a.long_output_len.empty()) {
+    return fail(invalid_argument_error("--long-input-len and --long-output-len need --long-fraction"));
+  }
 
   WorkloadOptions wo;
   wo.kind = *kind;
@@ -170,6 +182,19 @@ int run_bench(const BenchArgs& a) {
   if (!out_dist.ok()) return fail(out_dist.status().with_prefix("--output-len"));
   wo.input_len = *in_dist;
   wo.output_len = *out_dist;
+  wo.long_fraction = a.long_fraction.value_or(0.0);
+  if (!a.long_input_len.empty()) {
+    auto d = LengthDistribution::parse(a.long_input_len, LengthSide::kInput);
+    if (!d.ok()) return fail(d.status().with_prefix("--long-input-len"));
+    wo.long_input_len = *d;
+  }
+  if (!a.long_output_len.empty()) {
+    auto d = LengthDistribution::parse(a.long_output_len, LengthSide::kOutput);
+    if (!d.ok()) return fail(d.status().with_prefix("--long-output-len"));
+    wo.long_output_len = *d;
+  }
+  wo.high_priority_fraction = a.high_priority_fraction;
+  wo.high_priority_value = a.high_priority_value;
 
   auto tok = load_tokenizer(a.tokenizer);
   if (!tok.ok()) return fail(tok.status());
@@ -216,7 +241,16 @@ int run_bench(const BenchArgs& a) {
   SteadyClock clock;
   BenchmarkRunner runner(ro, clock, builder);
 
-  MetricsOptions mo{.percentiles = *percentiles, .slo = slo};
+  MetricsOptions mo{.percentiles = *percentiles, .slo = slo, .by_priority = wo.high_priority_fraction > 0,
+                    .by_length = wo.long_fraction > 0};
+  std::int64_t num_high = 0, num_long = 0;
+  for (const auto& q : *workload) {
+    num_high += q.priority_class == PriorityClass::kHigh;
+    num_long += q.long_request;
+  }
+  auto describe = [](const std::optional<LengthDistribution>& d) {
+    return d ? nlohmann::json(d->describe()) : nlohmann::json(nullptr);
+  };
   nlohmann::json config = {
       {"url", url->to_string()}, {"model", ro.model}, {"endpoint", std::string(endpoint_name(*endpoint))},
       {"api_key", api_key->source.empty() ? "none" : api_key->source},  // where it came from, never the key
@@ -228,7 +262,11 @@ int run_bench(const BenchArgs& a) {
       {"temperature", a.temperature}, {"percentiles", *percentiles},
       {"slo_ttft_ms", slo.ttft_ms ? nlohmann::json(*slo.ttft_ms) : nlohmann::json(nullptr)},
       {"slo_tpot_ms", slo.tpot_ms ? nlohmann::json(*slo.tpot_ms) : nlohmann::json(nullptr)},
-      {"token_counts_exact", builder.exact()}, {"max_failure_rate", a.max_failure_rate}};
+      {"token_counts_exact", builder.exact()}, {"max_failure_rate", a.max_failure_rate},
+      {"high_priority_fraction", wo.high_priority_fraction}, {"high_priority_value", wo.high_priority_value},
+      {"num_high_priority", num_high}, {"long_fraction", wo.long_fraction},
+      {"long_input_len", describe(wo.long_input_len)}, {"long_output_len", describe(wo.long_output_len)},
+      {"num_long", num_long}};
   ReportInfo info{.max_concurrency = a.max_concurrency, .token_counts_exact = builder.exact(),
                   .percentiles = *percentiles, .slo = slo};
 
@@ -355,6 +393,24 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--preset", args->preset, "alpaca, sharegpt or longbench for both lengths (EcoServe Table 4)");
   cmd->add_option("--length-scale", args->length_scale,
                   "multiply generated lengths (and Mooncake's 512-token blocks) by this")
+      ->capture_default_str();
+  cmd->add_option("--long-fraction", args->long_fraction,
+                  "mix of long and short requests: this share (0-1) of the requests, exactly round(F x N) chosen "
+                  "with --seed, take their lengths from --long-input-len/--long-output-len (scaled by "
+                  "--length-scale, with a random prompt of that length); the rest keep the dataset's or --input-len/"
+                  "--output-len. The report adds results for the long and short classes");
+  cmd->add_option("--long-input-len", args->long_input_len,
+                  "input lengths of the long requests, same forms as --input-len (unset: the dataset's)");
+  cmd->add_option("--long-output-len", args->long_output_len,
+                  "output lengths of the long requests, same forms as --input-len (unset: the dataset's)");
+  cmd->add_option("--high-priority-fraction", args->high_priority_fraction,
+                  "this share (0-1) of the requests, exactly round(F x N) chosen with --seed independently of "
+                  "arrivals and lengths, send \"priority\": --high-priority-value in their body; the others send "
+                  "none. The report and --result-json add results for the high and normal classes")
+      ->capture_default_str();
+  cmd->add_option("--high-priority-value", args->high_priority_value,
+                  "the \"priority\" high-priority requests send (vLLM semantics: a lower value is served earlier; "
+                  "a request without the field has 0)")
       ->capture_default_str();
   cmd->add_option("--num-prompts", args->num_prompts, "requests to send (file datasets: 0 = all)")
       ->capture_default_str();

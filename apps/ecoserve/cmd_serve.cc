@@ -28,6 +28,7 @@
 #include "cluster/instance_service.h"
 #include "cluster/remote_backend.h"
 #include "cluster/router.h"
+#include "policy/migration_planner.h"
 #include "base/subprocess.h"
 #include "model/llama_model.h"
 #include "server/http_server.h"
@@ -69,7 +70,7 @@ struct ServeArgs {
   int32_t max_connections = 1024;
   int32_t instances = 1;
   std::string strategy = "nodg";
-  std::string router = "least-loaded";
+  std::string router;  // empty: freeness under llumnix, else least-loaded
   int32_t threads_per_instance = 0;
   int32_t prefill_instances = 1;
   int32_t remote_prefill_min_tokens = 0;
@@ -94,6 +95,20 @@ struct ServeArgs {
   int32_t autoscale_min = 1;
   int32_t autoscale_max = 8;
   double autoscale_attainment = 0.9;
+  // llumnix: live migration and scaling by freeness.
+  double migrate_interval_ms = 500.0;
+  std::string migration_choice = "low-priority";
+  double migrate_source_freeness = 2.0;
+  double migrate_destination_freeness = 16.0;
+  double migrate_min_spread = 8.0;
+  int32_t migrate_max_per_interval = 1;
+  int32_t migrate_max_stages = 4;
+  bool defragment = true;
+  int32_t high_priority_headroom = 1024;
+  double scale_up_freeness = 0.0;    // > 0 (with --scale-down-freeness): scale by freeness
+  double scale_down_freeness = 0.0;
+  double scale_window = 30.0;
+  double test_step_delay_ms = 0.0;  // tests only: each engine step also sleeps this long
 };
 
 // The write end of the shutdown pipe, for the signal handler: a handler gets no
@@ -418,6 +433,24 @@ cluster::RouterOptions router_options(const ServeArgs& a) {
   ro.autoscale_max = a.autoscale_max;
   ro.autoscale_policy.target_attainment = a.autoscale_attainment;
   ro.autoscale_policy.cooldown = from_seconds(a.autoscale_window);
+  if (a.strategy == "llumnix") {
+    ro.migrate_interval = from_ms(a.migrate_interval_ms);
+    ro.migration.choice = *policy::parse_migration_choice(a.migration_choice);  // checked by the flag
+    ro.migration.source_freeness = a.migrate_source_freeness;
+    ro.migration.destination_freeness = a.migrate_destination_freeness;
+    ro.migration.min_spread = a.migrate_min_spread;
+    ro.migration.max_migrations = a.migrate_max_per_interval;
+    ro.migration.defragment = a.defragment;
+    ro.migration.freeness.high_priority_headroom_tokens = a.high_priority_headroom;
+    ro.migrate_max_stages = a.migrate_max_stages;
+    ro.scale_by_freeness = a.scale_up_freeness > 0 || a.scale_down_freeness > 0;
+    ro.freeness_scaling.scale_up_freeness = a.scale_up_freeness;
+    ro.freeness_scaling.scale_down_freeness = a.scale_down_freeness;
+    ro.freeness_scaling.window = from_seconds(a.scale_window);
+    ro.freeness_scaling.cooldown = from_seconds(a.scale_window);
+    ro.freeness_scaling.min_instances = a.autoscale_min;
+    ro.freeness_scaling.max_instances = a.autoscale_max;
+  }
   return ro;
 }
 
@@ -513,6 +546,24 @@ Status setup_padg(ServeArgs& a, std::shared_ptr<const model::LlamaModel> m, cons
   return ok_status();
 }
 
+// Checks the cross-flag rules of the cluster flags and fills in the router's
+// default; an error message, or empty.
+std::string resolve_cluster_flags(ServeArgs& a) {
+  if (a.router.empty()) a.router = a.strategy == "llumnix" ? "freeness" : "least-loaded";
+  const bool up = a.scale_up_freeness > 0, down = a.scale_down_freeness > 0;
+  if (up || down) {
+    if (a.strategy != "llumnix") return "--scale-up-freeness/--scale-down-freeness need --strategy llumnix";
+    if (!up || !down || a.scale_up_freeness >= a.scale_down_freeness) {
+      return "scaling by freeness needs both --scale-up-freeness and --scale-down-freeness, the first below the "
+             "second";
+    }
+  }
+  if (a.strategy == "llumnix" && a.migrate_source_freeness >= a.migrate_destination_freeness) {
+    return "--migrate-source-freeness must be below --migrate-destination-freeness";
+  }
+  return "";
+}
+
 int run_serve(const ServeArgs& args) {
   ServeArgs a = args;
   // SIGINT/SIGTERM: a handler (any thread may run it, including threads libraries
@@ -528,6 +579,10 @@ int run_serve(const ServeArgs& args) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
     return 1;
   };
+  if (const std::string e = resolve_cluster_flags(a); !e.empty()) {
+    std::fprintf(stderr, "error: %s\n", e.c_str());
+    return 1;
+  }
   const int32_t n = a.instances;
   const bool fudg = a.strategy == "fudg";
   if (fudg && (n < 2 || a.prefill_instances < 1 || a.prefill_instances >= n)) {
@@ -545,7 +600,10 @@ int run_serve(const ServeArgs& args) {
       a.served_model_name.empty() ? std::filesystem::path(a.model).stem().string() : a.served_model_name;
   // Per-step scheduler/execute measurements, fed on the loop thread (ServerMetrics is thread-safe).
   auto step_metrics = std::make_shared<server::ServerMetrics>(served_model_name);
-  io.on_step = [step_metrics](const instance::StepStats& st) { step_metrics->observe_step(st); };
+  io.on_step = [step_metrics, delay = from_ms(a.test_step_delay_ms)](const instance::StepStats& st) {
+    step_metrics->observe_step(st);
+    if (delay > Duration::zero()) std::this_thread::sleep_for(delay);  // tests: a slower engine
+  };
   std::shared_ptr<const policy::CostModel> cost_model;
   if (a.strategy == "padg") {
     if (Status s = setup_padg(a, *model, eo, io, &cost_model); !s.ok()) return fail(s);
@@ -568,7 +626,7 @@ int run_serve(const ServeArgs& args) {
     }
   }
   std::unique_ptr<cluster::GenerationBackend> backend;
-  if (n == 1 && !a.multi_process && a.strategy != "padg") {
+  if (n == 1 && !a.multi_process && a.strategy != "padg" && a.strategy != "llumnix") {
     backend = std::move(members[0]);
   } else {
     cluster::RouterOptions ro = router_options(a);
@@ -592,6 +650,10 @@ int run_router(const ServeArgs& args) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
     return 1;
   }
+  if (const std::string e = resolve_cluster_flags(a); !e.empty()) {
+    std::fprintf(stderr, "error: %s\n", e.c_str());
+    return 1;
+  }
   const int32_t n = static_cast<int32_t>(a.remote_instances.size());
   if (a.strategy == "fudg" && (n < 2 || a.prefill_instances < 1 || a.prefill_instances >= n)) {
     std::fprintf(stderr, "error: --strategy fudg needs at least two --instance and 1 <= --prefill-instances < their "
@@ -606,8 +668,8 @@ int run_router(const ServeArgs& args) {
     return 1;
   }
   if (a.model.empty()) a.model = std::string(model->gguf().path());
-  if (a.autoscale) {
-    std::fprintf(stderr, "error: --autoscale needs instances this process can start (`ecoserve serve --instances N`); "
+  if (a.autoscale || a.scale_up_freeness > 0) {
+    std::fprintf(stderr, "error: --autoscale and --scale-up-freeness need instances this process can start (`ecoserve serve --instances N`); "
                          "a router attaches running ones with POST /admin/instances {\"address\": ...}\n");
     return 1;
   }
@@ -785,9 +847,57 @@ void add_cluster_flags(CLI::App* cmd, const std::shared_ptr<ServeArgs>& a) {
                   "how instances share prefill and decode: nodg (every instance mixes both; the router spreads "
                   "requests), fudg (prefill instances and decode instances; the prompt's KV cache moves after "
                   "the first token) or padg (EcoServe: each instance alternates prefill and decode phases, macro "
-                  "instances stagger them, requests are routed by TTFT, TPOT-slack and KV checks)")
+                  "instances stagger them, requests are routed by TTFT, TPOT-slack and KV checks) or llumnix (nodg "
+                  "instances, new requests to the freest, running requests live-migrated between instances with "
+                  "their KV cache)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"nodg", "fudg", "padg"}));
+      ->check(CLI::IsMember({"nodg", "fudg", "padg", "llumnix"}));
+  cmd->add_option("--migrate-interval-ms", a->migrate_interval_ms,
+                  "llumnix: how often the migration planner pairs the least free instances with the freest; 0 = "
+                  "never migrate (freeness routing only)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3.6e6));
+  cmd->add_option("--migration-choice", a->migration_choice,
+                  "llumnix: which request a source gives away: low-priority (lowest priority, then shortest), "
+                  "shortest (cheapest to copy) or longest")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"low-priority", "shortest", "longest"}));
+  cmd->add_option("--migrate-source-freeness", a->migrate_source_freeness,
+                  "llumnix: an instance below this freeness (free KV blocks per running request) gives requests away")
+      ->capture_default_str();
+  cmd->add_option("--migrate-destination-freeness", a->migrate_destination_freeness,
+                  "llumnix: an instance above this freeness may take them")
+      ->capture_default_str();
+  cmd->add_option("--migrate-min-spread", a->migrate_min_spread,
+                  "llumnix: no load-balancing migration unless the destination's freeness exceeds the source's by this")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--migrate-max-per-interval", a->migrate_max_per_interval,
+                  "llumnix: migrations started per interval (draining an instance may start one per destination)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--migrate-max-stages", a->migrate_max_stages,
+                  "llumnix: KV copy stages while the request keeps decoding, the stop-and-copy included, at most")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  cmd->add_flag("--defragment,!--no-defragment", a->defragment,
+                "llumnix: migrate a request away from an instance whose next queued request cannot start for "
+                "lack of KV blocks (default: on)");
+  cmd->add_option("--high-priority-headroom", a->high_priority_headroom,
+                  "llumnix: tokens of headroom a high-priority request (body `priority` < 0) adds to its instance's "
+                  "virtual usage, so fewer requests land beside it")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--scale-up-freeness", a->scale_up_freeness,
+                  "llumnix: add an instance when the mean freeness stays below this for --scale-window seconds "
+                  "(with --scale-down-freeness; instances are made like --autoscale's, within --autoscale-min/max)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--scale-down-freeness", a->scale_down_freeness,
+                  "llumnix: drain (migrate away) and remove an instance when the mean freeness stays above this")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--scale-window", a->scale_window, "llumnix scaling: seconds a freeness condition must hold (and cooldown)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 86400.0));
   cmd->add_option("--slo-ttft-ms", a->slo_ttft_ms,
                   "default time-to-first-token SLO of requests that set no `slo_ttft_ms`; padg routes by it (0 = "
                   "padg: 5x the prefill of a half-context prompt, at least 1 s)")
@@ -839,9 +949,10 @@ void add_cluster_flags(CLI::App* cmd, const std::shared_ptr<ServeArgs>& a) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--router", a->router,
                   "request routing across instances (nodg): round-robin, least-loaded (fewest queued and running "
-                  "tokens) or cache-aware (longest cached prefix, traded against load)")
+                  "tokens), cache-aware (longest cached prefix, traded against load) or freeness (Llumnix: the "
+                  "most free KV blocks per running request; the default under --strategy llumnix)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"round-robin", "least-loaded", "cache-aware"}));
+      ->check(CLI::IsMember({"round-robin", "least-loaded", "cache-aware", "freeness"}));
 }
 
 }  // namespace
@@ -867,6 +978,10 @@ void add_serve_command(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   add_cluster_flags(cmd, a);
+  cmd->add_option("--test-step-delay-ms", a->test_step_delay_ms,
+                  "tests only: every engine step of the embedded instances also sleeps this long")
+      ->group("")  // hidden from --help
+      ->check(CLI::Range(0.0, 1000.0));
   cmd->add_flag("--multi-process", a->multi_process,
                 "run each instance as its own `ecoserve instance` process on a loopback port, reached over ZeroMQ "
                 "(what `ecoserve router` does with instances started by hand)");

@@ -60,6 +60,19 @@ struct MigrationHandover {
 // request (an Executor::export_kv blob; empty when begin == end), taken when the
 // request had num_tokens tokens. The last stage (stop-and-copy) has `last` set and
 // carries the handover; the request is then suspended at the source.
+// The source side of one stage before its copy (InstanceCore::migrate_out_begin):
+// the pinned blocks to read positions [begin, end) from, and for the last stage the
+// handover. Plain data.
+struct MigrationSource {
+  RequestId id;
+  std::vector<BlockId> blocks;  // pinned until migrate_out_unpin
+  int32_t begin = 0;
+  int32_t end = 0;
+  int32_t num_tokens = 0;
+  bool last = false;
+  MigrationHandover handover;
+};
+
 struct MigrationChunk {
   std::vector<uint8_t> kv;
   int32_t begin = 0;

@@ -19,11 +19,43 @@ StatusOr<std::unique_ptr<InstanceBackend>> InstanceBackend::create(std::shared_p
   b->num_host_blocks_ = runner->num_host_blocks();
   ECO_ASSIGN_OR_RETURN(b->loop_, instance::InstanceLoop::create(std::move(runner), instance_options, clock));
   b->model_ = std::move(model);
+  b->copier_ = std::thread([raw = b.get()] { raw->copier_main(); });
   return b;
 }
 
 InstanceBackend::~InstanceBackend() {
+  {
+    std::lock_guard<std::mutex> lock(copy_mu_);
+    copy_stop_ = true;
+  }
+  copy_cv_.notify_all();
+  if (copier_.joinable()) copier_.join();
   if (loop_) loop_->stop();
+}
+
+void InstanceBackend::copier_main() {
+  std::unique_lock<std::mutex> lock(copy_mu_);
+  for (;;) {
+    copy_cv_.wait(lock, [&] { return copy_stop_ || !copy_tasks_.empty(); });
+    if (copy_tasks_.empty()) return;  // stopping, nothing left
+    std::function<void()> task = std::move(copy_tasks_.front());
+    copy_tasks_.pop_front();
+    lock.unlock();
+    task();
+    lock.lock();
+  }
+}
+
+void InstanceBackend::copy_async(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(copy_mu_);
+    if (!copy_stop_) {
+      copy_tasks_.push_back(std::move(task));
+      copy_cv_.notify_one();
+      return;
+    }
+  }
+  task();
 }
 
 void InstanceBackend::start() { loop_->start(); }
@@ -46,8 +78,22 @@ void InstanceBackend::take_prefilled_kv(RequestId id, std::function<void(StatusO
 
 void InstanceBackend::migrate_out(RequestId id, int32_t begin, bool stop, ChunkDone done) {
   auto shared = std::make_shared<ChunkDone>(std::move(done));
-  const bool queued = loop_->post([id, begin, stop, shared](instance::InstanceCore& core, Executor& executor) {
-    (*shared)(stop ? core.migrate_out_stop(id, begin, executor) : core.migrate_out_copy(id, begin, executor));
+  const bool queued = loop_->post([this, id, begin, stop, shared](instance::InstanceCore& core, Executor& executor) {
+    StatusOr<instance::MigrationSource> src = core.migrate_out_begin(id, begin, stop);
+    if (!src.ok()) return (*shared)(src.status());
+    auto source = std::make_shared<instance::MigrationSource>(std::move(*src));
+    const Executor* ex = &executor;  // lives as long as the loop, which outlives the copier
+    copy_async([this, source, ex, shared] {
+      StatusOr<instance::MigrationChunk> chunk = instance::InstanceCore::export_source(*source, *ex);
+      const bool failed_stop = !chunk.ok() && source->last;
+      // Back on the loop thread: drop the pins (and resume a request whose
+      // stop-and-copy could not be read). A stopping loop takes its blocks with it.
+      (void)loop_->post([source, failed_stop](instance::InstanceCore& core, Executor&) {
+        core.migrate_out_unpin(*source);
+        if (failed_stop) (void)core.migrate_out_finish(source->id, /*committed=*/false);
+      });
+      (*shared)(std::move(chunk));
+    });
   });
   if (!queued) (*shared)(unavailable_error("the instance is stopping"));
 }

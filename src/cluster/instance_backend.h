@@ -3,7 +3,12 @@
 // instance::InstanceLoop. Thread-safe like the loop it wraps.
 #pragma once
 
+#include <condition_variable>
+#include <deque>
+#include <functional>
 #include <memory>
+#include <mutex>
+#include <thread>
 
 #include "base/clock.h"
 #include "cluster/generation_backend.h"
@@ -12,6 +17,10 @@
 
 namespace ecoserve::cluster {
 
+// Migration copies (migrate_out) are read on a copier thread of their own while
+// the loop keeps stepping: the loop thread only checks the request and pins its
+// blocks (and suspends it for the stop-and-copy), so the request keeps decoding
+// during the bulk copies (Llumnix's staged migration).
 class InstanceBackend final : public GenerationBackend {
  public:
   // Builds the runner and the loop; `instance_options`' vocabulary and
@@ -56,7 +65,16 @@ class InstanceBackend final : public GenerationBackend {
  private:
   InstanceBackend() = default;
   std::shared_ptr<const model::LlamaModel> model_;
+  // Runs `task` on the copier thread (inline once it has stopped).
+  void copy_async(std::function<void()> task);
+  void copier_main();
+
   std::unique_ptr<instance::InstanceLoop> loop_;
+  std::mutex copy_mu_;
+  std::condition_variable copy_cv_;
+  std::deque<std::function<void()>> copy_tasks_;  // under copy_mu_
+  bool copy_stop_ = false;                        // under copy_mu_
+  std::thread copier_;
   int32_t num_kv_blocks_ = 0;
   int32_t num_host_blocks_ = 0;
   std::string role_ = "mixed";

@@ -1,5 +1,8 @@
 #include "cluster/router.h"
 
+#include "policy/freeness.h"
+#include "policy/freeness_router.h"
+
 #include <algorithm>
 #include <chrono>
 
@@ -51,6 +54,8 @@ StatusOr<std::unique_ptr<Router>> Router::create(std::vector<std::unique_ptr<Gen
   std::unique_ptr<policy::RouterPolicy> policy;
   if (options.strategy == "padg") {
     policy = std::make_unique<policy::PadgRouter>(options.padg, options.cost_model);
+  } else if (options.router == "freeness") {
+    policy = std::make_unique<policy::FreenessRouter>(options.migration.freeness);
   } else {
     ECO_ASSIGN_OR_RETURN(policy, policy::make_router_policy(options.router, options.policy));
   }
@@ -335,6 +340,7 @@ void Router::probe(size_t i, TimePoint now) {
 int32_t Router::build_view(const std::vector<instance::InstanceStatus>& snaps, TimePoint now) {
   const size_t n = std::min(size(), snaps.size());
   view_.instances.resize(n);
+  view_.with_requests = false;  // add_requests_to_view() fills them when a policy needs them
   int32_t unhealthy = 0;
   for (size_t i = 0; i < n; ++i) {
     const Member& m = members_[i];
@@ -359,6 +365,7 @@ int32_t Router::build_view(const std::vector<instance::InstanceStatus>& snaps, T
     l.block_size = block_size_;
     l.phase = static_cast<policy::InstancePhase>(std::clamp(s.phase, 0, 2));
     l.last_phase_switch = s.last_phase_switch;
+    if (llumnix()) l.virtual_blocks = m.virtual_blocks;
     l.pending_prefill_seconds = std::max(0.0, m.pending_prefill_seconds);
     l.num_slo_decoding = m.slo_decoding;
     if (m.slo_decoding > 0) {
@@ -383,6 +390,10 @@ void Router::account(const InFlight& f, int sign) {
       m.slo_budget_seconds += sign * f.generated * f.slo_tpot_seconds;
       m.slo_first_seconds += sign * f.first_token_seconds;
     }
+  }
+  if (llumnix()) {
+    m.virtual_blocks += sign * policy::virtual_usage_blocks(load_of(RequestId(0), f), block_size_,
+                                                            options_.migration.freeness);
   }
   if (m.waiting == 0) m.pending_prefill_seconds = 0.0;  // no drift from float sums
   if (m.slo_decoding == 0) m.slo_budget_seconds = m.slo_first_seconds = 0.0;
@@ -461,7 +472,6 @@ Status Router::dispatch(RequestId id, std::optional<size_t> exclude) {
       decode_index_.insert(pd->decode, hashes_);
     }
   } else {
-    if (llumnix()) add_requests_to_view();
     target = policy_->route(view_, rr);
   }
   stats_.route_seconds_total += to_seconds(clock_->now() - t0);

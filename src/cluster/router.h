@@ -182,6 +182,7 @@ class Router final : public GenerationBackend {
     int32_t slo_decoding = 0;
     double slo_budget_seconds = 0.0;  // sum of L_i x SLO_i
     double slo_first_seconds = 0.0;   // sum of first_i (seconds since the clock's epoch)
+    int64_t virtual_blocks = 0;       // llumnix: sum of its requests' virtual usage (policy/freeness.h)
   };
   struct InFlight {
     size_t member = 0;   // the instance that holds the request now
@@ -263,6 +264,8 @@ class Router final : public GenerationBackend {
   // --- llumnix (router_migration.cc) ---
   // Adds the in-flight requests to view_ (under mu_).
   void add_requests_to_view();
+  // What the freeness policies see of one in-flight request.
+  policy::RequestLoad load_of(RequestId id, const InFlight& f) const;
   // Runs the migration planner (watchdog).
   void plan_migrations(TimePoint now);
   // Starts migrating `id` from its instance to `destination` (not under mu_).

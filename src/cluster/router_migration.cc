@@ -20,20 +20,24 @@
 
 namespace ecoserve::cluster {
 
+policy::RequestLoad Router::load_of(RequestId id, const InFlight& f) const {
+  policy::RequestLoad r;
+  r.id = id;
+  r.priority = f.request->priority;
+  r.num_tokens = f.prompt_tokens + f.generated;
+  r.num_generated = f.generated;
+  r.max_tokens = f.request->sampling.max_tokens;
+  r.running = f.generated > 0;
+  r.migrating = f.migrating;
+  return r;
+}
+
 void Router::add_requests_to_view() {
   view_.with_requests = true;
   for (auto& inst : view_.instances) inst.requests.clear();
   for (const auto& [id, f] : in_flight_) {
     if (!f.routed || f.member >= view_.instances.size()) continue;
-    policy::RequestLoad r;
-    r.id = id;
-    r.priority = f.request->priority;
-    r.num_tokens = f.prompt_tokens + f.generated;
-    r.num_generated = f.generated;
-    r.max_tokens = f.request->sampling.max_tokens;
-    r.running = f.generated > 0;
-    r.migrating = f.migrating;
-    view_.instances[f.member].requests.push_back(r);
+    view_.instances[f.member].requests.push_back(load_of(id, f));
   }
   // Queued requests in arrival order (ids grow with arrival), running ones by id: deterministic.
   for (auto& inst : view_.instances) {

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "base/test_data.h"
+#include "cluster/fake_backend.h"
 #include "cluster/instance_backend.h"
 #include "cluster/router.h"
 
@@ -375,6 +376,63 @@ TEST_F(LlumnixTest, RemovingAnInstanceMigratesItsRequestsAway) {
   }
   EXPECT_EQ(st.instances_removed, 1);
   router->stop();
+}
+
+// Freeness routing from the router's own accounting (no request lists): a
+// high-priority request's headroom makes its instance look busy, where
+// least-loaded (tokens) would pick it.
+TEST(LlumnixRoutingTest, HighPriorityHeadroomSteersNewRequestsAway) {
+  ManualClock clock;
+  for (const char* router : {"freeness", "least-loaded"}) {
+    std::vector<testing::FakeBackend*> fakes;
+    std::vector<std::unique_ptr<GenerationBackend>> members;
+    for (int i = 0; i < 2; ++i) {
+      auto b = std::make_unique<testing::FakeBackend>(/*max_context=*/2048);
+      instance::InstanceStatus st;
+      st.running = true;
+      st.block_size = 16;
+      st.num_total_blocks = 64;
+      st.num_free_blocks = 64;
+      st.last_heartbeat = clock.now();
+      b->set_status(st);
+      fakes.push_back(b.get());
+      members.push_back(std::move(b));
+    }
+    RouterOptions ro;
+    ro.strategy = "llumnix";
+    ro.router = router;
+    ro.probe_interval = Duration::zero();
+    auto r = Router::create(std::move(members), ro, &clock);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    auto req = [](uint64_t id, int32_t prompt_len, int32_t priority) {
+      instance::GenerationRequest g;
+      g.id = RequestId(id);
+      g.prompt.assign(static_cast<size_t>(prompt_len), 5);
+      g.sampling.max_tokens = 1000;
+      g.priority = priority;
+      return g;
+    };
+    auto ignore = [](const instance::TokenEvent&) {};
+    // 1 (high, 10 tokens) -> instance 0 (tie). 2 (100 tokens) -> instance 1 under both.
+    ASSERT_TRUE((*r)->submit(req(1, 10, 1), ignore).ok());
+    ASSERT_TRUE((*r)->submit(req(2, 100, 0), ignore).ok());
+    fakes[0]->emit(1, 7);  // both running now
+    fakes[1]->emit(2, 7);
+    // 3 (10 tokens): instance 0 holds 11 tokens but 1 + 63 blocks of virtual usage
+    // (headroom min(999, 1024) tokens = 63 blocks): F = (64 - 64) / 1 = 0; instance 1
+    // holds 101 tokens = 7 blocks: F = 57. Least-loaded sees 11 against 101 tokens.
+    ASSERT_TRUE((*r)->submit(req(3, 10, 0), ignore).ok());
+    if (std::string(router) == "freeness") {
+      EXPECT_EQ(fakes[1]->submitted().back(), RequestId(3));
+    } else {
+      EXPECT_EQ(fakes[0]->submitted().back(), RequestId(3));
+    }
+    // When request 1 ends, its headroom goes with it.
+    fakes[0]->emit(1, -1, "stop");
+    ASSERT_TRUE((*r)->submit(req(4, 10, 0), ignore).ok());
+    EXPECT_EQ(fakes[0]->submitted().back(), RequestId(4)) << router;
+    (*r)->stop();
+  }
 }
 
 }  // namespace

@@ -277,46 +277,73 @@ StepReport InstanceCore::step(TimePoint now, Executor& executor) {
   return report;
 }
 
-StatusOr<MigrationChunk> InstanceCore::migrate_out_copy(RequestId id, int32_t begin, const Executor& executor) const {
+StatusOr<MigrationSource> InstanceCore::migrate_out_begin(RequestId id, int32_t begin, bool stop) {
+  auto t = tracked_.find(id);
+  if (t == tracked_.end()) return not_found_error("request {} is not on this instance", id.value);
   ECO_ASSIGN_OR_RETURN(policy::Scheduler::KvExtent extent, scheduler_->running_kv(id));
   if (begin < 0 || begin > extent.num_computed) {
     return invalid_argument_error("request {}: copy from position {} but {} are computed", id.value, begin,
                                   extent.num_computed);
   }
+  MigrationSource src;
+  src.id = id;
+  src.begin = begin;
+  src.end = extent.num_computed;
+  src.num_tokens = extent.num_tokens;
+  src.blocks.assign(extent.blocks.begin(), extent.blocks.end());
+  if (stop) {
+    ECO_ASSIGN_OR_RETURN(policy::SuspendedRequest s, scheduler_->suspend(id));
+    src.last = true;
+    MigrationHandover& h = src.handover;
+    h.request.id = id;
+    h.request.prompt = std::move(s.spec.prompt);
+    h.request.sampling = std::move(s.spec.sampling);
+    h.request.sampling.seed = s.spec.seed;
+    h.request.sampling.has_seed = true;
+    h.request.priority = s.spec.priority;
+    h.request.slo_ttft = s.spec.slo_ttft;
+    h.request.slo_tpot = s.spec.slo_tpot;
+    h.output_tokens = std::move(s.output_tokens);
+    h.arrival = t->second.arrival;
+    h.scheduled = t->second.was_scheduled ? t->second.scheduled : t->second.arrival;
+    h.first_token_time = s.spec.first_token_time;
+    h.num_cached_prompt_tokens = s.num_cached_prompt_tokens;
+  }
+  scheduler_->pin(src.blocks);
+  return src;
+}
+
+StatusOr<MigrationChunk> InstanceCore::export_source(const MigrationSource& source, const Executor& executor) {
   MigrationChunk chunk;
-  chunk.begin = begin;
-  chunk.end = extent.num_computed;
-  chunk.num_tokens = extent.num_tokens;
+  chunk.begin = source.begin;
+  chunk.end = source.end;
+  chunk.num_tokens = source.num_tokens;
+  chunk.last = source.last;
+  if (source.last) chunk.handover = source.handover;
   if (chunk.end > chunk.begin) {
-    ECO_ASSIGN_OR_RETURN(chunk.kv, executor.export_kv(extent.blocks, chunk.begin, chunk.end));
+    ECO_ASSIGN_OR_RETURN(chunk.kv, executor.export_kv(source.blocks, chunk.begin, chunk.end));
   }
   return chunk;
 }
 
+void InstanceCore::migrate_out_unpin(const MigrationSource& source) { scheduler_->unpin(source.blocks); }
+
+StatusOr<MigrationChunk> InstanceCore::migrate_out_copy(RequestId id, int32_t begin, const Executor& executor) {
+  ECO_ASSIGN_OR_RETURN(MigrationSource src, migrate_out_begin(id, begin, /*stop=*/false));
+  StatusOr<MigrationChunk> chunk = export_source(src, executor);
+  migrate_out_unpin(src);
+  return chunk;
+}
+
 StatusOr<MigrationChunk> InstanceCore::migrate_out_stop(RequestId id, int32_t begin, const Executor& executor) {
-  auto t = tracked_.find(id);
-  if (t == tracked_.end()) return not_found_error("request {} is not on this instance", id.value);
   ECO_ASSIGN_OR_RETURN(policy::Scheduler::KvExtent extent, scheduler_->running_kv(id));
   if (extent.num_computed != extent.num_tokens - 1) {
     return failed_precondition_error("request {} is still computing its prompt", id.value);
   }
-  ECO_ASSIGN_OR_RETURN(MigrationChunk chunk, migrate_out_copy(id, begin, executor));
-  ECO_ASSIGN_OR_RETURN(policy::SuspendedRequest s, scheduler_->suspend(id));
-  chunk.last = true;
-  MigrationHandover& h = chunk.handover;
-  h.request.id = id;
-  h.request.prompt = std::move(s.spec.prompt);
-  h.request.sampling = std::move(s.spec.sampling);
-  h.request.sampling.seed = s.spec.seed;
-  h.request.sampling.has_seed = true;
-  h.request.priority = s.spec.priority;
-  h.request.slo_ttft = s.spec.slo_ttft;
-  h.request.slo_tpot = s.spec.slo_tpot;
-  h.output_tokens = std::move(s.output_tokens);
-  h.arrival = t->second.arrival;
-  h.scheduled = t->second.was_scheduled ? t->second.scheduled : t->second.arrival;
-  h.first_token_time = s.spec.first_token_time;
-  h.num_cached_prompt_tokens = s.num_cached_prompt_tokens;
+  ECO_ASSIGN_OR_RETURN(MigrationSource src, migrate_out_begin(id, begin, /*stop=*/true));
+  StatusOr<MigrationChunk> chunk = export_source(src, executor);
+  migrate_out_unpin(src);
+  if (!chunk.ok()) (void)scheduler_->resume(id);
   return chunk;
 }
 

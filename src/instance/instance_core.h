@@ -122,8 +122,17 @@ class InstanceCore {
   //    returns the KV of [begin, computed) and the handover. Its sink stays here.
   //  - migrate_out_finish: committed = the destination continues it: its blocks are
   //    freed and its sink dropped without a final event; else it resumes here.
-  StatusOr<MigrationChunk> migrate_out_copy(RequestId id, int32_t begin, const Executor& executor) const;
+  StatusOr<MigrationChunk> migrate_out_copy(RequestId id, int32_t begin, const Executor& executor);
   StatusOr<MigrationChunk> migrate_out_stop(RequestId id, int32_t begin, const Executor& executor);
+  // The two halves of a stage, for a copy that overlaps with the next steps (the
+  // live loop copies on another thread): migrate_out_begin (on the core's thread)
+  // checks the request, suspends it when `stop`, and pins the blocks;
+  // export_source reads them (any thread: it only reads the executor's KV
+  // storage at positions that no step writes any more); migrate_out_unpin (on the
+  // core's thread) drops the pins.
+  StatusOr<MigrationSource> migrate_out_begin(RequestId id, int32_t begin, bool stop);
+  static StatusOr<MigrationChunk> export_source(const MigrationSource& source, const Executor& executor);
+  void migrate_out_unpin(const MigrationSource& source);
   Status migrate_out_finish(RequestId id, bool committed);
   // Destination side:
   //  - migrate_in_reserve: reserves blocks for `num_tokens` positions (a request

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstring>
 #include <map>
 
 #include "instance/fake_executor.h"
@@ -534,6 +535,43 @@ TEST(InstanceCoreTest, AbortOfASuspendedRequestEndsItOnceAndFreesItsBlocks) {
   (*b)->fill_status(s);
   EXPECT_EQ(s.kv_usage, 0.0);
   EXPECT_EQ((*b)->num_migrating_in(), 0);
+}
+
+TEST(InstanceCoreTest, PinnedBlocksOutliveTheirRequestUntilUnpinned) {
+  FakeExecutor exec(4, 4, 128);  // 4 blocks of 4
+  auto core = InstanceCore::create(options(), exec);
+  ASSERT_TRUE(core.ok());
+  Events ev;
+  (*core)->add_request(request(1, 6, 10), ev.sink(), at_ms(0));
+  int64_t t = 1;
+  for (; ev.tokens(1).size() < 2u; ++t) (*core)->step(at_ms(t), exec);
+  // 6 prompt + 2 outputs: positions [0, 7) computed, in 2 blocks.
+  auto src = (*core)->migrate_out_begin(RequestId(1), 0, /*stop=*/false);
+  ASSERT_TRUE(src.ok()) << src.status().to_string();
+  EXPECT_EQ(src->end, 7);
+  const RequestId ids[] = {RequestId(1)};
+  (*core)->abort(ids);  // the copy is still reading: its blocks must stay
+  EXPECT_EQ(ev.final_event(1).finish_reason, "abort");
+  InstanceStatus s;
+  (*core)->fill_status(s);
+  EXPECT_EQ(s.kv_usage, 0.5);
+  EXPECT_EQ(s.num_free_blocks, 2);
+  // Another request takes the two free blocks, not the pinned ones.
+  (*core)->add_request(request(2, 7, 1), ev.sink(), at_ms(t));
+  for (; (*core)->has_unfinished(); ++t) (*core)->step(at_ms(t), exec);
+  EXPECT_EQ(exec.kv_mismatches, 0);
+  auto chunk = InstanceCore::export_source(*src, exec);
+  ASSERT_TRUE(chunk.ok());
+  std::vector<int32_t> v(chunk->kv.size() / sizeof(int32_t));
+  std::memcpy(v.data(), chunk->kv.data(), chunk->kv.size());
+  std::vector<int32_t> want = {0, 7};  // the fake blob: begin, end, then each position's token
+  for (int32_t tok : prompt_of(6, 100)) want.push_back(tok);
+  want.push_back(FakeExecutor::default_token(RequestId(1), 0));
+  EXPECT_EQ(v, want);
+  (*core)->migrate_out_unpin(*src);
+  (*core)->fill_status(s);
+  EXPECT_EQ(s.kv_usage, 0.0);
+  EXPECT_EQ(s.num_free_blocks, 4);
 }
 
 }  // namespace

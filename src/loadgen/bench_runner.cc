@@ -304,6 +304,7 @@ std::string BenchmarkRunner::request_body(const BenchRequest& r) const {
   j["stream_options"] = {{"include_usage", true}};
   j["temperature"] = options_.temperature;
   if (options_.ignore_eos) j["ignore_eos"] = true;
+  if (r.priority) j["priority"] = *r.priority;
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -317,6 +318,9 @@ StatusOr<RunResult> BenchmarkRunner::run(std::span<const BenchRequest> requests,
   for (std::size_t i = 0; i < requests.size(); ++i) {
     result.records[i].index = requests[i].index;
     result.records[i].expected_output_tokens = requests[i].output_tokens;
+    result.records[i].priority_class = requests[i].priority_class;
+    result.records[i].priority = requests[i].priority;
+    result.records[i].long_request = requests[i].long_request;
   }
   if (requests.empty()) return result;
 

@@ -61,7 +61,9 @@ class BenchmarkRunner {
   StatusOr<RunResult> run(std::span<const BenchRequest> requests,
                           std::span<const double> release_times_s);
 
-  // The JSON body sent for one request (exposed for tests and --result-json).
+  // The JSON body sent for one request (exposed for tests and --result-json): model,
+  // prompt or messages, max_tokens, stream, stream_options, temperature, ignore_eos
+  // (when asked) and "priority" when the request has one (its high-priority class).
   std::string request_body(const BenchRequest& r) const;
 
  private:

@@ -4,13 +4,16 @@
 #include "loadgen/bench_runner.h"
 
 #include <cmath>
+#include <set>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "loadgen/arrival_process.h"
+#include "loadgen/dataset.h"
 #include "loadgen/fake_openai_server.h"
 #include "loadgen/goodput_search.h"
 #include "loadgen/metrics.h"
@@ -243,6 +246,41 @@ TEST_F(RunnerTest, UnresolvableHostCannotStart) {
   EXPECT_FALSE(runner.run(w, std::vector<double>{}).ok());
 }
 
+TEST_F(RunnerTest, HighPriorityRequestsSendTheirPriorityAndRecordTheirClass) {
+  auto server = FakeOpenAiServer::start({.base_ttft_ms = 1, .per_load_ms = 0, .tpot_ms = 1});
+  ASSERT_TRUE(server.ok()) << server.status().to_string();
+  WorkloadOptions wo;
+  wo.num_prompts = 50;
+  wo.input_len = LengthDistribution::constant(4);
+  wo.output_len = LengthDistribution::constant(2);
+  wo.high_priority_fraction = 0.1;  // seed 0: requests 17, 28, 30, 37 and 40
+  auto w = build_workload(wo, builder_);
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  for (auto& r : *w) r.prompt = fmt::format("request {}", r.index);  // to find each body
+  BenchmarkRunner runner(options_for((*server)->port()), clock_, builder_);
+  auto res = runner.run(*w, std::vector<double>(w->size(), 0.0));
+  ASSERT_TRUE(res.ok()) << res.status().to_string();
+  const std::set<std::int64_t> expected = {17, 28, 30, 37, 40};
+  std::set<std::int64_t> sent_high;
+  const auto bodies = (*server)->bodies();
+  ASSERT_EQ(bodies.size(), 50u);
+  for (const auto& b : bodies) {
+    auto j = nlohmann::json::parse(b);
+    const auto index = std::stoll(j["prompt"].get<std::string>().substr(8));
+    if (j.contains("priority")) {
+      EXPECT_EQ(j["priority"], -1) << b;
+      sent_high.insert(index);
+    }
+  }
+  EXPECT_EQ(sent_high, expected);
+  for (const auto& r : res->records) {
+    ASSERT_TRUE(r.success) << error_key(r);
+    const bool high = expected.contains(r.index);
+    EXPECT_EQ(r.priority_class, high ? PriorityClass::kHigh : PriorityClass::kNormal) << r.index;
+    EXPECT_EQ(r.priority, high ? std::optional<std::int64_t>(-1) : std::nullopt) << r.index;
+  }
+}
+
 TEST_F(RunnerTest, RequestBodyIsOpenAiCompatible) {
   auto o = options_for(1);
   BenchmarkRunner runner(o, clock_, builder_);
@@ -256,6 +294,11 @@ TEST_F(RunnerTest, RequestBodyIsOpenAiCompatible) {
   EXPECT_EQ(chat.request_body(r),
             R"({"max_tokens":7,"messages":[{"content":"hi","role":"user"}],"model":"fake","stream":true,)"
             R"("stream_options":{"include_usage":true},"temperature":0.0})");
+  // A high-priority request adds its "priority"; a normal one sends none (above).
+  r.priority = -1;
+  EXPECT_EQ(chat.request_body(r),
+            R"({"max_tokens":7,"messages":[{"content":"hi","role":"user"}],"model":"fake","priority":-1,)"
+            R"("stream":true,"stream_options":{"include_usage":true},"temperature":0.0})");
 }
 
 // Knee by hand. The fake server's TTFT is 5 ms + 15 ms x load, load = the earlier

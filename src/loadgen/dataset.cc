@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+
+#include "loadgen/seeded_share.h"
 
 namespace ecoserve::loadgen {
 namespace {
@@ -35,6 +38,38 @@ bool parse_int(std::string_view s, std::int64_t& out) {
   }
   out = v;
   return true;
+}
+
+// A long request of a file dataset: the long mix's lengths replace the entry's, and
+// a new input length gets a random prompt of that length.
+void make_long(BenchRequest& r, const WorkloadOptions& o, const PromptBuilder& builder, std::mt19937_64& rng) {
+  r.long_request = true;
+  if (o.long_input_len) {
+    r.input_tokens = o.long_input_len->sample(rng, o.length_scale);
+    r.prompt = builder.random_prompt(r.input_tokens, rng);
+  }
+  if (o.long_output_len) r.output_tokens = o.long_output_len->sample(rng, o.length_scale);
+}
+
+// Marks the seeded high_priority_fraction share of `out` as high priority.
+void assign_priorities(std::vector<BenchRequest>& out, const WorkloadOptions& o) {
+  auto high = choose_seeded_share(out.size(), o.high_priority_fraction, o.seed, kHighPriorityStream);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (!high[i]) continue;
+    out[i].priority_class = PriorityClass::kHigh;
+    out[i].priority = o.high_priority_value;
+  }
+}
+
+Status validate_classes(const WorkloadOptions& o) {
+  ECO_RETURN_IF_ERROR(validate_share(o.long_fraction, "--long-fraction"));
+  ECO_RETURN_IF_ERROR(validate_share(o.high_priority_fraction, "--high-priority-fraction"));
+  if (o.long_fraction > 0 && !o.long_input_len && !o.long_output_len)
+    return invalid_argument_error("--long-fraction needs --long-input-len and/or --long-output-len");
+  if (o.high_priority_value < std::numeric_limits<std::int32_t>::min() ||
+      o.high_priority_value > std::numeric_limits<std::int32_t>::max())
+    return invalid_argument_error("--high-priority-value must be a 32-bit integer, got {}", o.high_priority_value);
+  return ok_status();
 }
 
 }  // namespace
@@ -201,18 +236,25 @@ StatusOr<std::vector<BenchRequest>> build_workload(const WorkloadOptions& o,
                                                    const PromptBuilder& builder) {
   if (o.length_scale <= 0) return invalid_argument_error("--length-scale must be > 0, got {}", o.length_scale);
   if (o.num_prompts < 0) return invalid_argument_error("--num-prompts must be >= 0");
+  ECO_RETURN_IF_ERROR(validate_classes(o));
   std::vector<BenchRequest> out;
   std::mt19937_64 rng(o.seed);
   if (o.kind == DatasetKind::kSynthetic) {
     if (o.num_prompts <= 0) return invalid_argument_error("synthetic dataset needs --num-prompts > 0");
+    const auto is_long =
+        choose_seeded_share(static_cast<std::size_t>(o.num_prompts), o.long_fraction, o.seed, kLongRequestStream);
     for (std::int64_t i = 0; i < o.num_prompts; ++i) {
       BenchRequest r;
       r.index = i;
-      r.input_tokens = o.input_len.sample(rng, o.length_scale);
-      r.output_tokens = o.output_len.sample(rng, o.length_scale);
+      r.long_request = is_long[static_cast<std::size_t>(i)];
+      const LengthDistribution& in = r.long_request && o.long_input_len ? *o.long_input_len : o.input_len;
+      const LengthDistribution& out_len = r.long_request && o.long_output_len ? *o.long_output_len : o.output_len;
+      r.input_tokens = in.sample(rng, o.length_scale);
+      r.output_tokens = out_len.sample(rng, o.length_scale);
       r.prompt = builder.random_prompt(r.input_tokens, rng);
       out.push_back(std::move(r));
     }
+    assign_priorities(out, o);
     return out;
   }
   ECO_ASSIGN_OR_RETURN(std::vector<DatasetEntry> entries, load_dataset(o.kind, o.path));
@@ -226,6 +268,7 @@ StatusOr<std::vector<BenchRequest>> build_workload(const WorkloadOptions& o,
     n = static_cast<std::size_t>(o.num_prompts);
   }
   std::int64_t block = std::max<std::int64_t>(1, std::llround(o.mooncake_block_tokens * o.length_scale));
+  const auto is_long = choose_seeded_share(n, o.long_fraction, o.seed, kLongRequestStream);
   for (std::size_t k = 0; k < n; ++k) {
     const DatasetEntry& e = entries[order[k % order.size()]];
     BenchRequest r;
@@ -251,8 +294,10 @@ StatusOr<std::vector<BenchRequest>> build_workload(const WorkloadOptions& o,
         break;
       case DatasetKind::kSynthetic: break;
     }
+    if (is_long[k]) make_long(r, o, builder, rng);
     out.push_back(std::move(r));
   }
+  assign_priorities(out, o);
   return out;
 }
 

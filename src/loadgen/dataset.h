@@ -11,6 +11,14 @@
 // the first N in order), applies --length-scale to every length it generates (synthetic,
 // azure, mooncake input/output lengths and the 512-token hash block; ShareGPT prompt text
 // is real text and is not scaled) and makes the prompt texts with a PromptBuilder.
+// Classes (seeded shares, see seeded_share.h; both independent of each other):
+//   long mix      a long_fraction share of the requests take their lengths from
+//                 long_input_len / long_output_len (scaled like synthetic lengths; a side
+//                 without one keeps what the dataset gives) and get a random prompt of that
+//                 length (ShareGPT's text and Mooncake's shared blocks are not used for them);
+//                 the rest keep the dataset's. Synthetic: the rest sample input_len/output_len.
+//   priorities    a high_priority_fraction share is PriorityClass::kHigh and sends
+//                 "priority": high_priority_value; the rest send none.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +30,7 @@
 #include "base/status.h"
 #include "loadgen/length_distribution.h"
 #include "loadgen/prompt_builder.h"
+#include "loadgen/request_record.h"
 
 namespace ecoserve::loadgen {
 
@@ -54,6 +63,9 @@ struct BenchRequest {
   std::int64_t input_tokens = 0;   // exact with a tokenizer, else approximate
   std::int64_t output_tokens = 0;  // max_tokens
   std::optional<double> timestamp_s;  // trace time, if the dataset has one
+  PriorityClass priority_class = PriorityClass::kNormal;
+  std::optional<std::int64_t> priority = std::nullopt;  // sent as "priority" when set (kHigh requests)
+  bool long_request = false;              // lengths from the long mix
 };
 
 struct WorkloadOptions {
@@ -65,6 +77,13 @@ struct WorkloadOptions {
   double length_scale = 1.0;
   std::int64_t mooncake_block_tokens = 512;  // before scaling
   std::uint64_t seed = 0;
+  // Long mix: a seeded share with other lengths (none when long_fraction is 0).
+  double long_fraction = 0.0;
+  std::optional<LengthDistribution> long_input_len;   // unset: the dataset's input length
+  std::optional<LengthDistribution> long_output_len;  // unset: the dataset's output length
+  // Priority classes: a seeded share sends "priority": high_priority_value.
+  double high_priority_fraction = 0.0;
+  std::int64_t high_priority_value = -1;
 };
 
 StatusOr<std::vector<BenchRequest>> build_workload(const WorkloadOptions& options,

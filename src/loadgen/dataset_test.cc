@@ -8,6 +8,7 @@
 #include "base/test_data.h"
 #include "loadgen/arrival_process.h"
 #include "loadgen/length_distribution.h"
+#include "loadgen/seeded_share.h"
 
 namespace ecoserve::loadgen {
 namespace {
@@ -183,6 +184,148 @@ TEST(Dataset, MooncakeWorkloadSharesPrefixBlocks) {
   ASSERT_EQ(w0.size(), 10u);
   ASSERT_EQ(w1.size(), 9u);
   for (int i = 0; i < 9; ++i) EXPECT_EQ(w0[i], w1[i]) << i;  // block 1 + first word of block 2
+}
+
+std::size_t word_count(const std::string& s) {
+  std::istringstream in(s);
+  std::size_t n = 0;
+  for (std::string w; in >> w;) ++n;
+  return n;
+}
+
+TEST(Workload, HighPriorityShareIsExactSeededAndLeavesTheRestAlone) {
+  WorkloadOptions o;
+  o.num_prompts = 50;
+  o.input_len = LengthDistribution::constant(8);
+  o.output_len = LengthDistribution::constant(4);
+  PromptBuilder approx;
+  auto plain = build_workload(o, approx);
+  ASSERT_TRUE(plain.ok());
+  o.high_priority_fraction = 0.1;
+  auto w = build_workload(o, approx);
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  std::vector<std::int64_t> high;
+  for (const auto& r : *w) {
+    if (r.priority_class == PriorityClass::kHigh) {
+      high.push_back(r.index);
+      ASSERT_TRUE(r.priority.has_value());
+      EXPECT_EQ(*r.priority, -1);
+    } else {
+      EXPECT_FALSE(r.priority.has_value()) << r.index;
+    }
+  }
+  // Seed 0, 10% of 50: exactly these 5 (seeded_share_test.cc has the same set).
+  EXPECT_EQ(high, (std::vector<std::int64_t>{17, 28, 30, 37, 40}));
+  // Prompts and lengths are those of the run without classes.
+  for (std::size_t i = 0; i < w->size(); ++i) {
+    EXPECT_EQ((*w)[i].prompt, (*plain)[i].prompt) << i;
+    EXPECT_EQ((*w)[i].input_tokens, (*plain)[i].input_tokens) << i;
+    EXPECT_FALSE((*plain)[i].priority.has_value());
+  }
+  // The set does not depend on the lengths; the value is the one asked for.
+  o.input_len = *LengthDistribution::parse("uniform:5:500", LengthSide::kInput);
+  o.high_priority_value = 3;
+  auto other = build_workload(o, approx);
+  ASSERT_TRUE(other.ok());
+  for (std::size_t i = 0; i < other->size(); ++i) {
+    EXPECT_EQ((*other)[i].priority_class, (*w)[i].priority_class) << i;
+    if ((*other)[i].priority) {
+      EXPECT_EQ(*(*other)[i].priority, 3);
+    }
+  }
+}
+
+TEST(Workload, LongMixGivesTheLongLengthsToASeededShare) {
+  WorkloadOptions o;
+  o.num_prompts = 40;
+  o.seed = 5;
+  o.input_len = LengthDistribution::constant(16);
+  o.output_len = LengthDistribution::constant(8);
+  o.long_fraction = 0.25;
+  o.long_input_len = LengthDistribution::constant(500);
+  o.long_output_len = LengthDistribution::constant(64);
+  PromptBuilder approx;
+  auto w = build_workload(o, approx);
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  const auto chosen = choose_seeded_share(40, 0.25, 5, kLongRequestStream);
+  int num_long = 0;
+  for (const auto& r : *w) {
+    const bool want_long = chosen[static_cast<std::size_t>(r.index)];
+    EXPECT_EQ(r.long_request, want_long) << r.index;
+    num_long += r.long_request;
+    EXPECT_EQ(r.input_tokens, want_long ? 500 : 16) << r.index;
+    EXPECT_EQ(r.output_tokens, want_long ? 64 : 8) << r.index;
+    EXPECT_EQ(word_count(r.prompt), static_cast<std::size_t>(r.input_tokens)) << r.index;
+    EXPECT_EQ(r.priority_class, PriorityClass::kNormal);
+  }
+  EXPECT_EQ(num_long, 10);
+  // --length-scale applies to the long lengths; a side without a long length keeps the normal one.
+  o.length_scale = 0.5;
+  o.long_output_len.reset();
+  auto scaled = build_workload(o, approx);
+  ASSERT_TRUE(scaled.ok());
+  for (const auto& r : *scaled) {
+    EXPECT_EQ(r.input_tokens, r.long_request ? 250 : 8) << r.index;
+    EXPECT_EQ(r.output_tokens, 4) << r.index;
+  }
+  // Independent of the high-priority share drawn from the same seed.
+  o.high_priority_fraction = 0.25;
+  auto both = build_workload(o, approx);
+  ASSERT_TRUE(both.ok());
+  int long_and_high = 0;
+  for (std::size_t i = 0; i < both->size(); ++i) {
+    EXPECT_EQ((*both)[i].long_request, (*scaled)[i].long_request) << i;
+    long_and_high += (*both)[i].long_request && (*both)[i].priority_class == PriorityClass::kHigh;
+  }
+  EXPECT_LT(long_and_high, 10);
+}
+
+TEST(Workload, LongMixOnATraceReplacesTheTraceLengths) {
+  std::string path = ::testing::TempDir() + "/mc_long.jsonl";
+  {
+    std::ofstream out(path);
+    for (int i = 0; i < 20; ++i)
+      out << R"({"timestamp": )" << i * 100 << R"(, "input_length": 30, "output_length": 5, "hash_ids": [1, 2]})" "\n";
+  }
+  WorkloadOptions o;
+  o.kind = DatasetKind::kMooncake;
+  o.path = path;
+  o.mooncake_block_tokens = 16;
+  o.long_fraction = 0.1;
+  o.long_input_len = LengthDistribution::constant(300);
+  PromptBuilder approx;
+  auto w = build_workload(o, approx);
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  int num_long = 0;
+  for (const auto& r : *w) {
+    num_long += r.long_request;
+    EXPECT_EQ(r.input_tokens, r.long_request ? 300 : 30) << r.index;
+    EXPECT_EQ(r.output_tokens, 5) << r.index;  // no long output length: the trace's
+    EXPECT_EQ(word_count(r.prompt), static_cast<std::size_t>(r.input_tokens)) << r.index;
+    EXPECT_NEAR(*r.timestamp_s, 0.1 * static_cast<double>(r.index), 1e-9);  // arrivals untouched
+  }
+  EXPECT_EQ(num_long, 2);
+}
+
+TEST(Workload, ClassOptionsAreValidated) {
+  PromptBuilder approx;
+  auto error = [&](const WorkloadOptions& o) { return build_workload(o, approx).status().message(); };
+  WorkloadOptions o;
+  o.num_prompts = 4;
+  o.high_priority_fraction = 1.5;
+  EXPECT_EQ(error(o), "--high-priority-fraction must be in [0, 1], got 1.5");
+  o.high_priority_fraction = -0.1;
+  EXPECT_EQ(error(o), "--high-priority-fraction must be in [0, 1], got -0.1");
+  o.high_priority_fraction = 0.5;
+  o.high_priority_value = std::int64_t{1} << 31;
+  EXPECT_EQ(error(o), "--high-priority-value must be a 32-bit integer, got 2147483648");
+  o.high_priority_value = -1;
+  o.long_fraction = 2;
+  EXPECT_EQ(error(o), "--long-fraction must be in [0, 1], got 2");
+  o.long_fraction = 0.5;
+  EXPECT_EQ(error(o), "--long-fraction needs --long-input-len and/or --long-output-len");
+  o.long_output_len = LengthDistribution::constant(100);
+  EXPECT_TRUE(build_workload(o, approx).ok());
 }
 
 TEST(LengthDistribution, PresetsMatchTable4) {

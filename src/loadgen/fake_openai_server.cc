@@ -27,6 +27,7 @@ struct FakeOpenAiServer::Impl {
   std::atomic<int> received{0};
   mutable std::mutex mu;
   std::vector<std::string> authorizations;  // guarded by mu
+  std::vector<std::string> bodies;          // guarded by mu
   std::deque<SteadyTime> arrivals;  // touched only on the io thread
   int port = 0;
 
@@ -60,6 +61,7 @@ class Conn : public std::enable_shared_from_this<Conn> {
       std::lock_guard lock(impl_.mu);
       impl_.authorizations.push_back(fmt::format("{} {} -> {}", std::string(req_.method_string()),
                                                  std::string(req_.target()), auth));
+      if (req_.method() == http::verb::post) impl_.bodies.push_back(req_.body());
     }
     if (!o.api_key.empty() && auth != "Bearer " + o.api_key) {
       nlohmann::json e = {{"error",
@@ -204,6 +206,11 @@ int FakeOpenAiServer::requests_received() const { return impl_->received.load();
 std::vector<std::string> FakeOpenAiServer::authorizations() const {
   std::lock_guard lock(impl_->mu);
   return impl_->authorizations;
+}
+
+std::vector<std::string> FakeOpenAiServer::bodies() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->bodies;
 }
 
 }  // namespace ecoserve::loadgen::testing

@@ -13,7 +13,8 @@
 // GET /v1/models lists one model, "fake-model". With api_key set, every request
 // (GET /v1/models included) without "Authorization: Bearer <api_key>" gets a 401 and
 // an OpenAI-style error ("missing API key" / "incorrect API key provided"); the
-// Authorization header of every request is kept for tests (authorizations()).
+// Authorization header of every request is kept for tests (authorizations()), and
+// the body of every POST (bodies()).
 // Runs its own io_context thread; the destructor stops it. Thread-safe counters.
 #pragma once
 
@@ -46,6 +47,8 @@ class FakeOpenAiServer {
   int requests_received() const;
   // "METHOD TARGET -> Authorization value" per request received ("" when absent), in order.
   std::vector<std::string> authorizations() const;
+  // The body of every POST received, in order of arrival.
+  std::vector<std::string> bodies() const;
 
   struct Impl;
 

@@ -94,13 +94,40 @@ bool attains_slo(const RequestRecord& r, const SloOptions& slo) {
   return true;
 }
 
-BenchmarkMetrics compute_metrics(std::span<const RequestRecord> records, double duration_s,
-                                 const MetricsOptions& options) {
+namespace {
+
+// Every request (the overall metrics).
+struct KeepAll {
+  bool operator()(const RequestRecord&) const { return true; }
+};
+
+template <typename Keep>
+std::vector<double> output_tokens_per_second_of(std::span<const RequestRecord> records, double bin_s, Keep keep) {
+  std::vector<double> bins;
+  if (bin_s <= 0) return bins;
+  for (const auto& r : records) {
+    if (!keep(r) || !r.success || r.chunk_s.empty()) continue;
+    double per_chunk = static_cast<double>(r.output_tokens) / static_cast<double>(r.chunk_s.size());
+    for (double t : r.chunk_s) {
+      auto b = static_cast<std::size_t>(std::max(0.0, t) / bin_s);
+      if (b >= bins.size()) bins.resize(b + 1, 0.0);
+      bins[b] += per_chunk;
+    }
+  }
+  for (auto& v : bins) v /= bin_s;
+  return bins;
+}
+
+// The metrics of the records `keep` accepts (no classes).
+template <typename Keep>
+BenchmarkMetrics compute_kept(std::span<const RequestRecord> records, double duration_s,
+                              const MetricsOptions& options, Keep keep) {
   BenchmarkMetrics m;
-  m.num_requests = static_cast<std::int64_t>(records.size());
   m.duration_s = duration_s;
   std::vector<double> ttft, tpot, itl, e2e, first_gap;
   for (const auto& r : records) {
+    if (!keep(r)) continue;
+    ++m.num_requests;
     if (!r.success) {
       ++m.failed;
       const std::string key = error_key(r);
@@ -130,7 +157,7 @@ BenchmarkMetrics compute_metrics(std::span<const RequestRecord> records, double 
     m.total_token_throughput =
         static_cast<double>(m.total_input_tokens + m.total_output_tokens) / duration_s;
   }
-  auto bins = output_tokens_per_second(records, 1.0);
+  auto bins = output_tokens_per_second_of(records, 1.0, keep);
   // The last 1 s bin may cover only part of a second: rate it over the time it covers
   // (a run shorter than 1 s is one such bin), or drop it when that is under half a bin.
   if (!bins.empty() && duration_s > 0) {
@@ -147,7 +174,7 @@ BenchmarkMetrics compute_metrics(std::span<const RequestRecord> records, double 
   m.slo_enabled = options.slo.enabled();
   if (m.slo_enabled) {
     for (const auto& r : records)
-      if (attains_slo(r, options.slo)) ++m.attained;
+      if (keep(r) && attains_slo(r, options.slo)) ++m.attained;
     m.attainment = m.num_requests > 0
                        ? static_cast<double>(m.attained) / static_cast<double>(m.num_requests)
                        : 0.0;
@@ -156,20 +183,27 @@ BenchmarkMetrics compute_metrics(std::span<const RequestRecord> records, double 
   return m;
 }
 
-std::vector<double> output_tokens_per_second(std::span<const RequestRecord> records, double bin_s) {
-  std::vector<double> bins;
-  if (bin_s <= 0) return bins;
-  for (const auto& r : records) {
-    if (!r.success || r.chunk_s.empty()) continue;
-    double per_chunk = static_cast<double>(r.output_tokens) / static_cast<double>(r.chunk_s.size());
-    for (double t : r.chunk_s) {
-      auto b = static_cast<std::size_t>(std::max(0.0, t) / bin_s);
-      if (b >= bins.size()) bins.resize(b + 1, 0.0);
-      bins[b] += per_chunk;
-    }
+}  // namespace
+
+BenchmarkMetrics compute_metrics(std::span<const RequestRecord> records, double duration_s,
+                                 const MetricsOptions& options) {
+  BenchmarkMetrics m = compute_kept(records, duration_s, options, KeepAll{});
+  auto add_class = [&](const char* group, const char* name, auto keep) {
+    m.classes.push_back({.group = group, .name = name, .metrics = compute_kept(records, duration_s, options, keep)});
+  };
+  if (options.by_priority) {
+    add_class("priority", "high", [](const RequestRecord& r) { return r.priority_class == PriorityClass::kHigh; });
+    add_class("priority", "normal", [](const RequestRecord& r) { return r.priority_class != PriorityClass::kHigh; });
   }
-  for (auto& v : bins) v /= bin_s;
-  return bins;
+  if (options.by_length) {
+    add_class("length", "long", [](const RequestRecord& r) { return r.long_request; });
+    add_class("length", "short", [](const RequestRecord& r) { return !r.long_request; });
+  }
+  return m;
+}
+
+std::vector<double> output_tokens_per_second(std::span<const RequestRecord> records, double bin_s) {
+  return output_tokens_per_second_of(records, bin_s, KeepAll{});
 }
 
 }  // namespace ecoserve::loadgen

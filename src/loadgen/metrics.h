@@ -16,6 +16,10 @@
 // requests (a failed request never attains); a request attains only if its TTFT
 // <= slo_ttft_ms and its TPOT <= slo_tpot_ms (an undefined TPOT holds).
 // Goodput = attaining requests / benchmark duration.
+// Classes: with MetricsOptions::by_priority (--high-priority-fraction) and/or by_length
+// (--long-fraction) the same metrics are also computed over each class's requests alone
+// ("high"/"normal" by RequestRecord::priority_class, "long"/"short" by long_request),
+// with the whole run's duration for throughputs and goodput.
 #pragma once
 
 #include <cstdint>
@@ -55,6 +59,8 @@ struct SloOptions {
 struct MetricsOptions {
   std::vector<double> percentiles = {90, 99};  // besides mean and median
   SloOptions slo;
+  bool by_priority = false;  // add the "high" and "normal" classes' metrics
+  bool by_length = false;    // add the "long" and "short" classes' metrics
 };
 
 std::optional<double> tpot_s(const RequestRecord& r);
@@ -62,6 +68,8 @@ std::vector<double> itl_s(const RequestRecord& r);
 // chunk_s[1] - chunk_s[0] of a successful request; nullopt with fewer than two chunks.
 std::optional<double> first_gap_s(const RequestRecord& r);
 bool attains_slo(const RequestRecord& r, const SloOptions& slo);
+
+struct ClassMetrics;
 
 struct BenchmarkMetrics {
   std::int64_t num_requests = 0;  // issued
@@ -84,6 +92,16 @@ struct BenchmarkMetrics {
   std::map<std::string, std::int64_t> errors;  // error_key -> count
   std::map<std::string, std::string> error_examples;  // error_key -> the first such request's message
   std::int64_t outputs_counted_without_usage = 0;  // token counts approximated/counted by chunks
+  // Per-class metrics (MetricsOptions::by_priority, by_length), in the order high,
+  // normal, long, short; empty otherwise. A class's own `classes` is empty.
+  std::vector<ClassMetrics> classes;
+};
+
+// The metrics of one class of a run's requests.
+struct ClassMetrics {
+  std::string group;  // "priority" or "length"
+  std::string name;   // "high" or "normal"; "long" or "short"
+  BenchmarkMetrics metrics;
 };
 
 BenchmarkMetrics compute_metrics(std::span<const RequestRecord> records, double duration_s,

@@ -256,6 +256,183 @@ TEST(Metrics, SloAttainmentNeedsBothAndFailuresNeverAttain) {
   EXPECT_TRUE(attains_slo(rs[0], o.slo));
 }
 
+// Three high-priority requests (one failed) and three normal ones; requests 0 and 2 are long.
+std::vector<RequestRecord> class_timeline() {
+  std::vector<RequestRecord> rs;
+  rs.push_back(make(0.0, {0.1, 0.2, 0.3}, 3));  // high: ttft 100, tpot 100, e2e 300
+  rs.push_back(make(1.0, {1.3, 1.4}, 2));       // high: ttft 300, tpot 100, e2e 400
+  RequestRecord timeout;                        // high: failed
+  timeout.sent_s = 1.5;
+  timeout.end_s = 2.0;
+  timeout.error = ErrorKind::kTimeout;
+  rs.push_back(timeout);
+  rs.push_back(make(2.0, {2.5, 2.7, 2.9}, 3));  // normal: ttft 500, tpot 200, e2e 900
+  rs.push_back(make(3.0, {3.2, 3.6}, 2));       // normal: ttft 200, tpot 400, e2e 600
+  rs.push_back(make(4.0, {4.8}, 1));            // normal: ttft 800, no tpot, e2e 800
+  for (int i = 0; i < 3; ++i) {
+    rs[i].priority_class = PriorityClass::kHigh;
+    rs[i].priority = -1;
+  }
+  rs[0].long_request = rs[3].long_request = true;
+  return rs;
+}
+
+TEST(Metrics, PerClassResultsOverEachClassOfRequests) {
+  const auto rs = class_timeline();
+  MetricsOptions o;
+  o.slo.ttft_ms = 400;
+  o.slo.tpot_ms = 250;
+  // Without the class options: no classes, and the overall numbers are the same either way.
+  const auto plain = compute_metrics(rs, 5.0, o);
+  EXPECT_TRUE(plain.classes.empty());
+  o.by_priority = true;
+  const auto m = compute_metrics(rs, 5.0, o);
+  EXPECT_EQ(m.num_requests, 6);
+  EXPECT_EQ(m.completed, plain.completed);
+  EXPECT_EQ(m.attained, 2);
+  EXPECT_DOUBLE_EQ(m.ttft_ms.at(99), plain.ttft_ms.at(99));
+  ASSERT_EQ(m.classes.size(), 2u);
+  const ClassMetrics& high = m.classes[0];
+  const ClassMetrics& normal = m.classes[1];
+  EXPECT_EQ(high.group, "priority");
+  EXPECT_EQ(high.name, "high");
+  EXPECT_EQ(normal.name, "normal");
+  EXPECT_TRUE(high.metrics.classes.empty());
+
+  EXPECT_EQ(high.metrics.num_requests, 3);
+  EXPECT_EQ(high.metrics.completed, 2);
+  EXPECT_EQ(high.metrics.failed, 1);
+  EXPECT_EQ(high.metrics.errors.at("timeout"), 1);
+  // TTFT {100, 300}: p90 = 100 + 0.9 x 200, p99 = 100 + 0.99 x 200.
+  EXPECT_NEAR(high.metrics.ttft_ms.mean, 200, 1e-9);
+  EXPECT_NEAR(high.metrics.ttft_ms.median, 200, 1e-9);
+  EXPECT_NEAR(high.metrics.ttft_ms.at(90), 280, 1e-9);
+  EXPECT_NEAR(high.metrics.ttft_ms.at(99), 298, 1e-9);
+  EXPECT_NEAR(high.metrics.tpot_ms.mean, 100, 1e-9);
+  EXPECT_NEAR(high.metrics.tpot_ms.at(99), 100, 1e-9);
+  EXPECT_NEAR(high.metrics.e2e_ms.mean, 350, 1e-9);
+  EXPECT_NEAR(high.metrics.e2e_ms.at(90), 390, 1e-9);
+  EXPECT_NEAR(high.metrics.e2e_ms.at(99), 399, 1e-9);
+  // Both successful high requests attain; the failed one does not: 2 of 3.
+  EXPECT_EQ(high.metrics.attained, 2);
+  EXPECT_DOUBLE_EQ(high.metrics.attainment, 2.0 / 3.0);
+  EXPECT_DOUBLE_EQ(high.metrics.goodput, 2.0 / 5.0);         // over the whole run's 5 s
+  EXPECT_DOUBLE_EQ(high.metrics.request_throughput, 2.0 / 5.0);
+
+  EXPECT_EQ(normal.metrics.num_requests, 3);
+  EXPECT_EQ(normal.metrics.completed, 3);
+  EXPECT_EQ(normal.metrics.failed, 0);
+  // TTFT {200, 500, 800}: p90 = 500 + 0.8 x 300, p99 = 500 + 0.98 x 300.
+  EXPECT_NEAR(normal.metrics.ttft_ms.mean, 500, 1e-9);
+  EXPECT_NEAR(normal.metrics.ttft_ms.median, 500, 1e-9);
+  EXPECT_NEAR(normal.metrics.ttft_ms.at(90), 740, 1e-9);
+  EXPECT_NEAR(normal.metrics.ttft_ms.at(99), 794, 1e-9);
+  EXPECT_EQ(normal.metrics.tpot_ms.count, 2u);  // the 1-token request has none
+  EXPECT_NEAR(normal.metrics.tpot_ms.mean, 300, 1e-9);
+  EXPECT_NEAR(normal.metrics.tpot_ms.at(99), 398, 1e-9);
+  EXPECT_NEAR(normal.metrics.e2e_ms.mean, 2300.0 / 3, 1e-9);
+  EXPECT_NEAR(normal.metrics.e2e_ms.median, 800, 1e-9);
+  EXPECT_NEAR(normal.metrics.e2e_ms.at(99), 898, 1e-9);
+  EXPECT_EQ(normal.metrics.attained, 0);  // TTFT 500 and 800 miss, TPOT 400 misses
+
+  // By length as well: long {0, 3}, short the rest, after the priority classes.
+  o.by_length = true;
+  const auto both = compute_metrics(rs, 5.0, o);
+  ASSERT_EQ(both.classes.size(), 4u);
+  EXPECT_EQ(both.classes[2].group, "length");
+  EXPECT_EQ(both.classes[2].name, "long");
+  EXPECT_EQ(both.classes[2].metrics.num_requests, 2);
+  EXPECT_NEAR(both.classes[2].metrics.ttft_ms.mean, 300, 1e-9);  // {100, 500}
+  EXPECT_EQ(both.classes[3].name, "short");
+  EXPECT_EQ(both.classes[3].metrics.num_requests, 4);
+  EXPECT_EQ(both.classes[3].metrics.failed, 1);
+}
+
+std::size_t occurrences(const std::string& hay, const std::string& needle) {
+  std::size_t n = 0;
+  for (auto p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + 1)) ++n;
+  return n;
+}
+
+TEST(Report, PerClassBlocksAndJsonKeys) {
+  const auto rs = class_timeline();
+  MetricsOptions o;
+  o.slo.ttft_ms = 400;
+  o.slo.tpot_ms = 250;
+  const auto plain = compute_metrics(rs, 5.0, o);
+  ReportInfo info{.slo = o.slo};
+  const std::string plain_text = format_report(plain, info);
+  EXPECT_EQ(plain_text.find("Class "), std::string::npos) << plain_text;
+  o.by_priority = true;
+  const auto m = compute_metrics(rs, 5.0, o);
+  const std::string text = format_report(m, info);
+  // The overall report is unchanged: the class blocks come after the SLO section.
+  EXPECT_EQ(text.substr(0, text.find("Goodput (req/s):")), plain_text.substr(0, plain_text.find("Goodput (req/s):")));
+  EXPECT_NE(text.find("\n-------------Class high (3 requests)--------------\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\n------------Class normal (3 requests)-------------\n"), std::string::npos) << text;
+  auto has = [&](const std::string& label, const std::string& value) {
+    return text.find(fmt::format("{:<40} {}\n", label, value)) != std::string::npos;
+  };
+  EXPECT_TRUE(has("high successful requests:", "2")) << text;
+  EXPECT_TRUE(has("high failed requests:", "1")) << text;
+  EXPECT_TRUE(has("high Mean TTFT (ms):", "200.00")) << text;
+  EXPECT_TRUE(has("high Median TTFT (ms):", "200.00")) << text;
+  EXPECT_TRUE(has("high P90 TTFT (ms):", "280.00")) << text;
+  EXPECT_TRUE(has("high P99 TTFT (ms):", "298.00")) << text;
+  EXPECT_TRUE(has("high P99 TPOT (ms):", "100.00")) << text;
+  EXPECT_TRUE(has("high P99 E2EL (ms):", "399.00")) << text;
+  EXPECT_TRUE(has("high requests attaining SLO:", "2/3")) << text;
+  EXPECT_TRUE(has("high SLO attainment (%):", "66.67")) << text;
+  EXPECT_TRUE(has("normal P99 TTFT (ms):", "794.00")) << text;
+  EXPECT_TRUE(has("normal Mean E2EL (ms):", "766.67")) << text;
+  EXPECT_TRUE(has("normal SLO attainment (%):", "0.00")) << text;
+  // Overall labels stay unique (scripts grep them).
+  EXPECT_EQ(occurrences(text, "\nP99 TTFT (ms):"), 1u);
+  EXPECT_EQ(occurrences(text, "Successful requests:"), 1u);
+  EXPECT_EQ(occurrences(text, "\nSLO attainment (%):"), 1u);
+  // Errors still close the report.
+  EXPECT_LT(text.find("Class normal"), text.find("-Errors-"));
+
+  // JSON: the overall keys as before, plus by_priority.{high,normal} with the same keys.
+  const auto j = metrics_json(m);
+  const auto pj = metrics_json(plain);
+  for (const auto& [k, v] : pj.items()) EXPECT_EQ(j[k], v) << k;
+  EXPECT_FALSE(pj.contains("by_priority"));
+  EXPECT_FALSE(j.contains("by_length"));
+  ASSERT_TRUE(j.contains("by_priority"));
+  const auto& hj = j["by_priority"]["high"];
+  EXPECT_EQ(hj["num_requests"], 3);
+  EXPECT_EQ(hj["completed"], 2);
+  EXPECT_EQ(hj["failed"], 1);
+  EXPECT_NEAR(hj["ttft_ms"]["mean"].get<double>(), 200, 1e-9);
+  EXPECT_NEAR(hj["ttft_ms"]["median"].get<double>(), 200, 1e-9);
+  EXPECT_NEAR(hj["ttft_ms"]["p90"].get<double>(), 280, 1e-9);
+  EXPECT_NEAR(hj["ttft_ms"]["p99"].get<double>(), 298, 1e-9);
+  EXPECT_NEAR(hj["e2e_ms"]["p99"].get<double>(), 399, 1e-9);
+  EXPECT_NEAR(hj["tpot_ms"]["mean"].get<double>(), 100, 1e-9);
+  EXPECT_NEAR(hj["slo_attainment"].get<double>(), 2.0 / 3.0, 1e-12);
+  EXPECT_EQ(hj["slo_attained"], 2);
+  const auto& nj = j["by_priority"]["normal"];
+  EXPECT_EQ(nj["completed"], 3);
+  EXPECT_NEAR(nj["ttft_ms"]["p99"].get<double>(), 794, 1e-9);
+  EXPECT_EQ(nj["slo_attained"], 0);
+  o.by_length = true;
+  const auto lj = metrics_json(compute_metrics(rs, 5.0, o));
+  EXPECT_EQ(lj["by_length"]["long"]["num_requests"], 2);
+  EXPECT_EQ(lj["by_length"]["short"]["num_requests"], 4);
+
+  // Per request: the class always, the priority only when one was sent.
+  const auto full = result_json(nlohmann::json::object(), m, rs, std::nullopt);
+  const auto& reqs = full["requests"];
+  EXPECT_EQ(reqs[0]["priority_class"], "high");
+  EXPECT_EQ(reqs[0]["priority"], -1);
+  EXPECT_EQ(reqs[0]["long"], true);
+  EXPECT_EQ(reqs[2]["priority_class"], "high");  // failed: still its class
+  EXPECT_EQ(reqs[3]["priority_class"], "normal");
+  EXPECT_FALSE(reqs[3].contains("priority"));
+  EXPECT_EQ(reqs[4]["long"], false);
+}
+
 TEST(Metrics, TokensPerSecondBins) {
   std::vector<RequestRecord> rs;
   rs.push_back(make(0.0, {0.5, 1.5, 1.7}, 6));  // 2 tokens per chunk

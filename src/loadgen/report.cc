@@ -42,6 +42,32 @@ void section(std::string& o, std::string_view title, std::string_view abbrev, co
   for (const auto& [p, v] : d.percentiles) o += rowf(fmt::format("P{} {} (ms):", pname(p), abbrev), v);
 }
 
+// One class's block of the text report: counts, TTFT/TPOT/E2E mean, median and the
+// asked percentiles, SLO attainment; every label starts with the class name.
+void class_section(std::string& o, const ClassMetrics& c) {
+  const BenchmarkMetrics& m = c.metrics;
+  o += banner(fmt::format("Class {} ({} {})", c.name, m.num_requests, m.num_requests == 1 ? "request" : "requests"),
+              '-') + "\n";
+  o += rowi(c.name + " successful requests:", m.completed);
+  o += rowi(c.name + " failed requests:", m.failed);
+  auto dist = [&](std::string_view abbrev, const Distribution& d) {
+    if (d.count == 0) {
+      o += row(fmt::format("{} Mean {} (ms):", c.name, abbrev), "n/a");
+      return;
+    }
+    o += rowf(fmt::format("{} Mean {} (ms):", c.name, abbrev), d.mean);
+    o += rowf(fmt::format("{} Median {} (ms):", c.name, abbrev), d.median);
+    for (const auto& [p, v] : d.percentiles) o += rowf(fmt::format("{} P{} {} (ms):", c.name, pname(p), abbrev), v);
+  };
+  dist("TTFT", m.ttft_ms);
+  dist("TPOT", m.tpot_ms);
+  dist("E2EL", m.e2e_ms);
+  if (m.slo_enabled) {
+    o += row(c.name + " requests attaining SLO:", fmt::format("{}/{}", m.attained, m.num_requests));
+    o += row(c.name + " SLO attainment (%):", fmt::format("{:.2f}", m.attainment * 100));
+  }
+}
+
 nlohmann::json dist_json(const Distribution& d) {
   nlohmann::json j = {{"count", d.count}, {"mean", d.mean}, {"median", d.median}, {"std", d.stddev},
                       {"min", d.min},     {"max", d.max}};
@@ -86,6 +112,7 @@ std::string format_report(const BenchmarkMetrics& m, const ReportInfo& info) {
     o += row("SLO attainment (%):", fmt::format("{:.2f}", m.attainment * 100));
     o += rowf("Goodput (req/s):", m.goodput);
   }
+  for (const auto& c : m.classes) class_section(o, c);
   if (m.failed > 0) {
     o += banner("Errors", '-') + "\n";
     for (const auto& [k, v] : m.errors) {
@@ -160,6 +187,7 @@ nlohmann::json metrics_json(const BenchmarkMetrics& m) {
     j["slo_attainment"] = m.attainment;
     j["goodput"] = m.goodput;
   }
+  for (const auto& c : m.classes) j["by_" + c.group][c.name] = metrics_json(c.metrics);
   return j;
 }
 
@@ -173,7 +201,10 @@ nlohmann::json record_json(const RequestRecord& r) {
                       {"output_tokens", r.output_tokens},
                       {"max_tokens", r.expected_output_tokens},
                       {"output_tokens_from_usage", r.output_tokens_from_usage},
-                      {"http_status", r.http_status}};
+                      {"http_status", r.http_status},
+                      {"priority_class", std::string(priority_class_name(r.priority_class))},
+                      {"long", r.long_request}};
+  if (r.priority) j["priority"] = *r.priority;
   if (r.success) {
     j["ttft_ms"] = r.ttft_s() * 1000;
     j["e2e_ms"] = r.e2e_s() * 1000;

@@ -23,12 +23,19 @@ struct ReportInfo {
 };
 
 // "============ Serving Benchmark Result ============" ... "=================...".
+// With per-class metrics (BenchmarkMetrics::classes) a block per class follows the SLO
+// section: "---Class high (5 requests)---", then rows whose labels start with the class
+// name ("high P99 TTFT (ms):"), so the overall rows keep their labels and stay unique.
 std::string format_report(const BenchmarkMetrics& m, const ReportInfo& info);
 // One line per probe, e.g. "probe 3: rate 12.50 req/s -> attainment 93.0% ... PASS".
 std::string format_probe(int number, const GoodputProbe& p);
 std::string format_search_summary(const GoodputSearchResult& r, double target_attainment);
 
+// Per-class metrics go under "by_priority" {"high", "normal"} and "by_length"
+// {"long", "short"}, each with the same keys as the overall metrics.
 nlohmann::json metrics_json(const BenchmarkMetrics& m);
+// Every record has "priority_class" ("high"/"normal") and "long" (bool); "priority"
+// only when one was sent.
 nlohmann::json record_json(const RequestRecord& r);
 // {"config": config, "metrics": ..., "requests": [...], "goodput_search": ...}
 nlohmann::json result_json(const nlohmann::json& config, const BenchmarkMetrics& m,

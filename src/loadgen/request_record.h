@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +27,16 @@ enum class ErrorKind {
 
 std::string_view error_kind_name(ErrorKind kind);
 
+// The priority class of a request (--high-priority-fraction). kHigh requests send
+// "priority": --high-priority-value in their body (vLLM's field: a lower value is
+// served earlier, default 0); kNormal ones send no priority field.
+enum class PriorityClass { kNormal = 0, kHigh };
+
+// "normal" or "high": the key of the class in reports and --result-json.
+constexpr std::string_view priority_class_name(PriorityClass c) {
+  return c == PriorityClass::kHigh ? "high" : "normal";
+}
+
 struct RequestRecord {
   std::int64_t index = 0;        // position in the workload
   double scheduled_s = 0;        // when the arrival process released it
@@ -43,6 +54,9 @@ struct RequestRecord {
   int http_status = 0;           // for kHttpStatus (and the status of successful ones: 200)
   std::string error_message;     // short, for the JSON record
   std::string generated_text;    // concatenated content (kept only if asked)
+  PriorityClass priority_class = PriorityClass::kNormal;  // copied from the BenchRequest
+  std::optional<std::int64_t> priority;  // the "priority" sent in the body, if any
+  bool long_request = false;     // its lengths came from --long-input-len/--long-output-len
 
   // Derived (seconds). Valid only for successful requests with a first token.
   double ttft_s() const { return first_token_s - sent_s; }

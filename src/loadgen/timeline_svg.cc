@@ -70,6 +70,40 @@ StatusOr<std::string> render_timeline_svg(const nlohmann::json& t, const std::st
     }
     ++lane;
   }
+  // Migrations (llumnix): a line from the source lane at the start to the
+  // destination lane at the end; green when completed, dashed red when aborted.
+  int64_t migrations_drawn = 0;
+  if (t.contains("migrations") && t["migrations"].is_array()) {
+    auto lane_of = [&](const std::string& name) {
+      int i = 0;
+      for (const auto& inst : t["instances"]) {
+        if (inst.value("name", std::to_string(i)) == name) return i;
+        ++i;
+      }
+      return -1;
+    };
+    for (const auto& m : t["migrations"]) {
+      if (!m.is_object() || !m.contains("start_s") || !m["start_s"].is_number() || !m.contains("end_s") ||
+          !m["end_s"].is_number() || !m.contains("from") || !m["from"].is_string() || !m.contains("to") ||
+          !m["to"].is_string()) {
+        return invalid_argument_error("timeline: a migration is not {{from, to, start_s, end_s, ...}}");
+      }
+      const int from = lane_of(m["from"].get<std::string>()), to = lane_of(m["to"].get<std::string>());
+      const double start = m["start_s"].get<double>(), end = m["end_s"].get<double>();
+      if (from < 0 || to < 0 || end < -span || start > 0) continue;
+      const bool ok = m.value("outcome", "") == "completed";
+      const double y1 = top + from * (lane_h + gap) + lane_h / 2.0, y2 = top + to * (lane_h + gap) + lane_h / 2.0;
+      svg += fmt::format(
+          "<line x1=\"{:.2f}\" y1=\"{:.1f}\" x2=\"{:.2f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"2\"{}>"
+          "<title>request {} {} -&gt; {} ({}, {})</title></line><circle cx=\"{:.2f}\" cy=\"{:.1f}\" r=\"3\" "
+          "fill=\"{}\"/>\n",
+          x_of(std::max(-span, start)), y1, x_of(std::min(0.0, end)), y2, ok ? "#2ca02c" : "#d62728",
+          ok ? "" : " stroke-dasharray=\"4 3\"", m.value("request", 0), svg_escape(m["from"].get<std::string>()),
+          svg_escape(m["to"].get<std::string>()), svg_escape(m.value("reason", "")),
+          svg_escape(m.value("outcome", "")), x_of(std::min(0.0, end)), y2, ok ? "#2ca02c" : "#d62728");
+      ++migrations_drawn;
+    }
+  }
   // Time axis (seconds before the request).
   const int axis_y = top + lanes * (lane_h + gap);
   svg += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"black\"/>\n", left, axis_y,
@@ -94,7 +128,13 @@ StatusOr<std::string> render_timeline_svg(const nlohmann::json& t, const std::st
         "y=\"{3}\">decode phase</text>\n",
         width - 520, 16, width - 504, 22, width - 400, width - 384);
   }
-  svg += fmt::format("<!-- {} steps -->\n</svg>\n", steps_drawn);
+  if (migrations_drawn > 0) {
+    svg += fmt::format(
+        "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#2ca02c\" stroke-width=\"2\"/><text x=\"{3}\" "
+        "y=\"{4}\">migration</text>\n",
+        width - 640, 18, width - 628, width - 624, 22);
+  }
+  svg += fmt::format("<!-- {} steps, {} migrations -->\n</svg>\n", steps_drawn, migrations_drawn);
   return svg;
 }
 

@@ -4,7 +4,9 @@
 // over time (mixed batches under nodg, prefill-only and decode-only lanes under
 // fudg, alternating phases under padg). When steps carry a phase (7th column,
 // padg), a thin band under each lane shows the prefill and decode phases, so
-// rolling activation across a macro instance is visible. Input: the JSON of GET
+// rolling activation across a macro instance is visible. Live migrations
+// (llumnix, "migrations") are lines from the source lane to the destination lane:
+// green when completed, dashed red when aborted. Input: the JSON of GET
 // /admin/timeline.
 // Pure: render_timeline_svg() only formats.
 #pragma once

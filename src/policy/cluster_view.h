@@ -53,6 +53,10 @@ struct InstanceLoad {
   // llumnix: the instance is being drained (scale-in): its virtual usage is
   // infinite, so it takes no requests and its requests migrate away.
   bool draining = false;
+  // llumnix: the instance's sum of virtual usage (policy/freeness.h) kept by the
+  // router's own accounting as requests arrive, grow and leave, so routing by
+  // freeness needs no request list; -1 = not known.
+  int64_t virtual_blocks = -1;
   // llumnix: its requests (only when ClusterView::with_requests), queued ones in
   // arrival order.
   std::vector<RequestLoad> requests;

@@ -36,9 +36,13 @@ InstanceUsage instance_usage(const InstanceLoad& inst, bool with_requests, const
     }
     return u;
   }
+  u.num_running = inst.num_running;
+  if (inst.virtual_blocks >= 0) {
+    u.virtual_blocks = inst.virtual_blocks;
+    return u;
+  }
   u.virtual_blocks = int64_t{inst.num_total_blocks} - inst.num_free_blocks +
                      kv::blocks_for_tokens(std::max<int64_t>(0, inst.num_waiting_tokens), block_size);
-  u.num_running = inst.num_running;
   return u;
 }
 

@@ -54,8 +54,9 @@ struct InstanceUsage {
 // sum V and the running count of `inst`. With `with_requests` (the view's
 // ClusterView::with_requests), from inst.requests (every request, migrating ones
 // included: they still hold their KV here). Without it, from the InstanceLoad
-// aggregates: sum V = num_total_blocks - num_free_blocks +
-// blocks_for(num_waiting_tokens) and B = num_running (no priorities: no headroom).
+// aggregates: B = num_running and sum V = inst.virtual_blocks when the router
+// keeps it (>= 0), else num_total_blocks - num_free_blocks +
+// blocks_for(num_waiting_tokens) (no priorities: no headroom).
 InstanceUsage instance_usage(const InstanceLoad& inst, bool with_requests, const FreenessOptions& options);
 
 // F = (num_total_blocks - usage.virtual_blocks) / max(1, usage.num_running).

@@ -279,6 +279,14 @@ Status Scheduler::drop_suspended(RequestId id) {
   return ok_status();
 }
 
+void Scheduler::pin(std::span<const BlockId> blocks) {
+  for (BlockId b : blocks) cache_.share(b);
+}
+
+void Scheduler::unpin(std::span<const BlockId> blocks) {
+  for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) cache_.release(*b);
+}
+
 StatusOr<std::span<const BlockId>> Scheduler::reserve_blocks(RequestId id, int32_t num_tokens) {
   if (requests_.count(id)) return already_exists_error("request {} already runs here", id.value);
   if (num_tokens < 0) return invalid_argument_error("request {}: cannot reserve {} tokens", id.value, num_tokens);

@@ -169,6 +169,12 @@ class Scheduler {
   // migration committed: it lives on elsewhere).
   Status drop_suspended(RequestId id);
   int32_t num_suspended() const { return num_suspended_; }
+  // Pins device blocks (one more reference each) so that they are neither reused
+  // nor evicted while another thread copies their contents, even when their
+  // request is preempted, finished or aborted meanwhile; unpin() drops the
+  // reference. For migration copies that overlap with the next steps.
+  void pin(std::span<const BlockId> blocks);
+  void unpin(std::span<const BlockId> blocks);
   // Destination side. Reserves device blocks for request `id` to hold positions
   // [0, num_tokens) (growing an earlier reservation; never shrinking it) and
   // returns the reserved table. RESOURCE_EXHAUSTED when the blocks are not free;

@@ -63,6 +63,8 @@ json admin_cluster_json(const cluster::GenerationBackend& backend, const std::st
   const cluster::ClusterStats c = backend.cluster_stats();
   json macros = json::array();
   for (const cluster::MacroReport& m : c.macros) macros.push_back({{"id", m.id}, {"members", m.members}});
+  json aborted = json::object();
+  for (const auto& [reason, n] : c.migrations_aborted) aborted[reason] = n;
   return json{{"model", model_name},
               {"instances", list},
               {"macro_instances", macros},
@@ -80,7 +82,13 @@ json admin_cluster_json(const cluster::GenerationBackend& backend, const std::st
                 {"instances_added", c.instances_added},
                 {"instances_removed", c.instances_removed},
                 {"layout_changes", c.layout_changes},
-                {"last_layout_change_seconds", c.last_layout_change_seconds}}}};
+                {"last_layout_change_seconds", c.last_layout_change_seconds},
+                {"migrations_started", c.migrations_started},
+                {"migrations_completed", c.migrations_completed},
+                {"migrations_aborted", aborted},
+                {"migrated_bytes", c.migrated_bytes},
+                {"freeness_scale_ups", c.freeness_scale_ups},
+                {"freeness_scale_downs", c.freeness_scale_downs}}}};
 }
 
 AdminReply admin_add_instance(cluster::GenerationBackend& backend, std::string_view body, const Clock& clock) {
@@ -154,9 +162,26 @@ std::variant<json, ApiError> admin_timeline_json(const cluster::GenerationBacken
     }
     lanes.push_back({{"name", t.name}, {"role", t.role}, {"steps", steps}});
   }
+  json migrations = json::array();
+  for (const cluster::MigrationRecord& m : backend.cluster_stats().recent_migrations) {
+    if (m.finished < since) continue;
+    migrations.push_back({{"request", m.request.value},
+                          {"from", m.from},
+                          {"to", m.to},
+                          {"reason", m.reason},
+                          {"outcome", m.outcome},
+                          {"start_s", to_seconds(m.started - now)},
+                          {"stop_s", m.stopped == TimePoint{} ? json(nullptr) : json(to_seconds(m.stopped - now))},
+                          {"end_s", to_seconds(m.finished - now)},
+                          {"context_tokens", m.context_tokens},
+                          {"stages", m.stages},
+                          {"bytes", m.bytes},
+                          {"downtime_s", m.downtime_seconds}});
+  }
   return json{{"seconds", seconds},
               {"columns", {"start_s", "duration_s", "prefill_tokens", "decode_tokens", "prefill_seqs", "decode_seqs", "phase"}},
-              {"instances", lanes}};
+              {"instances", lanes},
+              {"migrations", migrations}};
 }
 
 }  // namespace ecoserve::server

@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <limits>
 #include <atomic>
 #include <ctime>
 #include <deque>
@@ -657,7 +658,8 @@ class Session : public std::enable_shared_from_this<Session> {
       g.sampling.top_logprobs = r.top_logprobs;
       g.sampling.has_seed = r.has_seed;
       if (r.has_seed) g.sampling.seed = static_cast<uint64_t>(r.seed) + static_cast<uint64_t>(i);
-      g.priority = r.priority;
+      // vLLM's field: a lower value is served earlier; internally higher runs first.
+      g.priority = r.priority == std::numeric_limits<int32_t>::min() ? std::numeric_limits<int32_t>::max() : -r.priority;
       g.slo_ttft = from_ms(r.slo_ttft_ms > 0 ? r.slo_ttft_ms : st_.options.default_slo_ttft_ms);
       g.slo_tpot = from_ms(r.slo_tpot_ms > 0 ? r.slo_tpot_ms : st_.options.default_slo_tpot_ms);
       auto self = shared_from_this();

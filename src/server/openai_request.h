@@ -43,7 +43,9 @@ struct CompletionRequest {
   int64_t seed = 0;
   bool logprobs = false;                   // return logprobs of chosen tokens
   int32_t top_logprobs = 0;                // alternatives per token
-  int32_t priority = 0;                    // extension: higher first
+  // vLLM's field: a lower value is served earlier (default 0). Under llumnix a
+  // negative value is the "high" class (headroom, migrated last).
+  int32_t priority = 0;
   // Extensions: this request's SLOs in ms (0 = the server's --slo-ttft-ms /
   // --slo-tpot-ms), read by the time-aware strategies (padg).
   float slo_ttft_ms = 0.0f;

@@ -63,6 +63,8 @@ const Backend kBackends[] = {
     // padg: temporal instances (a cost profile measured at start-up) in one macro instance.
     {"padg", {"--instances", "2", "--threads-per-instance", "1", "--strategy", "padg"}},
     {"padg_processes", {"--instances", "2", "--threads-per-instance", "1", "--strategy", "padg", "--multi-process"}},
+    // llumnix: freeness routing and the migration planner every 50 ms.
+    {"llumnix", {"--instances", "2", "--threads-per-instance", "1", "--strategy", "llumnix", "--migrate-interval-ms", "50"}},
 };
 
 void PrintTo(const Backend& b, std::ostream* os) { *os << b.name; }
@@ -441,6 +443,63 @@ TEST(ServerIntegrationLimits, AdminAddsAndRemovesInstances) {
     EXPECT_EQ(request(server.port(), http::verb::post, "/admin/instances").status, 501);
     EXPECT_EQ(server.stop(), 0);
   }
+}
+
+// llumnix end to end: streams running on an instance that is removed migrate to
+// the other (the planner drains it) and every client still gets exactly the greedy
+// text; the metrics, /admin/cluster and /admin/timeline show the migrations.
+TEST(ServerIntegrationLlumnix, RemovingAnInstanceMigratesItsStreamsAndTheTextIsExact) {
+  if (!shared_data_path(kModel)) GTEST_SKIP() << missing_data_message(kModel);
+  constexpr int kTokens = 120;
+  const std::string cmd = ecoserve_binary() + " generate -q --threads 1 --temp 0 --ignore-eos -n " +
+                          std::to_string(kTokens) + " --model '" + *shared_data_path(kModel) + "' --prompt '" +
+                          kPrompt + "'";
+  FILE* f = popen(cmd.c_str(), "r");
+  std::string want;
+  char buf[4096];
+  for (size_t k; (k = fread(buf, 1, sizeof buf, f)) > 0;) want.append(buf, k);
+  ASSERT_EQ(pclose(f), 0);
+  ASSERT_EQ(want.rfind(kPrompt, 0), 0u) << want;
+  want = want.substr(std::string(kPrompt).size());
+  if (!want.empty() && want.back() == '\n') want.pop_back();
+
+  ServerProcess server;
+  // Each step sleeps 3 ms, so 120 tokens take more than a third of a second.
+  ASSERT_EQ(server.start({"--instances", "2", "--threads-per-instance", "1", "--strategy", "llumnix",
+                          "--migrate-interval-ms", "20", "--test-step-delay-ms", "3"}),
+            "");
+  const json req = {{"prompt", kPrompt}, {"max_tokens", kTokens}, {"temperature", 0}, {"stream", true},
+                    {"ignore_eos", true}};
+  std::vector<std::string> texts(4);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 4; ++i) {
+    clients.emplace_back([&, i] {
+      const Reply r = post(server.port(), "/v1/completions", req);
+      EXPECT_EQ(r.status, 200) << r.body;
+      for (const std::string& p : sse_payloads(r.body)) {
+        if (p == "[DONE]") continue;
+        const json j = json::parse(p);
+        texts[static_cast<size_t>(i)] += j["choices"][0]["text"].get<std::string>();
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));  // two on each instance, decoding
+  EXPECT_EQ(request(server.port(), http::verb::delete_, "/admin/instances/1").status, 202);
+  for (auto& t : clients) t.join();
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(texts[static_cast<size_t>(i)], want) << "client " << i;
+  const std::string metrics = request(server.port(), http::verb::get, "/metrics").body;
+  EXPECT_GE(metric_value(metrics, "ecoserve:migrations_completed_total"), 1.0) << metrics;
+  EXPECT_GT(metric_value(metrics, "ecoserve:migrated_bytes_total"), 0.0);
+  EXPECT_NE(metrics.find("ecoserve:migration_downtime_seconds_bucket"), std::string::npos);
+  const json cluster = request(server.port(), http::verb::get, "/admin/cluster").j();
+  EXPECT_GE(cluster["router"]["migrations_completed"].get<int64_t>(), 1);
+  const json timeline = request(server.port(), http::verb::get, "/admin/timeline?seconds=60").j();
+  ASSERT_TRUE(timeline["migrations"].is_array());
+  ASSERT_FALSE(timeline["migrations"].empty());
+  EXPECT_EQ(timeline["migrations"][0]["from"], "1");
+  EXPECT_EQ(timeline["migrations"][0]["to"], "0");
+  EXPECT_EQ(timeline["migrations"][0]["reason"], "drain");
+  EXPECT_EQ(server.stop(), 0);
 }
 
 }  // namespace

@@ -28,6 +28,34 @@ void render_scalar(std::string& out, const std::string& name, const char* type, 
                      prometheus_number(value));
 }
 
+// llumnix: migrations by outcome, bytes moved, and the downtime histogram.
+void render_migration_families(std::string& out, const cluster::ClusterStats& c, const std::string& labels) {
+  render_scalar(out, "ecoserve:migrations_started_total", "counter", "Live migrations started (llumnix).", labels,
+                static_cast<double>(c.migrations_started));
+  render_scalar(out, "ecoserve:migrations_completed_total", "counter",
+                "Live migrations completed: the request runs on its destination (llumnix).", labels,
+                static_cast<double>(c.migrations_completed));
+  out += "# HELP ecoserve:migrations_aborted_total Live migrations aborted, by reason; the request stayed on its source "
+         "(llumnix).\n# TYPE ecoserve:migrations_aborted_total counter\n";
+  for (const auto& [reason, n] : c.migrations_aborted) {
+    out += fmt::format("ecoserve:migrations_aborted_total{{{},reason=\"{}\"}} {}\n", labels, reason,
+                       prometheus_number(static_cast<double>(n)));
+  }
+  render_scalar(out, "ecoserve:migrated_bytes_total", "counter", "KV-cache bytes copied by live migrations (llumnix).",
+                labels, static_cast<double>(c.migrated_bytes));
+  const std::string name = "ecoserve:migration_downtime_seconds";
+  out += fmt::format("# HELP {} Histogram of the stop-and-copy gap of completed migrations in seconds (llumnix).\n"
+                     "# TYPE {} histogram\n", name, name);
+  constexpr size_t kBuckets = std::size(cluster::kMigrationDowntimeBuckets);
+  for (size_t b = 0; b <= kBuckets; ++b) {
+    const int64_t n = b < c.migration_downtime_buckets.size() ? c.migration_downtime_buckets[b] : 0;
+    const std::string le = b < kBuckets ? prometheus_number(cluster::kMigrationDowntimeBuckets[b]) : "+Inf";
+    out += fmt::format("{}_bucket{{{},le=\"{}\"}} {}\n", name, labels, le, n);
+  }
+  out += fmt::format("{}_sum{{{}}} {}\n", name, labels, prometheus_number(c.migration_downtime_seconds_total));
+  out += fmt::format("{}_count{{{}}} {}\n", name, labels, c.migrations_completed);
+}
+
 }  // namespace
 
 std::span<const double> ttft_buckets() { return kTtft; }
@@ -194,7 +222,8 @@ std::string ServerMetrics::render(const instance::InstanceStatus& st, std::span<
                 static_cast<double>(st.prefix_cache_hits));
   render_scalar(out, "ecoserve:num_preemptions_total", "counter", "Cumulative number of preemptions.", labels_,
                 static_cast<double>(st.preemptions));
-  if (instances.size() > 1) {
+  // A router (even one left with a single instance) adds per-instance and routing series.
+  if (instances.size() > 1 || cluster.routed > 0 || cluster.instances_removed > 0) {
     // One series per instance: label values are names we chose (digits, addresses), no escaping needed
     // beyond quotes and backslashes, which they never contain.
     auto family = [&](const std::string& name, const char* type, const std::string& help, auto value_of) {
@@ -245,6 +274,7 @@ std::string ServerMetrics::render(const instance::InstanceStatus& st, std::span<
     render_scalar(out, "ecoserve:local_prefills_total", "counter",
                   "Prompts prefilled on their decode instance (fudg, conditional disaggregation).", labels_,
                   static_cast<double>(cluster.local_prefills));
+    render_migration_families(out, cluster, labels_);
   }
   std::lock_guard lock(mu_);
   ttft_.render(out, "ecoserve:time_to_first_token_seconds", "Histogram of time to first token in seconds.", labels_);

@@ -242,5 +242,35 @@ TEST(ServerMetrics, StepsFromAnotherThreadWhileRendering) {
   EXPECT_EQ(m.step_summary().samples, 1000);
 }
 
+TEST(ServerMetrics, RendersMigrationsOfARouterLeftWithOneInstance) {
+  ServerMetrics m("tiny");
+  cluster::InstanceReport r;
+  r.name = "0";
+  cluster::ClusterStats c;
+  c.routed = 3;
+  c.migrations_started = 4;
+  c.migrations_completed = 2;
+  c.migrations_aborted = {{"destination_full", 1}, {"finished", 1}};
+  c.migrated_bytes = 4096;
+  // Downtimes 3 ms and 40 ms: cumulative counts over 1, 2, 5, 10, 20, 50, ... ms, then +Inf.
+  c.migration_downtime_buckets = {0, 0, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2};
+  c.migration_downtime_seconds_total = 0.043;
+  const std::string text = m.render(instance::InstanceStatus{}, std::span<const cluster::InstanceReport>(&r, 1), c);
+  EXPECT_NE(text.find("ecoserve:migrations_started_total{model_name=\"tiny\"} 4.0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("ecoserve:migrations_completed_total{model_name=\"tiny\"} 2.0\n"), std::string::npos);
+  EXPECT_NE(text.find("ecoserve:migrations_aborted_total{model_name=\"tiny\",reason=\"destination_full\"} 1.0\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("ecoserve:migrated_bytes_total{model_name=\"tiny\"} 4096.0\n"), std::string::npos);
+  EXPECT_NE(text.find("ecoserve:migration_downtime_seconds_bucket{model_name=\"tiny\",le=\"0.002\"} 0\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("ecoserve:migration_downtime_seconds_bucket{model_name=\"tiny\",le=\"0.005\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("ecoserve:migration_downtime_seconds_bucket{model_name=\"tiny\",le=\"+Inf\"} 2\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("ecoserve:migration_downtime_seconds_count{model_name=\"tiny\"} 2\n"), std::string::npos);
+  // A single instance (no router) has no router series.
+  EXPECT_EQ(m.render(instance::InstanceStatus{}).find("migrations_started"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ecoserve::server
