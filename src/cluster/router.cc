@@ -693,6 +693,7 @@ void Router::check_instances() {
     }
     for (auto& [id, f] : in_flight_) {
       if (!f.routed || f.member >= n || !sick[f.member]) continue;
+      if (f.suspended) continue;  // its stop-and-copy is done: the destination's answer decides
       if (f.generated == 0 && !f.retried && !f.cancelled && n > 1) {
         f.retried = true;
         account(f, -1);

@@ -345,7 +345,10 @@ void Router::scale_by_freeness(TimePoint now) {
     freeness_scaler_->observe(now, mean);
     signal = freeness_scaler_->decide(now, active);
     if (signal == policy::ScaleSignal::kScaleDown) {
-      if (auto pick = policy::pick_instance_to_drain(view_, options_.migration.freeness)) {
+      auto pick = policy::pick_instance_to_drain(view_, options_.migration.freeness);
+      // Only when the others would stay free enough: else it would be added back.
+      if (pick && policy::freeness_without(view_, *pick, options_.migration.freeness) >
+                      options_.freeness_scaling.scale_up_freeness) {
         victim = members_[static_cast<size_t>(pick->value)].name;
       }
     }

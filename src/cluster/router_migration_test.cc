@@ -435,5 +435,74 @@ TEST(LlumnixRoutingTest, HighPriorityHeadroomSteersNewRequestsAway) {
   }
 }
 
+// Scaling by freeness: idle instances (F = 64 > 32 for a whole window) lose one,
+// drained and removed; a prompt that fills the last one (F = 4 < 8) brings a new one.
+TEST(LlumnixRoutingTest, ScalesByFreenessDownThenUp) {
+  ManualClock clock;
+  std::mutex made_mu;
+  std::vector<testing::FakeBackend*> made;
+  auto fake = [&]() {
+    auto b = std::make_unique<testing::FakeBackend>(/*max_context=*/2048);
+    instance::InstanceStatus st;
+    st.running = true;
+    st.block_size = 16;
+    st.num_total_blocks = 64;
+    st.num_free_blocks = 64;
+    b->set_status(st);
+    std::lock_guard<std::mutex> lock(made_mu);
+    made.push_back(b.get());
+    return b;
+  };
+  std::vector<std::unique_ptr<GenerationBackend>> members;
+  members.push_back(fake());
+  members.push_back(fake());
+  RouterOptions ro;
+  ro.strategy = "llumnix";
+  ro.router = "freeness";
+  ro.probe_interval = Duration::zero();
+  ro.heartbeat_timeout = std::chrono::hours(1000);
+  ro.watchdog_interval = from_ms(5);
+  ro.make_instance = [&](const std::string&) -> StatusOr<std::unique_ptr<GenerationBackend>> {
+    return std::unique_ptr<GenerationBackend>(fake());
+  };
+  ro.scale_by_freeness = true;
+  ro.freeness_scaling.scale_up_freeness = 8;
+  ro.freeness_scaling.scale_down_freeness = 32;
+  ro.freeness_scaling.window = std::chrono::seconds(1);
+  ro.freeness_scaling.cooldown = std::chrono::seconds(1);
+  ro.freeness_scaling.min_instances = 1;
+  ro.freeness_scaling.max_instances = 2;
+  auto r = Router::create(std::move(members), ro, &clock);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  (*r)->start();
+  // Moves the manual clock in 100 ms steps, giving the watchdog real time to sample.
+  auto run_until = [&](const std::function<bool(const ClusterStats&)>& pred) {
+    for (int i = 0; i < 100 && !pred((*r)->cluster_stats()); ++i) {
+      clock.advance(from_ms(100));
+      std::this_thread::sleep_for(std::chrono::milliseconds(15));
+    }
+    return (*r)->cluster_stats();
+  };
+  ClusterStats st = run_until([](const ClusterStats& s) { return s.instances_removed == 1; });
+  EXPECT_EQ(st.freeness_scale_downs, 1);
+  EXPECT_EQ(st.instances_removed, 1);
+  ASSERT_EQ((*r)->instances().size(), 1u);
+  EXPECT_EQ((*r)->instances()[0].name, "0");  // the newest of two idle ones went
+  // A 950-token prompt wants 60 of instance 0's 64 blocks: F = 4.
+  instance::GenerationRequest g;
+  g.id = RequestId(1);
+  g.prompt.assign(950, 5);
+  g.sampling.max_tokens = 10;
+  ASSERT_TRUE((*r)->submit(std::move(g), [](const instance::TokenEvent&) {}).ok());
+  st = run_until([](const ClusterStats& s) { return s.instances_added == 1; });
+  EXPECT_EQ(st.freeness_scale_ups, 1);
+  EXPECT_EQ(st.instances_added, 1);
+  EXPECT_EQ((*r)->instances().size(), 2u);
+  // At max_instances: a still-full cluster does not grow further.
+  st = run_until([](const ClusterStats&) { return false; });
+  EXPECT_EQ(st.instances_added, 1);
+  (*r)->stop();
+}
+
 }  // namespace
 }  // namespace ecoserve::cluster

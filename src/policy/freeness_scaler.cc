@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace ecoserve::policy {
 
@@ -113,6 +114,23 @@ std::optional<InstanceId> pick_instance_to_drain(const ClusterView& view, const 
   }
   if (num_active < 2) return std::nullopt;
   return view.instances[static_cast<size_t>(best)].id;
+}
+
+double freeness_without(const ClusterView& view, InstanceId victim, const FreenessOptions& options) {
+  int64_t total = 0, used = 0, running = 0;
+  bool any = false;
+  for (const InstanceLoad& l : view.instances) {
+    const bool active = l.healthy && !l.draining && l.role == InstanceRole::kMixed;
+    if (!active) continue;
+    const InstanceUsage u = instance_usage(l, view.with_requests, options);
+    used += u.virtual_blocks;
+    running += u.num_running;
+    if (l.id == victim) continue;
+    total += l.num_total_blocks;
+    any = true;
+  }
+  if (!any) return -std::numeric_limits<double>::infinity();
+  return static_cast<double>(total - used) / static_cast<double>(std::max<int64_t>(1, running));
 }
 
 }  // namespace ecoserve::policy

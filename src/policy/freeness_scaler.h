@@ -94,4 +94,11 @@ double mean_freeness(const ClusterView& view, const FreenessOptions& options);
 // requests). `options` is accepted for symmetry with mean_freeness and unused.
 std::optional<InstanceId> pick_instance_to_drain(const ClusterView& view, const FreenessOptions& options);
 
+// The cluster-wide freeness the active instances would have if `victim` were
+// drained into them: (sum M - sum V) / sum B over the active instances but the
+// victim, with the victim's virtual usage and running requests added. The router
+// scales down only while this stays above scale_up_freeness, so removing an
+// instance never by itself calls for adding one back (no flapping).
+double freeness_without(const ClusterView& view, InstanceId victim, const FreenessOptions& options);
+
 }  // namespace ecoserve::policy

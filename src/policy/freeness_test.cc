@@ -423,5 +423,22 @@ TEST(FreenessScalerTest, PicksTheInstanceWithFewestRunningRequestsToDrain) {
   EXPECT_EQ(pick_instance_to_drain(v, o), std::nullopt);
 }
 
+TEST(FreenessScalerTest, FreenessWithoutAnInstanceMovesItsLoadToTheOthers) {
+  const FreenessOptions o;
+  // 0: M 100, 3 blocks, 1 running; 1: M 100, 2 + 2 blocks, 2 running; 2: draining (ignored).
+  ClusterView v = with_requests({inst(0, 100, {running(1, 33)}), inst(1, 100, {running(2, 20), running(3, 30)}),
+                                 inst(2, 100, {running(4, 500)})});
+  v.instances[2].draining = true;
+  // Without 1: (100 - (3 + 4)) / (1 + 2) = 31. Without 0: (100 - 7) / 3 = 31.
+  EXPECT_DOUBLE_EQ(freeness_without(v, InstanceId(1), o), 31.0);
+  EXPECT_DOUBLE_EQ(freeness_without(v, InstanceId(0), o), 31.0);
+  // Two idle instances of 64 blocks: one gone, the other is still empty: 64.
+  ClusterView idle = with_requests({inst(0, 64), inst(1, 64)});
+  EXPECT_DOUBLE_EQ(freeness_without(idle, InstanceId(1), o), 64.0);
+  // The last active one: nothing left to take its load.
+  ClusterView one = with_requests({inst(0, 64)});
+  EXPECT_EQ(freeness_without(one, InstanceId(0), o), -std::numeric_limits<double>::infinity());
+}
+
 }  // namespace
 }  // namespace ecoserve::policy

@@ -24,6 +24,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <gtest/gtest.h>
+
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "base/test_data.h"
@@ -500,6 +502,26 @@ TEST(ServerIntegrationLlumnix, RemovingAnInstanceMigratesItsStreamsAndTheTextIsE
   EXPECT_EQ(timeline["migrations"][0]["to"], "0");
   EXPECT_EQ(timeline["migrations"][0]["reason"], "drain");
   EXPECT_EQ(server.stop(), 0);
+}
+
+TEST(ServerIntegrationLlumnix, BadFlagCombinationsExitWithAClearError) {
+  if (!shared_data_path(kModel)) GTEST_SKIP() << missing_data_message(kModel);
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--scale-up-freeness", "2", "--scale-down-freeness", "10"}, "need --strategy llumnix"},
+      {{"--strategy", "llumnix", "--scale-up-freeness", "20", "--scale-down-freeness", "10"}, "the first below the second"},
+      {{"--strategy", "llumnix", "--scale-down-freeness", "10"}, "needs both --scale-up-freeness and --scale-down-freeness"},
+      {{"--strategy", "llumnix", "--migrate-source-freeness", "20", "--migrate-destination-freeness", "10"},
+       "--migrate-source-freeness must be below --migrate-destination-freeness"},
+  };
+  for (const auto& [flags, message] : cases) {
+    const std::string log = ::testing::TempDir() + "/llumnix_flags.log";
+    ServerProcess server;
+    const std::string err = server.start(flags, log);
+    EXPECT_FALSE(err.empty()) << "started with " << flags[0];
+    std::ifstream in(log);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find(message), std::string::npos) << text;
+  }
 }
 
 }  // namespace
