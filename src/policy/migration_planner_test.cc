@@ -9,57 +9,17 @@
 #include <sstream>
 #include <vector>
 
+#include "policy/freeness_test_util.h"
+
 namespace ecoserve::policy {
 namespace {
 
-RequestLoad running(uint64_t id, int32_t tokens, int32_t priority = 0) {
-  RequestLoad r;
-  r.id = RequestId(id);
-  r.num_tokens = tokens;
-  r.priority = priority;
-  r.running = true;
-  return r;
-}
+using testing::inst;
+using testing::migrating;
+using testing::queued;
+using testing::running;
 
-RequestLoad queued(uint64_t id, int32_t tokens) {
-  RequestLoad r = running(id, tokens);
-  r.running = false;
-  return r;
-}
-
-RequestLoad migrating(uint64_t id, int32_t tokens) {
-  RequestLoad r = running(id, tokens);
-  r.migrating = true;
-  return r;
-}
-
-// An instance of `total_blocks` holding `requests`; free = total - physical blocks of the running ones.
-InstanceLoad inst(int32_t id, int32_t total_blocks, std::vector<RequestLoad> requests = {}) {
-  InstanceLoad l;
-  l.id = InstanceId(id);
-  l.block_size = 16;
-  l.num_total_blocks = total_blocks;
-  l.num_free_blocks = total_blocks;
-  for (const RequestLoad& r : requests) {
-    if (r.running) {
-      ++l.num_running;
-      l.num_running_tokens += r.num_tokens;
-      l.num_free_blocks -= (r.num_tokens + 15) / 16;
-    } else {
-      ++l.num_waiting;
-      l.num_waiting_tokens += r.num_tokens;
-    }
-  }
-  l.requests = std::move(requests);
-  return l;
-}
-
-ClusterView view(std::vector<InstanceLoad> instances) {
-  ClusterView v;
-  v.instances = std::move(instances);
-  v.with_requests = true;
-  return v;
-}
+ClusterView view(std::vector<InstanceLoad> instances) { return testing::with_requests(std::move(instances)); }
 
 MigrationOrder order(uint64_t request, int32_t source, int32_t destination,
                      MigrationReason reason = MigrationReason::kLoadBalance) {
