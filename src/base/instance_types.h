@@ -86,6 +86,9 @@ struct InstanceStatus {
   int32_t num_waiting = 0;
   int32_t num_running = 0;
   int32_t num_swapped = 0;
+  // llumnix: requests suspended here for a migration's stop-and-copy, plus
+  // migrations arriving here (blocks reserved, not yet committed).
+  int32_t num_migrating = 0;
   double kv_usage = 0.0;     // fraction of KV blocks in use (cached-but-free blocks count as free)
   int64_t num_waiting_tokens = 0;  // prompt tokens still to compute in the waiting queue
   int64_t num_running_tokens = 0;  // context tokens of running and swapped requests

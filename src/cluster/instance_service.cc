@@ -161,6 +161,12 @@ void InstanceService::on_message(const std::string& peer, std::vector<uint8_t> b
       });
       return;
     }
+    case Kind::kMigrateOut:
+    case Kind::kMigrateOutFinish:
+    case Kind::kMigrateInReserve:
+    case Kind::kMigrateInLoad:
+    case Kind::kMigrateInCommit:
+    case Kind::kMigrateInCancel: on_migration_message(peer, m); return;
     case Kind::kFreeze: {
       if (!options_.freeze_for_testing) {
         reply(peer, transport::ack_message(m.call, permission_denied_error("freeze is a test hook: start the instance "
@@ -175,6 +181,76 @@ void InstanceService::on_message(const std::string& peer, std::vector<uint8_t> b
       reply(peer, transport::error_message(m.call, invalid_argument_error("an instance does not take '{}' messages",
                                                                           transport::kind_name(m.kind))));
       return;
+  }
+}
+
+void InstanceService::on_migration_message(const std::string& peer, Message& m) {
+  const uint64_t call = m.call;
+  const RequestId id = m.id;
+  // The bookkeeping of `peer` (it may be forgotten meanwhile: then nothing to do).
+  auto with_router = [this, peer](const std::function<void(Router&)>& fn) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = routers_.find(peer);
+    if (it != routers_.end()) fn(it->second);
+  };
+  auto ack = [this, peer, call](const Status& s) {
+    if (call != 0) reply(peer, transport::ack_message(call, s));
+  };
+  switch (m.kind) {
+    case Kind::kMigrateOut:
+      backend_->migrate_out(id, m.begin, m.stop, [this, peer, call](StatusOr<instance::MigrationChunk> chunk) {
+        Message r;
+        r.kind = Kind::kMigrateChunk;
+        r.call = call;
+        if (chunk.ok()) {
+          r.chunk = std::move(*chunk);
+        } else {
+          r.code = chunk.status().code();
+          r.error = chunk.status().message();
+        }
+        reply(peer, r);
+      });
+      return;
+    case Kind::kMigrateOutFinish:
+      backend_->migrate_out_finish(id, m.committed, [id, committed = m.committed, with_router, ack](Status s) {
+        // Committed: it runs elsewhere now and was dropped here without a final event.
+        if (s.ok() && committed) with_router([id](Router& r) { r.running.erase(id); });
+        ack(s);
+      });
+      return;
+    case Kind::kMigrateInReserve:
+      with_router([id](Router& r) { r.reserved.insert(id); });
+      backend_->migrate_in_reserve(id, m.num_tokens, [id, with_router, ack](Status s) {
+        if (!s.ok()) with_router([id](Router& r) { r.reserved.erase(id); });  // a refused one holds nothing
+        ack(s);
+      });
+      return;
+    case Kind::kMigrateInLoad:
+      backend_->migrate_in_load(id, std::move(m.chunk), ack);
+      return;
+    case Kind::kMigrateInCommit: {
+      const RequestId rid = m.chunk.handover.request.id;
+      // Before the commit runs: its final event may come right after it.
+      bool inserted = false;
+      with_router([rid, &inserted](Router& r) { inserted = r.running.insert(rid).second; });
+      backend_->migrate_in_commit(std::move(m.chunk), sink_for(peer), [rid, inserted, with_router, ack](Status s) {
+        with_router([&](Router& r) {
+          if (s.ok()) {
+            r.reserved.erase(rid);
+          } else if (inserted) {
+            r.running.erase(rid);  // not committed: the sink was never taken; the reservation stays
+          }
+        });
+        ack(s);
+      });
+      return;
+    }
+    case Kind::kMigrateInCancel:
+      with_router([id](Router& r) { r.reserved.erase(id); });
+      backend_->migrate_in_cancel(id);
+      ack(ok_status());
+      return;
+    default: return;
   }
 }
 
@@ -199,10 +275,13 @@ void InstanceService::forget_router(const std::string& peer) {
     r = std::move(it->second);
     routers_.erase(it);
   }
-  if (!r.running.empty() || !r.held.empty()) {
-    spdlog::warn("instance {}: a router went silent; cancelling its {} request(s), freeing {} held KV transfer(s)",
-                 info_.name, r.running.size(), r.held.size());
+  if (!r.running.empty() || !r.held.empty() || !r.reserved.empty()) {
+    spdlog::warn("instance {}: a router went silent; cancelling its {} request(s) (suspended ones included), "
+                 "freeing {} held KV transfer(s) and {} migration reservation(s)",
+                 info_.name, r.running.size(), r.held.size(), r.reserved.size());
   }
+  for (RequestId id : r.reserved) backend_->migrate_in_cancel(id);
+  // A request suspended by a stop-and-copy is aborted by its cancel like the others.
   for (RequestId id : r.running) backend_->cancel(id);
   for (RequestId id : r.held) backend_->take_prefilled_kv(id, [](StatusOr<std::vector<uint8_t>>) {});
 }

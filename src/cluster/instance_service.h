@@ -6,8 +6,21 @@
 // on its loop thread and only queue messages. A router that sends nothing for
 // router_timeout (routers ask for status every 100 ms) is gone: its requests are
 // cancelled and the KV held for its transfers is freed, so a dead router leaks
-// nothing. A message this instance cannot read gets a kError naming the problem
-// (another wire version included), never a crash.
+// nothing.
+//
+// Live migration: the migrate_* messages run the backend's migrate_* calls and
+// answer when they are done. A request migrated here (committed) belongs to the
+// committing router like a submitted one: its events go to that router and it is
+// cancelled with that router's other requests; a request migrated away (a
+// committed migrate_out_finish) no longer belongs to anyone here. When a router
+// goes silent, its migration reservations here are cancelled, and a request of it
+// suspended here by a stop-and-copy is aborted like its other requests (cancel
+// ends a suspended request too): not resumed, since its client listens through
+// that router, which has failed the request by its own peer timeout already
+// (shorter than router_timeout), so no one would read the tokens.
+//
+// A message this instance cannot read gets a kError naming the problem (another
+// wire version included), never a crash.
 //
 // Thread-safety: start()/stop() from one thread; the rest is internal.
 #pragma once
@@ -60,6 +73,8 @@ class InstanceService {
   // The sink of a request from `peer`: forwards events, remembers held prefills.
   instance::EventSink sink_for(const std::string& peer);
   void forget_router(const std::string& peer);
+  // The migrate_* messages (socket thread); replies are sent when the backend is done.
+  void on_migration_message(const std::string& peer, transport::Message& m);
 
   GenerationBackend* backend_;
   InstanceServiceOptions options_;
@@ -71,6 +86,7 @@ class InstanceService {
     TimePoint last_rx{};
     std::unordered_set<RequestId> running;  // submitted, no final event yet
     std::unordered_set<RequestId> held;     // ended "prefill_done": KV held until taken
+    std::unordered_set<RequestId> reserved; // migrating here: blocks reserved, not committed
   };
   mutable std::mutex mu_;
   std::unordered_map<std::string, Router> routers_;  // under mu_; by ZeroMQ routing id

@@ -213,6 +213,9 @@ void RemoteBackend::fail_everything(const std::string& why, const std::string& f
   {
     std::lock_guard<std::mutex> lock(mu_);
     requests.swap(requests_);
+    // A commit under way is ended by its call (the router then resumes the request
+    // at the source), not by a final event.
+    for (RequestId id : committing_) requests.erase(id);
     // Hellos and probes of a live connection are not ended by a restart; everything else is.
     calls.swap(calls_);
   }
@@ -375,6 +378,151 @@ void RemoteBackend::stop() {
   while (!idle() && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   loop_->stop();
   fail_everything("instance " + options_.address + " disconnected", "abort");
+}
+
+Status RemoteBackend::check_alive() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopped_) return unavailable_error("instance {}: disconnected", options_.address);
+  if (!alive_) return unavailable_error("instance {} is not answering", options_.address);
+  return ok_status();
+}
+
+void RemoteBackend::ack_call(Message m, std::function<void(Status)> done) {
+  if (Status s = check_alive(); !s.ok()) return done(std::move(s));
+  const Kind kind = m.kind;
+  call(std::move(m), options_.call_timeout, [this, kind, done = std::move(done)](StatusOr<Message> r) {
+    if (!r.ok()) return done(r.status());
+    if (r->kind != Kind::kAck) {
+      return done(internal_error("instance {} answered {} with {}", options_.address, transport::kind_name(kind),
+                                 transport::kind_name(r->kind)));
+    }
+    done(Status(r->code, r->error));
+  });
+}
+
+void RemoteBackend::migrate_out(RequestId id, int32_t begin, bool stop, ChunkDone done) {
+  if (Status s = check_alive(); !s.ok()) return done(std::move(s));
+  Message m;
+  m.kind = Kind::kMigrateOut;
+  m.id = id;
+  m.begin = begin;
+  m.stop = stop;
+  call(std::move(m), options_.call_timeout, [this, id, stop, done = std::move(done)](StatusOr<Message> r) {
+    StatusOr<instance::MigrationChunk> chunk = unavailable_error("instance {}: no answer", options_.address);
+    if (!r.ok()) {
+      chunk = r.status();
+    } else if (r->kind != Kind::kMigrateChunk) {
+      chunk = internal_error("instance {} answered migrate_out with {}", options_.address, transport::kind_name(r->kind));
+    } else if (r->code != StatusCode::kOk) {
+      chunk = Status(r->code, r->error);
+    } else {
+      chunk = std::move(r->chunk);
+    }
+    if (stop && !chunk.ok()) {
+      // The router takes a failed stop-and-copy as nothing suspended. If the
+      // instance suspended it and the answer was lost (or is late), resume it there
+      // (the message follows the stop on the same connection; resuming a request
+      // that is not suspended is refused there and changes nothing).
+      Message resume;
+      resume.kind = Kind::kMigrateOutFinish;
+      resume.id = id;
+      resume.committed = false;
+      send(resume);
+    }
+    done(std::move(chunk));
+  });
+}
+
+void RemoteBackend::migrate_out_finish(RequestId id, bool committed, StatusDone done) {
+  // Committed: the destination runs the request now and this instance drops it
+  // without a final event, so this side forgets its sink once the instance
+  // answers (unless a newer migration brought it back here meanwhile).
+  std::shared_ptr<instance::EventSink> moved_away;
+  if (committed) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = requests_.find(id);
+    if (it != requests_.end()) moved_away = it->second;
+  }
+  auto forget = [this, id, moved_away] {
+    if (!moved_away) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = requests_.find(id);
+    if (it != requests_.end() && it->second == moved_away) requests_.erase(it);
+  };
+  Message m;
+  m.kind = Kind::kMigrateOutFinish;
+  m.id = id;
+  m.committed = committed;
+  ack_call(std::move(m), [forget, done = std::move(done)](Status s) {
+    forget();  // whatever the answer: the router gave the request to the destination
+    done(std::move(s));
+  });
+}
+
+void RemoteBackend::migrate_in_reserve(RequestId id, int32_t num_tokens, StatusDone done) {
+  Message m;
+  m.kind = Kind::kMigrateInReserve;
+  m.id = id;
+  m.num_tokens = num_tokens;
+  ack_call(std::move(m), std::move(done));
+}
+
+void RemoteBackend::migrate_in_load(RequestId id, instance::MigrationChunk chunk, StatusDone done) {
+  Message m;
+  m.kind = Kind::kMigrateInLoad;
+  m.id = id;
+  m.chunk = std::move(chunk);
+  ack_call(std::move(m), std::move(done));
+}
+
+void RemoteBackend::migrate_in_commit(instance::MigrationChunk last, instance::EventSink sink, StatusDone done) {
+  if (!last.last) return done(invalid_argument_error("a commit needs the stop-and-copy stage"));
+  const RequestId id = last.handover.request.id;
+  auto shared = std::make_shared<instance::EventSink>(std::move(sink));
+  {
+    // Registered before the commit leaves: the instance's first events may arrive
+    // before its acknowledgement. An entry still here is a stale one of an earlier
+    // stay of this request (its committed finish not answered yet): replaced.
+    std::unique_lock<std::mutex> lock(mu_);
+    if (stopped_ || !alive_) {
+      lock.unlock();
+      return done(unavailable_error("instance {} is not answering", options_.address));
+    }
+    requests_[id] = shared;
+    committing_.insert(id);
+  }
+  auto unregister = [this, id, shared] {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = requests_.find(id);
+    if (it != requests_.end() && it->second == shared) requests_.erase(it);
+  };
+  Message m;
+  m.kind = Kind::kMigrateInCommit;
+  m.chunk = std::move(last);
+  ack_call(std::move(m), [this, id, unregister, done = std::move(done)](Status s) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      committing_.erase(id);
+    }
+    if (!s.ok()) {
+      unregister();
+      // The router resumes the request at the source. If the instance committed it
+      // and its answer was lost (or is late), end it there; a refused commit left
+      // only the reservation, which the cancel frees as well.
+      Message c;
+      c.kind = Kind::kCancel;
+      c.id = id;
+      send(c);
+    }
+    done(std::move(s));
+  });
+}
+
+void RemoteBackend::migrate_in_cancel(RequestId id) {
+  Message m;
+  m.kind = Kind::kMigrateInCancel;
+  m.id = id;
+  send(m);
 }
 
 Status RemoteBackend::freeze_for_testing(Duration d) {

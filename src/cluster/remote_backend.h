@@ -19,8 +19,22 @@
 // handover does) they do not wait, since two socket threads could then wait on
 // each other; a refusal then arrives as the request's final "error" event.
 //
+// Live migration (llumnix): the migrate_* calls are calls with a reply, as
+// take_prefilled_kv is (migrate_in_cancel is a message with none, as cancel is);
+// each `done` runs exactly once on the socket thread (or at
+// once when the instance is not answering): with the reply, or UNAVAILABLE when the
+// instance dies, restarts or this backend stops, DEADLINE_EXCEEDED after
+// call_timeout. migrate_in_commit registers its sink before the commit leaves, so
+// the instance's token events after a successful commit reach it exactly like a
+// submitted request's (and end with its final event, or an "error" one when the
+// instance dies); a failed commit unregisters it. Repairs a lost answer would
+// leave behind: a stop-and-copy whose answer never came is undone (resumed at the
+// source, as the router assumes nothing was suspended), and a commit whose answer
+// never came is cancelled at the destination (the router resumes the source). A
+// committed migrate_out_finish forgets the request here: it runs elsewhere now.
+//
 // Thread-safety: every method may be called from any thread; event sinks and
-// take_prefilled_kv callbacks run on the socket thread.
+// take_prefilled_kv / migrate_* callbacks run on the socket thread.
 #pragma once
 
 #include <condition_variable>
@@ -28,6 +42,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "base/clock.h"
 #include "cluster/generation_backend.h"
@@ -74,6 +89,12 @@ class RemoteBackend final : public GenerationBackend {
   void take_prefilled_kv(RequestId id, std::function<void(StatusOr<std::vector<uint8_t>>)> done) override;
   Status submit_prefilled(instance::GenerationRequest request, std::vector<int32_t> output_tokens,
                           std::vector<uint8_t> kv, instance::EventSink sink) override;
+  void migrate_out(RequestId id, int32_t begin, bool stop, ChunkDone done) override;
+  void migrate_out_finish(RequestId id, bool committed, StatusDone done) override;
+  void migrate_in_reserve(RequestId id, int32_t num_tokens, StatusDone done) override;
+  void migrate_in_load(RequestId id, instance::MigrationChunk chunk, StatusDone done) override;
+  void migrate_in_commit(instance::MigrationChunk last, instance::EventSink sink, StatusDone done) override;
+  void migrate_in_cancel(RequestId id) override;
   // Test hook: asks the instance (started with --test-hooks) to freeze its engine.
   Status freeze_for_testing(Duration d);
 
@@ -91,6 +112,11 @@ class RemoteBackend final : public GenerationBackend {
   // Like call() but waits for the reply (not on the socket thread).
   StatusOr<transport::Message> call_and_wait(transport::Message m, Duration timeout);
   Status submit_message(transport::Message m, instance::EventSink sink);
+  // A migration call answered by kAck: UNAVAILABLE at once when the instance is
+  // not answering, else call() with call_timeout; `done` gets the ack's status.
+  void ack_call(transport::Message m, std::function<void(Status)> done);
+  // UNAVAILABLE unless the instance answers and this backend runs.
+  Status check_alive() const;
   // Ends every request and call with `why` (socket thread or stop()).
   void fail_everything(const std::string& why, const std::string& finish_reason);
 
@@ -103,6 +129,9 @@ class RemoteBackend final : public GenerationBackend {
   mutable std::mutex mu_;
   std::unordered_map<RequestId, std::shared_ptr<instance::EventSink>> requests_;  // under mu_
   std::unordered_map<uint64_t, Call> calls_;                                        // under mu_
+  // Requests whose migrate_in_commit awaits its answer: their sinks are in
+  // requests_, but a failure is reported by the commit's `done`, not to the sink.
+  std::unordered_set<RequestId> committing_;                                        // under mu_
   uint64_t next_call_ = 1;                                                          // under mu_
   instance::InstanceStatus status_;                                                 // under mu_
   TimePoint last_rx_{};                                                             // under mu_

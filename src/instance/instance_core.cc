@@ -415,6 +415,7 @@ void InstanceCore::fill_status(InstanceStatus& status) const {
   status.num_waiting = scheduler_->num_waiting() + static_cast<int32_t>(remote_waiting_.size());
   status.num_running = scheduler_->num_running();
   status.num_swapped = scheduler_->num_swapped();
+  status.num_migrating = scheduler_->num_suspended() + static_cast<int32_t>(migrating_in_.size());
   status.kv_usage = scheduler_->kv_usage();
   const policy::Scheduler::TokenLoad load = scheduler_->token_load();
   status.num_waiting_tokens = load.waiting_tokens;

@@ -121,7 +121,7 @@ void InstanceLoop::begin_drain() {
 bool InstanceLoop::idle() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->queued == 0 && impl_->snapshot.num_running == 0 && impl_->snapshot.num_swapped == 0 &&
-         impl_->incoming.empty();
+         impl_->snapshot.num_migrating == 0 && impl_->incoming.empty();
 }
 
 void InstanceLoop::stop() {

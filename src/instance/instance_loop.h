@@ -55,7 +55,7 @@ class InstanceLoop {
   void start();
   // Stops taking new requests; running and waiting ones continue. Returns at once.
   void begin_drain();
-  // True when no request is waiting or running.
+  // True when no request is waiting, running, or suspended or arriving for a migration.
   bool idle() const;
   // Stops the thread; every unfinished request gets a final "abort" event.
   void stop();

@@ -67,6 +67,9 @@ const Backend kBackends[] = {
     {"padg_processes", {"--instances", "2", "--threads-per-instance", "1", "--strategy", "padg", "--multi-process"}},
     // llumnix: freeness routing and the migration planner every 50 ms.
     {"llumnix", {"--instances", "2", "--threads-per-instance", "1", "--strategy", "llumnix", "--migrate-interval-ms", "50"}},
+    {"llumnix_processes",
+     {"--instances", "2", "--threads-per-instance", "1", "--strategy", "llumnix", "--migrate-interval-ms", "50",
+      "--multi-process"}},
 };
 
 void PrintTo(const Backend& b, std::ostream* os) { *os << b.name; }

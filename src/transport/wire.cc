@@ -12,7 +12,6 @@ namespace ecoserve::transport {
 namespace {
 
 constexpr std::string_view kMagic = "ecoserve";
-constexpr uint8_t kLastKind = static_cast<uint8_t>(Kind::kError);
 
 using Packer = msgpack::packer<msgpack::sbuffer>;
 
@@ -136,6 +135,29 @@ void pack_info(Packer& p, const InstanceInfo& i) {
   pack_str(p, i.model_id);
   p.pack_uint64(i.boot_id);
   pack_str(p, i.policy);
+}
+
+// [kv, begin, end, num_tokens, last, handover or nil]; the handover is
+// [request, output_tokens, arrival, scheduled, first_token_time (ages), num_cached_prompt_tokens].
+void pack_chunk(Packer& p, const instance::MigrationChunk& c, TimePoint now) {
+  p.pack_array(6);
+  pack_bin(p, c.kv);
+  p.pack_int32(c.begin);
+  p.pack_int32(c.end);
+  p.pack_int32(c.num_tokens);
+  p.pack(c.last);
+  if (!c.last) {
+    p.pack_nil();
+    return;
+  }
+  const instance::MigrationHandover& h = c.handover;
+  p.pack_array(6);
+  pack_request(p, h.request);
+  pack_tokens(p, h.output_tokens);
+  pack_f64(p, age_of(h.arrival, now));
+  pack_f64(p, age_of(h.scheduled, now));
+  pack_f64(p, age_of(h.first_token_time, now));
+  p.pack_int32(h.num_cached_prompt_tokens);
 }
 
 // --- decoding ---
@@ -265,6 +287,8 @@ class Reader {
   }
   uint32_t size() const { return size_; }
   bool is_nil_next() const { return ok() && i_ < size_ && arr_[i_].type == msgpack::type::NIL; }
+  // Refuses the message (the first failure sticks), naming this array.
+  void refuse(const std::string& why) { fail(why); }
 
  private:
   void fail(const std::string& why) {
@@ -325,6 +349,39 @@ void read_event(Reader r, instance::TokenEvent& e, const Limits& limits, TimePoi
   e.prompt_tokens = r.i32();
   e.cached_prompt_tokens = r.i32();
   e.scheduled_time = time_of(r.f64(), now);
+}
+
+void read_chunk(Reader r, instance::MigrationChunk& c, TimePoint now) {
+  if (!r.need(6)) return;
+  c.kv = r.bin();
+  c.begin = static_cast<int32_t>(r.i64(0, INT32_MAX));
+  c.end = static_cast<int32_t>(r.i64(c.begin, INT32_MAX));
+  c.num_tokens = static_cast<int32_t>(r.i64(c.end, INT32_MAX));
+  c.last = r.boolean();
+  if (!r.ok()) return;
+  if (c.kv.empty() != (c.begin == c.end)) return r.refuse("carries KV bytes exactly when begin < end");
+  if (!c.last) {
+    if (!r.is_nil_next()) return r.refuse("has a handover but is not the last stage");
+    return;
+  }
+  Reader h = r.sub(64, 6);
+  instance::MigrationHandover& m = c.handover;
+  read_request(h.sub(64, 6), m.request);
+  m.output_tokens = h.tokens();
+  m.arrival = time_of(h.f64(), now);
+  m.scheduled = time_of(h.f64(), now);
+  m.first_token_time = time_of(h.f64(), now);
+  m.num_cached_prompt_tokens = static_cast<int32_t>(h.i64(0, INT32_MAX));
+  if (!h.ok()) return;
+  const int64_t tokens = static_cast<int64_t>(m.request.prompt.size()) + static_cast<int64_t>(m.output_tokens.size());
+  if (m.output_tokens.empty()) return h.refuse("hands over a request with no generated token");
+  if (c.num_tokens != tokens || c.end != tokens - 1) {
+    return h.refuse("does not match the stage: " + std::to_string(tokens) + " tokens, stage ends at " +
+                    std::to_string(c.end) + " of " + std::to_string(c.num_tokens));
+  }
+  if (m.num_cached_prompt_tokens > static_cast<int64_t>(m.request.prompt.size())) {
+    return h.refuse("caches more prompt tokens than the prompt has");
+  }
 }
 
 void read_status(Reader r, instance::InstanceStatus& s, TimePoint now) {
@@ -403,12 +460,19 @@ const char* kind_name(Kind kind) {
     case Kind::kKvReply: return "kv_reply";
     case Kind::kFreeze: return "freeze";
     case Kind::kError: return "error";
+    case Kind::kMigrateOut: return "migrate_out";
+    case Kind::kMigrateChunk: return "migrate_chunk";
+    case Kind::kMigrateOutFinish: return "migrate_out_finish";
+    case Kind::kMigrateInReserve: return "migrate_in_reserve";
+    case Kind::kMigrateInLoad: return "migrate_in_load";
+    case Kind::kMigrateInCommit: return "migrate_in_commit";
+    case Kind::kMigrateInCancel: return "migrate_in_cancel";
   }
   return "unknown";
 }
 
 std::vector<uint8_t> encode(const Message& m, TimePoint now) {
-  msgpack::sbuffer buf(256 + m.kv.size());
+  msgpack::sbuffer buf(256 + m.kv.size() + m.chunk.kv.size());
   Packer p(&buf);
   auto head = [&](uint32_t body_fields) {
     p.pack_array(4 + body_fields);
@@ -450,6 +514,15 @@ std::vector<uint8_t> encode(const Message& m, TimePoint now) {
     case Kind::kKvReply:
       head(3), p.pack_int32(static_cast<int32_t>(m.code)), pack_str(p, m.error), pack_bin(p, m.kv);
       break;
+    case Kind::kMigrateOut: head(3), p.pack_uint64(m.id.value), p.pack_int32(m.begin), p.pack(m.stop); break;
+    case Kind::kMigrateChunk:
+      head(3), p.pack_int32(static_cast<int32_t>(m.code)), pack_str(p, m.error), pack_chunk(p, m.chunk, now);
+      break;
+    case Kind::kMigrateOutFinish: head(2), p.pack_uint64(m.id.value), p.pack(m.committed); break;
+    case Kind::kMigrateInReserve: head(2), p.pack_uint64(m.id.value), p.pack_int32(m.num_tokens); break;
+    case Kind::kMigrateInLoad: head(2), p.pack_uint64(m.id.value), pack_chunk(p, m.chunk, now); break;
+    case Kind::kMigrateInCommit: head(1), pack_chunk(p, m.chunk, now); break;
+    case Kind::kMigrateInCancel: head(1), p.pack_uint64(m.id.value); break;
   }
   const auto* d = reinterpret_cast<const uint8_t*>(buf.data());
   return std::vector<uint8_t>(d, d + buf.size());
@@ -489,7 +562,7 @@ StatusOr<Message> decode(std::span<const uint8_t> bytes, TimePoint now, const Li
     return failed_precondition_error("wire version mismatch: the peer speaks version {}, this ecoserve version {}",
                                      version, kWireVersion);
   }
-  const int64_t kind = r.i64(1, kLastKind);
+  const int64_t kind = r.i64(1, static_cast<int64_t>(kLastKind));
   if (!r.ok()) return invalid_argument_error("wire: unknown message kind");
   Message m;
   m.kind = static_cast<Kind>(kind);
@@ -536,6 +609,20 @@ StatusOr<Message> decode(std::span<const uint8_t> bytes, TimePoint now, const Li
       break;
     }
     case Kind::kKvReply: read_code(), m.error = r.str(), m.kv = r.bin(); break;
+    case Kind::kMigrateOut:
+      m.id = RequestId(r.u64());
+      m.begin = static_cast<int32_t>(r.i64(0, INT32_MAX));
+      m.stop = r.boolean();
+      break;
+    case Kind::kMigrateChunk: read_code(), m.error = r.str(), read_chunk(r.sub(64, 6), m.chunk, now); break;
+    case Kind::kMigrateOutFinish: m.id = RequestId(r.u64()), m.committed = r.boolean(); break;
+    case Kind::kMigrateInReserve:
+      m.id = RequestId(r.u64());
+      m.num_tokens = static_cast<int32_t>(r.i64(0, INT32_MAX));
+      break;
+    case Kind::kMigrateInLoad: m.id = RequestId(r.u64()), read_chunk(r.sub(64, 6), m.chunk, now); break;
+    case Kind::kMigrateInCommit: read_chunk(r.sub(64, 6), m.chunk, now); break;
+    case Kind::kMigrateInCancel: m.id = RequestId(r.u64()); break;
   }
   if (!status.ok()) return status;
   return m;

@@ -10,7 +10,8 @@
 //           naming both versions; the receiver answers kError).
 //   kind    Kind below
 //   call    the caller's id for replies (kHelloReply, kAck, kStatusReply,
-//           kTimelineReply, kKvReply, kError answer the call with this id);
+//           kTimelineReply, kKvReply, kMigrateChunk, kError answer the call
+//           with this id);
 //           0 when no reply is wanted
 //   body    positional fields of the kind (Message documents which)
 //
@@ -34,7 +35,9 @@
 namespace ecoserve::transport {
 
 // Bump on any change of a body's layout.
-inline constexpr uint32_t kWireVersion = 2;  // 2: SLOs, phases
+// (New kinds count too: a peer that cannot read them must refuse the hello, not
+// time out on its first migration.)
+inline constexpr uint32_t kWireVersion = 3;  // 2: SLOs, phases; 3: live migration
 
 enum class Kind : uint8_t {
   kHello = 1,        // router -> instance: first message; answered by kHelloReply or kError
@@ -52,7 +55,17 @@ enum class Kind : uint8_t {
   kKvReply,          // code, error, kv
   kFreeze,           // seconds: test hook (instances started with --test-hooks)
   kError,            // code, error: the request could not be read or is refused
+  // Live migration (llumnix), router -> instance; see GenerationBackend's migrate_*.
+  kMigrateOut,        // id, begin, stop; answered by kMigrateChunk
+  kMigrateChunk,      // code, error, chunk
+  kMigrateOutFinish,  // id, committed; answered by kAck
+  kMigrateInReserve,  // id, num_tokens; answered by kAck
+  kMigrateInLoad,     // id, chunk; answered by kAck
+  kMigrateInCommit,   // chunk (the last stage: its handover names the request); answered
+                      // by kAck; then kEvent per token (call = 0), as after kSubmit
+  kMigrateInCancel,   // id (no reply)
 };
+inline constexpr Kind kLastKind = Kind::kMigrateInCancel;
 const char* kind_name(Kind kind);
 
 // What an instance says of itself (kHelloReply; boot_id also in kStatusReply).
@@ -73,14 +86,25 @@ struct Message {
   InstanceInfo info;                        // kHelloReply; kStatusReply (boot_id only)
   instance::GenerationRequest request;      // kSubmit, kSubmitPrefilled
   std::vector<int32_t> output_tokens;       // kSubmitPrefilled
-  std::vector<uint8_t> kv;                  // kSubmitPrefilled, kKvReply
+  std::vector<uint8_t> kv;                  // kSubmitPrefilled, kKvReply (a chunk's KV is chunk.kv)
   instance::TokenEvent event;               // kEvent
   instance::InstanceStatus status;          // kStatusReply
   std::vector<instance::StepRecord> steps;  // kTimelineReply
   double seconds = 0.0;                     // kTimeline, kFreeze
-  RequestId id;                             // kCancel, kTakeKv
-  StatusCode code = StatusCode::kOk;        // kAck, kKvReply, kError
-  std::string error;                        // kAck, kKvReply, kError
+  RequestId id;                             // kCancel, kTakeKv, kMigrate* but kMigrateChunk and kMigrateInCommit
+  StatusCode code = StatusCode::kOk;        // kAck, kKvReply, kMigrateChunk, kError
+  std::string error;                        // kAck, kKvReply, kMigrateChunk, kError
+  // Live migration.
+  int32_t begin = 0;                        // kMigrateOut: first position to copy (>= 0)
+  bool stop = false;                        // kMigrateOut: stop-and-copy
+  bool committed = false;                   // kMigrateOutFinish
+  int32_t num_tokens = 0;                   // kMigrateInReserve: positions to reserve (>= 0)
+  // kMigrateChunk, kMigrateInLoad, kMigrateInCommit. Decoded only when consistent:
+  // 0 <= begin <= end <= num_tokens, KV bytes exactly when begin < end, a handover
+  // exactly when `last`; then the request has generated tokens, end is its last
+  // computed position (prompt + output - 1 = num_tokens - 1) and the cached prompt
+  // tokens are within the prompt. Times cross as ages.
+  instance::MigrationChunk chunk;
 };
 
 // Bounds decode() enforces before it allocates.

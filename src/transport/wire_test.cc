@@ -2,6 +2,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -396,12 +399,245 @@ TEST(WireTest, ExtraTrailingFieldsAreAcceptedForMinorAdditions) {
   EXPECT_EQ(d->id, RequestId(31));
 }
 
+// The stop-and-copy stage of a request with full_request()'s 6 prompt tokens and 3
+// generated: positions [4, 8) of 9 tokens, and the handover.
+instance::MigrationChunk last_stage() {
+  instance::MigrationChunk c;
+  c.begin = 4;
+  c.end = 8;
+  c.num_tokens = 9;
+  c.last = true;
+  c.kv = {9, 8, 7, 6, 5};
+  instance::MigrationHandover& h = c.handover;
+  h.request = full_request();
+  h.request.slo_ttft = std::chrono::milliseconds(250);
+  h.request.slo_tpot = std::chrono::milliseconds(20);
+  h.output_tokens = {17, -1, 2147483647};
+  h.arrival = kSent - std::chrono::seconds(3);
+  h.scheduled = kSent - std::chrono::milliseconds(2500);
+  h.first_token_time = kSent - std::chrono::seconds(2);
+  h.num_cached_prompt_tokens = 6;
+  return c;
+}
+
+void expect_same_chunk(const instance::MigrationChunk& got, const instance::MigrationChunk& want) {
+  EXPECT_TRUE(got.kv == want.kv);
+  EXPECT_EQ(got.begin, want.begin);
+  EXPECT_EQ(got.end, want.end);
+  EXPECT_EQ(got.num_tokens, want.num_tokens);
+  EXPECT_EQ(got.last, want.last);
+  if (!want.last) return;
+  const instance::MigrationHandover &g = got.handover, &w = want.handover;
+  expect_same(g.request, w.request);
+  EXPECT_EQ(g.request.slo_ttft, w.request.slo_ttft);
+  EXPECT_EQ(g.request.slo_tpot, w.request.slo_tpot);
+  EXPECT_EQ(g.output_tokens, w.output_tokens);
+  EXPECT_EQ(g.num_cached_prompt_tokens, w.num_cached_prompt_tokens);
+  for (auto [a, b] : {std::pair{g.arrival, w.arrival}, {g.scheduled, w.scheduled},
+                      {g.first_token_time, w.first_token_time}}) {
+    if (b == TimePoint{}) {
+      EXPECT_EQ(a, TimePoint{});  // unset stays unset
+    } else {
+      expect_near(a, moved(b));
+    }
+  }
+}
+
+TEST(WireTest, MigrationCallsCarryTheirFields) {
+  Message out;
+  out.kind = Kind::kMigrateOut;
+  out.call = 11;
+  out.id = RequestId(0xfedcba9876543210ull);
+  out.begin = 2147483647;
+  out.stop = true;
+  Message d = round_trip(out);
+  EXPECT_EQ(d.id, out.id);
+  EXPECT_EQ(d.begin, 2147483647);
+  EXPECT_TRUE(d.stop);
+  out.begin = 0;
+  out.stop = false;
+  d = round_trip(out);
+  EXPECT_EQ(d.begin, 0);
+  EXPECT_FALSE(d.stop);
+  for (bool committed : {true, false}) {
+    Message fin;
+    fin.kind = Kind::kMigrateOutFinish;
+    fin.call = 12;
+    fin.id = RequestId(5);
+    fin.committed = committed;
+    d = round_trip(fin);
+    EXPECT_EQ(d.id, RequestId(5));
+    EXPECT_EQ(d.committed, committed);
+  }
+  Message reserve;
+  reserve.kind = Kind::kMigrateInReserve;
+  reserve.call = 13;
+  reserve.id = RequestId(6);
+  reserve.num_tokens = 300;
+  d = round_trip(reserve);
+  EXPECT_EQ(d.id, RequestId(6));
+  EXPECT_EQ(d.num_tokens, 300);
+  Message cancel;
+  cancel.kind = Kind::kMigrateInCancel;
+  cancel.id = RequestId(7);
+  EXPECT_EQ(round_trip(cancel).id, RequestId(7));
+}
+
+TEST(WireTest, MigrationStagesCarryTheirKvBitExactAndTheHandover) {
+  // A copy stage of megabytes, loaded at the destination.
+  Message load;
+  load.kind = Kind::kMigrateInLoad;
+  load.call = 21;
+  load.id = RequestId(3);
+  load.chunk.begin = 0;
+  load.chunk.end = 700;
+  load.chunk.num_tokens = 701;
+  load.chunk.kv.resize(3 << 20);
+  for (size_t i = 0; i < load.chunk.kv.size(); ++i) load.chunk.kv[i] = static_cast<uint8_t>(i * 2654435761u >> 13);
+  Message d = round_trip(load);
+  EXPECT_EQ(d.id, RequestId(3));
+  expect_same_chunk(d.chunk, load.chunk);
+  // An empty stage (nothing computed since the last one).
+  load.chunk.begin = load.chunk.end = 700;
+  load.chunk.kv.clear();
+  expect_same_chunk(round_trip(load).chunk, load.chunk);
+  // The stop-and-copy stage with the handover, committed at the destination.
+  Message commit;
+  commit.kind = Kind::kMigrateInCommit;
+  commit.call = 22;
+  commit.chunk = last_stage();
+  d = round_trip(commit);
+  expect_same_chunk(d.chunk, commit.chunk);
+  EXPECT_EQ(d.chunk.handover.request.id, full_request().id);
+  // A request never scheduled before its first token has no scheduled time of its own.
+  commit.chunk.handover.first_token_time = TimePoint{};
+  expect_same_chunk(round_trip(commit).chunk, commit.chunk);
+  // The source's answer: a chunk, or an error and no chunk.
+  Message reply;
+  reply.kind = Kind::kMigrateChunk;
+  reply.call = 23;
+  reply.chunk = last_stage();
+  d = round_trip(reply);
+  EXPECT_EQ(d.code, StatusCode::kOk);
+  expect_same_chunk(d.chunk, reply.chunk);
+  reply.chunk = {};
+  reply.code = StatusCode::kFailedPrecondition;
+  reply.error = "request 3 is not running here";
+  d = round_trip(reply);
+  EXPECT_EQ(d.code, StatusCode::kFailedPrecondition);
+  EXPECT_EQ(d.error, reply.error);
+  expect_same_chunk(d.chunk, instance::MigrationChunk{});
+}
+
+TEST(WireTest, BadMigrationValuesAreRefused) {
+  auto refused = [](const Message& m) {
+    StatusOr<Message> d = decode(encode(m, kSent), kReceived);
+    return !d.ok() && d.status().code() == StatusCode::kInvalidArgument;
+  };
+  Message out;
+  out.kind = Kind::kMigrateOut;
+  out.begin = -1;
+  EXPECT_TRUE(refused(out));
+  Message reserve;
+  reserve.kind = Kind::kMigrateInReserve;
+  reserve.num_tokens = -16;
+  EXPECT_TRUE(refused(reserve));
+  // Stages: as the commit, the load and the source's answer carry them.
+  for (Kind kind : {Kind::kMigrateInCommit, Kind::kMigrateInLoad, Kind::kMigrateChunk}) {
+    const std::string k = kind_name(kind);
+    Message m;
+    m.kind = kind;
+    m.chunk = last_stage();
+    ASSERT_FALSE(refused(m)) << k;
+    auto bad = [&](const std::function<void(instance::MigrationChunk&)>& change) {
+      Message b = m;
+      change(b.chunk);
+      return refused(b);
+    };
+    EXPECT_TRUE(bad([](auto& c) { c.begin = -1; })) << k << ": negative begin";
+    EXPECT_TRUE(bad([](auto& c) { c.begin = 9, c.end = 8, c.num_tokens = 9; })) << k << ": end < begin";
+    EXPECT_TRUE(bad([](auto& c) { c.end = 8, c.num_tokens = 7; })) << k << ": num_tokens < end";
+    EXPECT_TRUE(bad([](auto& c) { c.kv.clear(); })) << k << ": positions without KV";
+    EXPECT_TRUE(bad([](auto& c) { c.begin = c.end; })) << k << ": KV without positions";
+    EXPECT_TRUE(bad([](auto& c) { c.end = 7; })) << k << ": stops before the last computed position";
+    EXPECT_TRUE(bad([](auto& c) { c.handover.output_tokens.push_back(1); })) << k << ": tokens do not match";
+    EXPECT_TRUE(bad([](auto& c) {
+      c.handover.output_tokens.clear();
+      c.num_tokens = 6, c.end = 5, c.begin = 4;
+    })) << k << ": no generated token";
+    EXPECT_TRUE(bad([](auto& c) { c.handover.num_cached_prompt_tokens = 7; })) << k << ": caches beyond the prompt";
+    EXPECT_TRUE(bad([](auto& c) { c.handover.num_cached_prompt_tokens = -1; })) << k << ": negative cache hits";
+    EXPECT_TRUE(bad([](auto& c) { c.handover.request.sampling.temperature = std::nanf(""); })) << k << ": bad sampling";
+    EXPECT_TRUE(bad([](auto& c) { c.handover.request.slo_tpot = -std::chrono::seconds(1); })) << k << ": negative SLO";
+  }
+  // The handover is there exactly when the stage is the last: hand-built chunks.
+  auto chunk = [](bool last, bool with_handover) {
+    return [=](msgpack::packer<msgpack::sbuffer>& p) {
+      p.pack_array(6);
+      p.pack_bin(1);
+      p.pack_bin_body("x", 1);
+      p.pack_int32(0), p.pack_int32(1), p.pack_int32(2), p.pack(last);
+      if (!with_handover) {
+        p.pack_nil();
+        return;
+      }
+      p.pack_array(6);
+      p.pack_array(6);
+      p.pack_uint64(1);
+      p.pack_array(1), p.pack_int32(5);
+      p.pack_array(14);
+      p.pack_float(1), p.pack_int32(0), p.pack_float(1), p.pack_float(0), p.pack_float(1), p.pack_float(0);
+      p.pack_float(0), p.pack_uint64(0), p.pack(false), p.pack_int32(0), p.pack(false), p.pack_int32(16);
+      p.pack_array(0), p.pack(false);
+      p.pack_int32(0), p.pack_double(0), p.pack_double(0);
+      p.pack_array(1), p.pack_int32(9);
+      p.pack_double(1), p.pack_double(1), p.pack_double(-1), p.pack_int32(0);
+    };
+  };
+  const int commit = static_cast<int>(Kind::kMigrateInCommit);
+  EXPECT_TRUE(decode(envelope("ecoserve", kWireVersion, commit, chunk(false, false), 1), kReceived).ok());
+  EXPECT_TRUE(decode(envelope("ecoserve", kWireVersion, commit, chunk(true, true), 1), kReceived).ok());
+  EXPECT_FALSE(decode(envelope("ecoserve", kWireVersion, commit, chunk(true, false), 1), kReceived).ok());
+  EXPECT_FALSE(decode(envelope("ecoserve", kWireVersion, commit, chunk(false, true), 1), kReceived).ok());
+  // Mistyped fields: stop as an integer, an id as a string.
+  const int out_kind = static_cast<int>(Kind::kMigrateOut);
+  auto out_body = [](bool int_stop, bool string_id) {
+    return [=](msgpack::packer<msgpack::sbuffer>& p) {
+      if (string_id) {
+        p.pack(std::string("7"));
+      } else {
+        p.pack_uint64(7);
+      }
+      p.pack_int32(3);
+      if (int_stop) {
+        p.pack_int32(1);
+      } else {
+        p.pack(true);
+      }
+    };
+  };
+  EXPECT_TRUE(decode(envelope("ecoserve", kWireVersion, out_kind, out_body(false, false), 3), kReceived).ok());
+  EXPECT_FALSE(decode(envelope("ecoserve", kWireVersion, out_kind, out_body(true, false), 3), kReceived).ok());
+  EXPECT_FALSE(decode(envelope("ecoserve", kWireVersion, out_kind, out_body(false, true), 3), kReceived).ok());
+}
+
+TEST(WireTest, EveryTruncationOfACommitIsAnError) {
+  Message m;
+  m.kind = Kind::kMigrateInCommit;
+  m.chunk = last_stage();
+  const std::vector<uint8_t> b = encode(m, kSent);
+  for (size_t n = 0; n < b.size(); ++n) {
+    std::vector<uint8_t> cut(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(n));
+    EXPECT_FALSE(decode(cut, kReceived).ok()) << n << " of " << b.size() << " bytes";
+  }
+}
+
 // Writes one seed per kind into $ECOSERVE_WIRE_CORPUS_DIR (fuzz/corpus/wire).
 TEST(WireTest, DISABLED_WriteCorpus) {
   const char* dir = std::getenv("ECOSERVE_WIRE_CORPUS_DIR");
   ASSERT_NE(dir, nullptr);
   std::vector<Message> seeds;
-  for (int k = 1; k <= static_cast<int>(Kind::kError); ++k) {
+  for (int k = 1; k <= static_cast<int>(kLastKind); ++k) {
     Message m;
     m.kind = static_cast<Kind>(k);
     m.call = static_cast<uint64_t>(k);
@@ -419,8 +655,33 @@ TEST(WireTest, DISABLED_WriteCorpus) {
     m.id = RequestId(3);
     m.code = StatusCode::kUnavailable;
     m.error = "x";
+    m.begin = 2;
+    m.stop = true;
+    m.committed = true;
+    m.num_tokens = 9;
+    m.chunk = last_stage();
+    seeds.push_back(m);
+  }
+  // Migration messages in their other shapes: a copy stage (no handover) loaded and
+  // answered, a successful answer.
+  Message load;
+  load.kind = Kind::kMigrateInLoad;
+  load.call = 40;
+  load.id = RequestId(3);
+  load.chunk.begin = 0, load.chunk.end = 4, load.chunk.num_tokens = 5, load.chunk.kv = {1, 2, 3, 4};
+  seeds.push_back(load);
+  Message stage = load;
+  stage.kind = Kind::kMigrateChunk;
+  seeds.push_back(stage);
+  Message done = stage;
+  done.chunk = last_stage();
+  seeds.push_back(done);
+  std::map<std::string, int> named;
+  for (const Message& m : seeds) {
     const std::vector<uint8_t> b = encode(m, kSent);
-    const std::string path = std::string(dir) + "/" + kind_name(m.kind);
+    std::string name = kind_name(m.kind);
+    if (named[name]++ > 0) name += "_" + std::to_string(named[name]);
+    const std::string path = std::string(dir) + "/" + name;
     FILE* f = std::fopen(path.c_str(), "wb");
     ASSERT_NE(f, nullptr) << path;
     std::fwrite(b.data(), 1, b.size(), f);
