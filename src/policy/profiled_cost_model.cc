@@ -112,7 +112,10 @@ double ProfiledCostModel::Table::at(double size, double context) const {
 }
 
 double ProfiledCostModel::prefill_part_seconds(double tokens, double context) const {
-  return prefill_.at(tokens, context);
+  const double v = prefill_.at(tokens, context);
+  const Row& smallest = prefill_.rows.front();  // the lowest context's row
+  if (tokens <= 0 || tokens >= smallest.sizes.front()) return v;
+  return std::max(v, smallest.seconds.front() * tokens / smallest.sizes.front());
 }
 
 double ProfiledCostModel::decode_part_seconds(double batch, double context) const {

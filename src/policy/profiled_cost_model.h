@@ -65,7 +65,10 @@ class ProfiledCostModel final : public CostModel {
   std::string_view name() const override { return "profiled"; }
 
   // The two interpolated tables (before any overlap is subtracted). tokens/batch
-  // may be fractional positions between measured sizes.
+  // may be fractional positions between measured sizes. A prefill smaller than
+  // the smallest measured one takes at least that one's time scaled down in
+  // proportion (tokens / its tokens), so a noisy profile whose extrapolation
+  // below its smallest chunk reaches zero never predicts a free prompt.
   double prefill_part_seconds(double tokens, double context) const;
   double decode_part_seconds(double batch, double context) const;
   // The fixed per-step cost a mixed step pays once (see the class comment).

@@ -103,6 +103,20 @@ TEST(ProfiledCostModelTest, ExtrapolationNeverDecreasesPastTheTableNorGoesNegati
   EXPECT_EQ(c->step_overhead_seconds(), 0.0);  // one prefill point: no intercept to estimate
 }
 
+TEST(ProfiledCostModelTest, AnyPromptCostsAtLeastTheSmallestChunkScaledDown) {
+  CostProfile p;
+  // Noisy small end: 16 tokens 0.01 s, 32 tokens 0.06 s. Extrapolated, 8 tokens
+  // would take 0.01 - 8 x 0.003125 < 0; the floor is 0.01 x 8 / 16 = 0.005.
+  p.prefill = {{16, 0, 0.01}, {32, 0, 0.06}};
+  p.decode = {{1, 5, 0.1}};
+  auto m = model(p);
+  EXPECT_NEAR(m->prefill_part_seconds(8, 0), 0.005, kEps);
+  EXPECT_NEAR(m->step_seconds(prefill(8, 0)), 0.005, kEps);
+  EXPECT_GT(m->prefill_part_seconds(1, 0), 0.0);
+  EXPECT_NEAR(m->prefill_part_seconds(24, 0), 0.035, kEps);  // inside the table: interpolated
+  EXPECT_EQ(m->prefill_part_seconds(0, 0), 0.0);
+}
+
 TEST(ProfiledCostModelTest, MixedStepPaysTheStepOverheadOnce) {
   auto m = model();
   // Overhead: the smaller intercept. Prefill context 0 lies on 0.1 + 0.05 t: 0.1;
