@@ -298,7 +298,18 @@ bool Router::healthy(size_t member, const instance::InstanceStatus& s, TimePoint
 void Router::probe(size_t i, TimePoint now) {
   Probe& p = probes_[i];
   if (p.in_flight.load()) {
-    if (now - p.sent > options_.probe_timeout) ready_[i].store(false);  // keeps waiting for it
+    // Late: a hung engine, or only a long queue in front of the probe? An engine
+    // whose steps still advance is working (an overloaded instance is not a dead
+    // one); one that has not stepped since the probe went out is not ready.
+    if (now - p.sent > options_.probe_timeout) {
+      const int64_t steps = status_of(i).steps;
+      if (steps > p.steps_at_send) {
+        p.steps_at_send = steps;
+        p.sent = now;  // give it another probe_timeout from here
+      } else {
+        ready_[i].store(false);  // keeps waiting for it
+      }
+    }
     return;
   }
   if (p.ever && now - p.last < options_.probe_interval) return;
@@ -312,6 +323,7 @@ void Router::probe(size_t i, TimePoint now) {
   p.in_flight.store(true);
   p.id = r.id;
   p.sent = now;
+  p.steps_at_send = status_of(i).steps;
   p.last = now;
   p.ever = true;
   std::shared_ptr<GenerationBackend> backend = this->backend(i);

@@ -79,8 +79,10 @@ struct RouterOptions {
   bool retry_before_first_token = true;
   // Readiness probe: every probe_interval the watchdog sends each instance a real
   // one-token greedy request; an instance whose probe fails, or has not finished
-  // within probe_timeout, is not ready (unhealthy) until a later probe succeeds.
-  // A port or a beating loop is not a working engine. 0 = no probes.
+  // within probe_timeout without a single engine step in that time, is not ready
+  // (unhealthy) until a later probe succeeds. A port or a beating loop is not a
+  // working engine; a long queue in front of the probe is not a broken one.
+  // 0 = no probes.
   Duration probe_interval = from_ms(5000);
   Duration probe_timeout = from_ms(10000);
   // Most instances over the router's life (slots are not reused).
@@ -320,7 +322,8 @@ class Router final : public GenerationBackend {
   struct Probe {
     std::atomic<bool> in_flight{false};  // cleared by the probe's final event (an instance thread)
     RequestId id;
-    TimePoint sent{};
+    TimePoint sent{};          // sent, or last seen making progress (steps advancing) while late
+    int64_t steps_at_send = 0;  // the instance's step count then
     TimePoint last{};
     bool ever = false;
   };

@@ -675,5 +675,58 @@ TEST(RouterFailureTest, FailedOrLateProbesMakeAnInstanceNotReady) {
   (*router)->stop();
 }
 
+// An overloaded instance answers its probe late, but its engine keeps stepping:
+// it stays ready (its requests are not failed); once its steps stop it is not.
+TEST(RouterFailureTest, ALateProbeBehindALongQueueIsNotAHungEngine) {
+  ManualClock clock;
+  std::vector<std::unique_ptr<GenerationBackend>> members;
+  std::vector<FakeBackend*> fakes;
+  for (int i = 0; i < 2; ++i) {
+    auto b = std::make_unique<FakeBackend>();
+    fakes.push_back(b.get());
+    members.push_back(std::move(b));
+  }
+  RouterOptions o;
+  o.router = "round-robin";
+  o.watchdog_interval = from_ms(5);
+  o.probe_interval = from_ms(1000);
+  o.probe_timeout = from_ms(3000);
+  o.heartbeat_timeout = from_ms(1000000);
+  auto router = Router::create(std::move(members), o, &clock);
+  ASSERT_TRUE(router.ok());
+  (*router)->start();
+  instance::InstanceStatus st;
+  st.running = true;
+  st.block_size = 16;
+  auto set_steps = [&](int64_t steps) {
+    st.steps = steps;
+    st.last_heartbeat = clock.now();
+    fakes[0]->set_status(st);
+    fakes[1]->set_status(st);
+  };
+  set_steps(10);
+  clock.advance(from_ms(1000));  // the probes go out (never answered here)
+  for (int i = 0; i < 2000 && fakes[0]->submitted().empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_FALSE(fakes[0]->submitted().empty());
+  // Three timeouts' worth of time, the engines stepping all along: still ready.
+  for (int k = 0; k < 9; ++k) {
+    set_steps(11 + k);
+    clock.advance(from_ms(1000));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE((*router)->instances()[0].healthy);
+  EXPECT_TRUE((*router)->instances()[1].healthy);
+  // The engines stop stepping: a whole probe_timeout without progress (the first
+  // late check still sees the steps made since the last one), not ready.
+  clock.advance(from_ms(3500));
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  clock.advance(from_ms(3500));
+  for (int i = 0; i < 2000 && (*router)->instances()[0].healthy; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_FALSE((*router)->instances()[0].healthy);
+  (*router)->stop();
+}
+
 }  // namespace
 }  // namespace ecoserve::cluster
