@@ -30,6 +30,7 @@
 
 #include "base/subprocess.h"
 #include "base/test_data.h"
+#include "cluster/cluster_test_util.h"
 #include "cluster/instance_backend.h"
 #include "cluster/instance_service.h"
 #include "cluster/remote_backend.h"
@@ -42,49 +43,8 @@ constexpr const char* kModel = "models/tinystories-656k-q8_0.gguf";
 constexpr const char* kVocab = "vocab/ggml-vocab-llama-spm.gguf";
 constexpr const char* kPrompt = "Once upon a time, there was a little girl named Lily. She";
 
-struct Outcome {
-  std::vector<int32_t> tokens;
-  std::string reason;
-  std::string error;
-  int32_t finals = 0;
-};
-
-// Collects the events of a set of requests; wait() blocks until `n` final events came.
-class Collector {
- public:
-  instance::EventSink sink(std::function<void(const instance::TokenEvent&)> also = nullptr) {
-    return [this, also](const instance::TokenEvent& ev) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        Outcome& o = got_[ev.id.value];
-        if (ev.token >= 0) o.tokens.push_back(ev.token);
-        if (ev.finished) {
-          o.reason = ev.finish_reason;
-          o.error = ev.error;
-          ++o.finals;
-          ++finished_;
-        }
-      }
-      cv_.notify_all();
-      if (also) also(ev);
-    };
-  }
-  std::map<uint64_t, Outcome> wait(size_t n, std::chrono::seconds timeout = std::chrono::seconds(30)) {
-    std::unique_lock<std::mutex> lock(mu_);
-    EXPECT_TRUE(cv_.wait_for(lock, timeout, [&] { return finished_ >= n; })) << "requests did not finish";
-    return got_;
-  }
-  size_t tokens_of(uint64_t id) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return got_[id].tokens.size();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<uint64_t, Outcome> got_;
-  size_t finished_ = 0;
-};
+using testing::Collector;
+using testing::Outcome;
 
 // Waits until `pred` holds (checked every 2 ms) or `seconds` pass.
 bool eventually(const std::function<bool()>& pred, double seconds = 10.0) {

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "base/test_data.h"
+#include "cluster/cluster_test_util.h"
 #include "cluster/fake_backend.h"
 #include "cluster/instance_backend.h"
 #include "cluster/router.h"
@@ -18,46 +19,8 @@
 namespace ecoserve::cluster {
 namespace {
 
-struct Outcome {
-  std::vector<int32_t> tokens;
-  std::string reason;
-  std::string error;
-  int32_t finals = 0;
-};
-
-// Collects the events of a set of requests; wait() blocks until each has its final event.
-class Collector {
- public:
-  instance::EventSink sink(std::function<void(const instance::TokenEvent&)> also = nullptr) {
-    return [this, also](const instance::TokenEvent& ev) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        Outcome& o = got_[ev.id.value];
-        if (ev.token >= 0) o.tokens.push_back(ev.token);
-        if (ev.finished) {
-          o.reason = ev.finish_reason;
-          o.error = ev.error;
-          ++o.finals;
-          ++finished_;
-        }
-      }
-      cv_.notify_all();
-      if (also) also(ev);
-    };
-  }
-  std::map<uint64_t, Outcome> wait(size_t n) {
-    std::unique_lock<std::mutex> lock(mu_);
-    const bool done = cv_.wait_for(lock, std::chrono::seconds(60), [&] { return finished_ >= n; });
-    EXPECT_TRUE(done) << "requests did not finish";
-    return got_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<uint64_t, Outcome> got_;
-  size_t finished_ = 0;
-};
+using testing::Collector;
+using testing::Outcome;
 
 class LlumnixTest : public ::testing::Test {
  protected:
