@@ -8,8 +8,9 @@
 //     and records the routed prompt, as the live router does.
 //   BM_PdDispatch/<instances>: fudg's choice of a prefill and a decode instance
 //     (a quarter prefill).
-//   BM_Freeness/<instances>: llumnix's FreenessRouter over request lists of 32
-//     requests per instance (a tenth of them high priority).
+//   BM_Freeness/<instances>/<lists>: llumnix's FreenessRouter over the router's
+//     incremental per-instance sums (lists 0, what the live router does) or over
+//     request lists of 32 requests per instance, a tenth high priority (lists 1).
 //   BM_MigrationPlan/<instances>: one MigrationPlanner::plan() over the same view
 //     (what the router runs every --migrate-interval-ms).
 //   BM_Padg/<instances>: padg's PadgRouter (least-loaded macro instance of 4, then
@@ -119,8 +120,17 @@ ClusterView make_view_with_requests(int n, uint64_t seed) {
   return v;
 }
 
+// range(1) = 1: over the request lists; 0: over the router's incremental sums
+// (InstanceLoad::virtual_blocks), what cluster::Router routes with.
 void BM_Freeness(benchmark::State& state) {
-  const ClusterView view = make_view_with_requests(static_cast<int>(state.range(0)), 6);
+  ClusterView view = make_view_with_requests(static_cast<int>(state.range(0)), 6);
+  if (state.range(1) == 0) {
+    for (InstanceLoad& l : view.instances) {
+      l.virtual_blocks = instance_usage(l, true, FreenessOptions{}).virtual_blocks;
+      l.requests.clear();
+    }
+    view.with_requests = false;
+  }
   FreenessRouter router;
   for (auto _ : state) {
     RouteRequest r;
@@ -129,7 +139,7 @@ void BM_Freeness(benchmark::State& state) {
     benchmark::DoNotOptimize(router.route(view, r));
   }
 }
-BENCHMARK(BM_Freeness)->Arg(2)->Arg(100)->Arg(1000);
+BENCHMARK(BM_Freeness)->ArgsProduct({{2, 100, 1000}, {0, 1}});
 
 void BM_MigrationPlan(benchmark::State& state) {
   const ClusterView view = make_view_with_requests(static_cast<int>(state.range(0)), 7);
