@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/instance_types.h"
+#include "model/llama_model.h"
 #include "policy/cost_model.h"
 
 namespace ecoserve::cluster::testing {
@@ -27,6 +28,21 @@ class ConstantPrefillCost final : public policy::CostModel {
   }
   std::string_view name() const override { return "constant"; }
 };
+
+// A request of `text` (BOS included) that ignores end-of-generation, seeded with
+// 40 + id: the same request gives the same tokens on any instance.
+inline instance::GenerationRequest seeded_request(const model::LlamaModel& model, uint64_t id, const std::string& text,
+                                                  float temperature, int32_t max_tokens) {
+  instance::GenerationRequest r;
+  r.id = RequestId(id);
+  r.prompt = model.tokenizer().encode(text, true);
+  r.sampling.temperature = temperature;
+  r.sampling.max_tokens = max_tokens;
+  r.sampling.ignore_eos = true;
+  r.sampling.has_seed = true;
+  r.sampling.seed = 40 + id;
+  return r;
+}
 
 // What a request produced: its tokens, final reason and error, and how many
 // final events it got (exactly one, always).

@@ -74,15 +74,7 @@ ClusterStats wait_stats(Router& router, const std::function<bool(const ClusterSt
 class MigrationFixture : public ::testing::Test {
  protected:
   instance::GenerationRequest request(uint64_t id, const std::string& text, float temperature, int32_t max_tokens) {
-    instance::GenerationRequest r;
-    r.id = RequestId(id);
-    r.prompt = model_->tokenizer().encode(text, true);
-    r.sampling.temperature = temperature;
-    r.sampling.max_tokens = max_tokens;
-    r.sampling.ignore_eos = true;
-    r.sampling.has_seed = true;
-    r.sampling.seed = 40 + id;
-    return r;
+    return testing::seeded_request(*model_, id, text, temperature, max_tokens);
   }
 
   engine::EngineOptions engine_options(engine::KvCacheType kv) const {

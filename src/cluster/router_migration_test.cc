@@ -65,15 +65,7 @@ class LlumnixTest : public ::testing::Test {
   }
 
   instance::GenerationRequest request(uint64_t id, const char* text, float temperature, int32_t max_tokens) {
-    instance::GenerationRequest r;
-    r.id = RequestId(id);
-    r.prompt = model_->tokenizer().encode(text, true);
-    r.sampling.temperature = temperature;
-    r.sampling.max_tokens = max_tokens;
-    r.sampling.ignore_eos = true;
-    r.sampling.has_seed = true;
-    r.sampling.seed = 40 + id;
-    return r;
+    return testing::seeded_request(*model_, id, text, temperature, max_tokens);
   }
 
   // What one plain instance produces for the request.

@@ -605,13 +605,13 @@ namespace {
 // The readiness probe: a real one-token request per instance. An instance whose
 // probe fails (its engine errors although its loop beats) or does not finish in
 // time gets no requests until a probe succeeds again.
-TEST(RouterFailureTest, FailedOrLateProbesMakeAnInstanceNotReady) {
-  ManualClock clock;
+// Two fake instances behind a started round-robin router that probes every 1 s
+// (timeout 3 s) and never judges by heartbeats.
+StatusOr<std::unique_ptr<Router>> probing_router(ManualClock* clock, std::vector<FakeBackend*>* fakes) {
   std::vector<std::unique_ptr<GenerationBackend>> members;
-  std::vector<FakeBackend*> fakes;
   for (int i = 0; i < 2; ++i) {
     auto b = std::make_unique<FakeBackend>();
-    fakes.push_back(b.get());
+    fakes->push_back(b.get());
     members.push_back(std::move(b));
   }
   RouterOptions o;
@@ -620,9 +620,16 @@ TEST(RouterFailureTest, FailedOrLateProbesMakeAnInstanceNotReady) {
   o.probe_interval = from_ms(1000);
   o.probe_timeout = from_ms(3000);
   o.heartbeat_timeout = from_ms(1000000);
-  auto router = Router::create(std::move(members), o, &clock);
+  auto router = Router::create(std::move(members), o, clock);
+  if (router.ok()) (*router)->start();
+  return router;
+}
+
+TEST(RouterFailureTest, FailedOrLateProbesMakeAnInstanceNotReady) {
+  ManualClock clock;
+  std::vector<FakeBackend*> fakes;
+  auto router = probing_router(&clock, &fakes);
   ASSERT_TRUE(router.ok());
-  (*router)->start();
   auto probe_of = [](FakeBackend* f) -> std::optional<uint64_t> {
     for (RequestId id : f->submitted()) {
       if (id.value >= (uint64_t{1} << 62)) return id.value;
@@ -679,22 +686,9 @@ TEST(RouterFailureTest, FailedOrLateProbesMakeAnInstanceNotReady) {
 // it stays ready (its requests are not failed); once its steps stop it is not.
 TEST(RouterFailureTest, ALateProbeBehindALongQueueIsNotAHungEngine) {
   ManualClock clock;
-  std::vector<std::unique_ptr<GenerationBackend>> members;
   std::vector<FakeBackend*> fakes;
-  for (int i = 0; i < 2; ++i) {
-    auto b = std::make_unique<FakeBackend>();
-    fakes.push_back(b.get());
-    members.push_back(std::move(b));
-  }
-  RouterOptions o;
-  o.router = "round-robin";
-  o.watchdog_interval = from_ms(5);
-  o.probe_interval = from_ms(1000);
-  o.probe_timeout = from_ms(3000);
-  o.heartbeat_timeout = from_ms(1000000);
-  auto router = Router::create(std::move(members), o, &clock);
+  auto router = probing_router(&clock, &fakes);
   ASSERT_TRUE(router.ok());
-  (*router)->start();
   instance::InstanceStatus st;
   st.running = true;
   st.block_size = 16;
