@@ -1,11 +1,10 @@
 #include "cluster/router.h"
 
-#include "policy/freeness.h"
-#include "policy/freeness_router.h"
-
 #include <algorithm>
 #include <chrono>
 
+#include "policy/freeness.h"
+#include "policy/freeness_router.h"
 #include "instance/instance_core.h"
 #include "base/log.h"
 #include "kv/prefix_cache.h"
