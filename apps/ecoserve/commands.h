@@ -16,6 +16,8 @@ void add_router_command(CLI::App& app, int& exit_code);    // cmd_serve.cc
 void add_instance_command(CLI::App& app, int& exit_code);  // cmd_serve.cc
 void add_bench_command(CLI::App& app, int& exit_code);     // cmd_bench.cc
 void add_timeline_command(CLI::App& app, int& exit_code);  // cmd_timeline.cc
+void add_simulate_command(CLI::App& app, int& exit_code);  // cmd_simulate.cc (+ `simulate cost`: cmd_simulate_cost.cc)
+void add_plan_command(CLI::App& app, int& exit_code);      // cmd_plan.cc
 // `model tokenize` lives in cmd_model_tokenize.cc; cmd_model.cc calls this to add it.
 void add_model_tokenize_subcommand(CLI::App* model_cmd, int& exit_code);
 

@@ -20,6 +20,8 @@ int main(int argc, char** argv) {
   ecoserve::apps::add_instance_command(app, exit_code);
   ecoserve::apps::add_bench_command(app, exit_code);
   ecoserve::apps::add_timeline_command(app, exit_code);
+  ecoserve::apps::add_simulate_command(app, exit_code);
+  ecoserve::apps::add_plan_command(app, exit_code);
   app.parse_complete_callback([&] { ecoserve::init_logging(log_level); });
   CLI11_PARSE(app, argc, argv);
   return exit_code;

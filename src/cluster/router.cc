@@ -235,7 +235,7 @@ Status Router::remove_instance(const std::string& name) {
   members_[victim].life.store(static_cast<int>(Life::kRemoving));
   policy_->remove_instance(id);
   spdlog::info("router: removing instance {} once its {} request(s) finish", name,
-               members_[victim].waiting + members_[victim].running);
+               members_[victim].load.waiting + members_[victim].load.running);
   return ok_status();
 }
 
@@ -246,7 +246,7 @@ void Router::finish_removals() {
     for (size_t i = 0; i < size(); ++i) {
       if (life(i) != Life::kRemoving) continue;
       const Member& m = members_[i];
-      bool holds = m.waiting + m.running > 0;
+      bool holds = !m.load.empty();
       for (const auto& [id, f] : in_flight_) holds |= (f.member == i && f.routed) || (f.remote && f.decode_member == i);
       if (!holds) done.push_back(i);
     }
@@ -367,47 +367,27 @@ int32_t Router::build_view(const std::vector<instance::InstanceStatus>& snaps, T
     } else if (life(i) != Life::kActive) {
       l.healthy = false;  // being removed (or gone): routed nothing
     }
-    l.num_waiting = m.waiting;
-    l.num_running = m.running;
-    l.num_waiting_tokens = m.waiting_tokens;
-    l.num_running_tokens = m.running_tokens;
+    l.block_size = block_size_;
     l.num_free_blocks = s.num_free_blocks;
     l.num_total_blocks = s.num_total_blocks;
-    l.block_size = block_size_;
     l.phase = static_cast<policy::InstancePhase>(std::clamp(s.phase, 0, 2));
     l.last_phase_switch = s.last_phase_switch;
-    if (llumnix()) l.virtual_blocks = m.virtual_blocks;
-    l.pending_prefill_seconds = std::max(0.0, m.pending_prefill_seconds);
-    l.num_slo_decoding = m.slo_decoding;
-    if (m.slo_decoding > 0) {
-      const double now_s = to_seconds(now.time_since_epoch());
-      l.mean_saved_tpot_seconds = (m.slo_budget_seconds - m.slo_decoding * now_s + m.slo_first_seconds) / m.slo_decoding;
-    }
+    m.load.fill(l, now, llumnix());
   }
   return unhealthy;
 }
 
 void Router::account(const InFlight& f, int sign) {
-  Member& m = members_[f.member];
-  if (f.generated == 0) {
-    m.waiting += sign;
-    m.waiting_tokens += sign * f.prompt_tokens;
-    m.pending_prefill_seconds += sign * f.predicted_prefill_seconds;
-  } else {
-    m.running += sign;
-    m.running_tokens += sign * (f.prompt_tokens + f.generated);
-    if (f.slo_tpot_seconds > 0.0) {
-      m.slo_decoding += sign;
-      m.slo_budget_seconds += sign * f.generated * f.slo_tpot_seconds;
-      m.slo_first_seconds += sign * f.first_token_seconds;
-    }
-  }
+  policy::RequestAccount r;
+  r.prompt_tokens = f.prompt_tokens;
+  r.generated = f.generated;
+  r.predicted_prefill_seconds = f.predicted_prefill_seconds;
+  r.slo_tpot_seconds = f.slo_tpot_seconds;
+  r.first_token_seconds = f.first_token_seconds;
   if (llumnix()) {
-    m.virtual_blocks += sign * policy::virtual_usage_blocks(load_of(RequestId(0), f), block_size_,
-                                                            options_.migration.freeness);
+    r.virtual_blocks = policy::virtual_usage_blocks(load_of(RequestId(0), f), block_size_, options_.migration.freeness);
   }
-  if (m.waiting == 0) m.pending_prefill_seconds = 0.0;  // no drift from float sums
-  if (m.slo_decoding == 0) m.slo_budget_seconds = m.slo_first_seconds = 0.0;
+  members_[f.member].load.add(r, sign);
 }
 
 Status Router::submit(instance::GenerationRequest request, instance::EventSink sink) {
@@ -897,18 +877,15 @@ std::vector<InstanceReport> Router::instances() const {
   }
   if (padg()) {
     std::lock_guard<std::mutex> lock(mu_);
-    const double now_s = to_seconds(now.time_since_epoch());
     for (InstanceReport& r : out) {
       size_t i = 0;
       while (i < n && members_[i].name != r.name) ++i;
       if (i == n) continue;
       const Member& m = members_[i];
       if (auto macro = layout_.macro_of(InstanceId(static_cast<int32_t>(i)))) r.macro = macro->value;
-      r.pending_prefill_seconds = std::max(0.0, m.pending_prefill_seconds);
-      r.num_slo_decoding = m.slo_decoding;
-      if (m.slo_decoding > 0) {
-        r.mean_saved_tpot_seconds = (m.slo_budget_seconds - m.slo_decoding * now_s + m.slo_first_seconds) / m.slo_decoding;
-      }
+      r.pending_prefill_seconds = std::max(0.0, m.load.pending_prefill_seconds);
+      r.num_slo_decoding = m.load.slo_decoding;
+      r.mean_saved_tpot_seconds = m.load.mean_saved_tpot_seconds(now);
     }
   }
   return out;

@@ -44,6 +44,7 @@
 #include "policy/cluster_view.h"
 #include "policy/cost_model.h"
 #include "policy/freeness_scaler.h"
+#include "policy/load_account.h"
 #include "policy/migration_planner.h"
 #include "policy/mitosis_scaler.h"
 #include "policy/padg_router.h"
@@ -174,17 +175,8 @@ class Router final : public GenerationBackend {
     std::string name;
     policy::InstanceRole role = policy::InstanceRole::kMixed;
     std::atomic<int> life{static_cast<int>(Life::kActive)};  // Life; kRemoved: stopped, out of every report
-    // Router accounting (under mu_).
-    int32_t waiting = 0, running = 0;
-    int64_t waiting_tokens = 0, running_tokens = 0;
-    // padg: predicted prefill seconds of the requests without a first token, and
-    // sums over the decodes with a TPOT SLO for their mean saved TPOT:
-    // saved_i = L_i x SLO_i - (now - first_i), so mean = (budget - n x now + first) / n.
-    double pending_prefill_seconds = 0.0;
-    int32_t slo_decoding = 0;
-    double slo_budget_seconds = 0.0;  // sum of L_i x SLO_i
-    double slo_first_seconds = 0.0;   // sum of first_i (seconds since the clock's epoch)
-    int64_t virtual_blocks = 0;       // llumnix: sum of its requests' virtual usage (policy/freeness.h)
+    // Router accounting (under mu_): what it sent there and how far each got.
+    policy::LoadAccount load;
   };
   struct InFlight {
     size_t member = 0;   // the instance that holds the request now
@@ -202,7 +194,7 @@ class Router final : public GenerationBackend {
     std::vector<int32_t> output_tokens;
     std::shared_ptr<instance::EventSink> sink;
     TimePoint prefill_done{};
-    // padg accounting (see Member).
+    // padg accounting (policy::RequestAccount).
     double predicted_prefill_seconds = 0.0;
     double predicted_ttft_seconds = 0.0;  // uncalibrated, for PadgRouter::observe_ttft
     TimePoint routed_at{};

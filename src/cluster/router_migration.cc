@@ -150,7 +150,8 @@ void Router::migration_copy(RequestId id) {
       begin = m->second.loaded;
       // The last copy stage is the stop-and-copy: when few positions are left, or
       // the stages are used up (a request decoding faster than it copies).
-      stop = m->second.record.stages + 1 >= options_.migrate_max_stages || computed - begin <= last_stage;
+      stop = policy::migration_stage_is_last(m->second.record.stages, computed, begin, options_.migrate_max_stages,
+                                             last_stage);
       ++m->second.record.stages;
       if (stop) {
         m->second.record.stopped = clock_->now();

@@ -42,11 +42,13 @@ bool parse_int(std::string_view s, std::int64_t& out) {
 
 // A long request of a file dataset: the long mix's lengths replace the entry's, and
 // a new input length gets a random prompt of that length.
-void make_long(BenchRequest& r, const WorkloadOptions& o, const PromptBuilder& builder, std::mt19937_64& rng) {
+void make_long(BenchRequest& r, const WorkloadOptions& o, const PromptBuilder& builder, std::mt19937_64& rng,
+               std::mt19937_64& prompt_rng) {
   r.long_request = true;
   if (o.long_input_len) {
     r.input_tokens = o.long_input_len->sample(rng, o.length_scale);
-    r.prompt = builder.random_prompt(r.input_tokens, rng);
+    r.prompt = o.lengths_only ? std::string() : builder.random_prompt(r.input_tokens, prompt_rng);
+    r.hash_ids.clear();
   }
   if (o.long_output_len) r.output_tokens = o.long_output_len->sample(rng, o.length_scale);
 }
@@ -239,6 +241,9 @@ StatusOr<std::vector<BenchRequest>> build_workload(const WorkloadOptions& o,
   ECO_RETURN_IF_ERROR(validate_classes(o));
   std::vector<BenchRequest> out;
   std::mt19937_64 rng(o.seed);
+  // Prompt texts draw from their own stream, so lengths (and everything else drawn
+  // from `rng`) are the same with and without them (lengths_only: the simulator).
+  std::mt19937_64 prompt_rng(o.seed ^ 0x70726f6d7074ull);
   if (o.kind == DatasetKind::kSynthetic) {
     if (o.num_prompts <= 0) return invalid_argument_error("synthetic dataset needs --num-prompts > 0");
     const auto is_long =
@@ -251,7 +256,7 @@ StatusOr<std::vector<BenchRequest>> build_workload(const WorkloadOptions& o,
       const LengthDistribution& out_len = r.long_request && o.long_output_len ? *o.long_output_len : o.output_len;
       r.input_tokens = in.sample(rng, o.length_scale);
       r.output_tokens = out_len.sample(rng, o.length_scale);
-      r.prompt = builder.random_prompt(r.input_tokens, rng);
+      if (!o.lengths_only) r.prompt = builder.random_prompt(r.input_tokens, prompt_rng);
       out.push_back(std::move(r));
     }
     assign_priorities(out, o);
@@ -284,17 +289,21 @@ StatusOr<std::vector<BenchRequest>> build_workload(const WorkloadOptions& o,
       case DatasetKind::kAzure:
         r.input_tokens = scaled(e.input_tokens, o.length_scale);
         r.output_tokens = scaled(e.output_tokens, o.length_scale);
-        r.prompt = builder.random_prompt(r.input_tokens, rng);
+        if (!o.lengths_only) r.prompt = builder.random_prompt(r.input_tokens, prompt_rng);
         break;
       case DatasetKind::kMooncake:
         r.input_tokens = scaled(e.input_tokens, o.length_scale);
         r.output_tokens = scaled(e.output_tokens, o.length_scale);
-        r.prompt = e.hash_ids.empty() ? builder.random_prompt(r.input_tokens, rng)
-                                      : builder.block_prompt(e.hash_ids, block, r.input_tokens);
+        r.hash_ids = e.hash_ids;
+        r.hash_block_tokens = block;
+        if (!o.lengths_only) {
+          r.prompt = e.hash_ids.empty() ? builder.random_prompt(r.input_tokens, prompt_rng)
+                                        : builder.block_prompt(e.hash_ids, block, r.input_tokens);
+        }
         break;
       case DatasetKind::kSynthetic: break;
     }
-    if (is_long[k]) make_long(r, o, builder, rng);
+    if (is_long[k]) make_long(r, o, builder, rng, prompt_rng);
     out.push_back(std::move(r));
   }
   assign_priorities(out, o);

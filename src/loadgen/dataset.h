@@ -66,6 +66,9 @@ struct BenchRequest {
   PriorityClass priority_class = PriorityClass::kNormal;
   std::optional<std::int64_t> priority = std::nullopt;  // sent as "priority" when set (kHigh requests)
   bool long_request = false;              // lengths from the long mix
+  // Mooncake: the prompt's shared 512-token blocks (scaled to hash_block_tokens).
+  std::vector<std::int64_t> hash_ids;
+  std::int64_t hash_block_tokens = 0;
 };
 
 struct WorkloadOptions {
@@ -84,6 +87,9 @@ struct WorkloadOptions {
   // Priority classes: a seeded share sends "priority": high_priority_value.
   double high_priority_fraction = 0.0;
   std::int64_t high_priority_value = -1;
+  // Leave every prompt text empty (the simulator needs lengths only): the lengths,
+  // classes and timestamps are the same as with prompts, for the same seed.
+  bool lengths_only = false;
 };
 
 StatusOr<std::vector<BenchRequest>> build_workload(const WorkloadOptions& options,

@@ -140,4 +140,13 @@ class MigrationPlanner {
   MigrationPlannerOptions options_;
 };
 
+// Whether the next copy stage of a live migration is the last (stop-and-copy):
+// when at most `last_stage_tokens` positions are left to copy (`computed` - the
+// `loaded` ones), or when this stage would be the `max_stages`-th (a request
+// decoding faster than it copies). cluster::Router and sim::SimCluster both ask.
+inline bool migration_stage_is_last(int32_t stages_done, int32_t computed, int32_t loaded, int32_t max_stages,
+                                    int32_t last_stage_tokens) {
+  return stages_done + 1 >= max_stages || computed - loaded <= last_stage_tokens;
+}
+
 }  // namespace ecoserve::policy

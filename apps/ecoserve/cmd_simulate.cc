@@ -1,0 +1,633 @@
+// `ecoserve simulate`: run a strategy on a simulated cluster (sim::SimCluster: the
+// live policies and InstanceCore with a cost model in place of the engine) under
+// a workload with the same options as `ecoserve bench`, and print the same report,
+// JSON and plots, plus the instance timeline. `ecoserve simulate cost` (the step
+// time calculator) lives in cmd_simulate_cost.cc.
+//
+// Settings come from a YAML or JSON file (--config) and from flags; a flag given
+// on the command line wins over the file. Every setting has one name, used as the
+// file's key and (with dashes) as the flag: `strategy: padg` == `--strategy padg`.
+// Exit status: 1 when it cannot start (bad settings, unreadable dataset) or when the
+// run failed by loadgen::judge_run, 0 otherwise.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "apps/ecoserve/commands.h"
+#include "engine/cost_profiler.h"
+#include "loadgen/arrival_process.h"
+#include "loadgen/dataset.h"
+#include "loadgen/metrics.h"
+#include "loadgen/report.h"
+#include "loadgen/run_verdict.h"
+#include "loadgen/timeline_svg.h"
+#include "policy/profiled_cost_model.h"
+#include "sim/deployment.h"
+#include "sim/sim_cluster.h"
+
+namespace ecoserve::apps {
+
+void add_simulate_cost_subcommand(CLI::App* simulate, int& exit_code);  // cmd_simulate_cost.cc
+
+namespace {
+
+using nlohmann::json;
+
+// YAML -> JSON (scalars that read as numbers or booleans become them).
+json yaml_to_json(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map: {
+      json j = json::object();
+      for (const auto& kv : n) j[kv.first.as<std::string>()] = yaml_to_json(kv.second);
+      return j;
+    }
+    case YAML::NodeType::Sequence: {
+      json j = json::array();
+      for (const auto& v : n) j.push_back(yaml_to_json(v));
+      return j;
+    }
+    case YAML::NodeType::Scalar: {
+      const std::string s = n.as<std::string>();
+      if (n.Tag() == "!") return s;  // quoted
+      if (s == "true" || s == "false") return s == "true";
+      char* end = nullptr;
+      const long long i = std::strtoll(s.c_str(), &end, 10);
+      if (!s.empty() && end == s.c_str() + s.size()) return i;
+      const double d = std::strtod(s.c_str(), &end);
+      if (!s.empty() && end == s.c_str() + s.size()) return d;
+      return s;
+    }
+    default:
+      return nullptr;
+  }
+}
+
+StatusOr<json> load_config(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found_error("cannot read config '{}'", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  try {
+    if (path.size() >= 5 && path.substr(path.size() - 5) == ".json") return json::parse(text);
+    json j = yaml_to_json(YAML::Load(text));
+    if (j.is_null()) return json::object();
+    if (!j.is_object()) return invalid_argument_error("config '{}' is not a mapping of settings", path);
+    return j;
+  } catch (const std::exception& e) {
+    return invalid_argument_error("config '{}': {}", path, e.what());
+  }
+}
+
+// The settings, each with its default; keys are the config's and the flags' names.
+json default_settings() {
+  return json{
+      {"strategy", "nodg"}, {"model", "llama-2-7b"}, {"gpu", "a100-80gb"}, {"cost_model", "roofline"},
+      {"profile_dir", "../shared/data/profiles/h100-bf16"}, {"cost_profile", ""}, {"kv_blocks", 0},
+      {"max_context", 0}, {"kv_bytes_per_token", 0},
+      {"instances", 1}, {"tp", 1}, {"pp", 1},
+      {"prefill_instances", 1}, {"prefill_tp", 1}, {"prefill_pp", 1},
+      {"decode_instances", 1}, {"decode_tp", 1}, {"decode_pp", 1}, {"placement", "packed"},
+      {"nodes", 0}, {"gpus_per_node", 8}, {"intra", "nvlink"}, {"inter_node_gbps", 100.0},
+      {"policy", "chunked"}, {"max_num_seqs", 256}, {"max_num_batched_tokens", 2048}, {"chunk_size", 512},
+      {"block_size", 16}, {"enable_prefix_caching", true}, {"preemption_mode", "recompute"},
+      {"memory_fraction", 0.9}, {"step_overhead_ms", 0.0},
+      {"router", "least-loaded"}, {"remote_prefill_min_tokens", 0},
+      {"macro_min", 2}, {"macro_max", 4}, {"padg_reject_unmeetable", false},
+      {"migrate_interval_ms", 500.0}, {"migrate_max_stages", 4},
+      {"dataset", "synthetic"}, {"dataset_file", ""}, {"input_len", "128"}, {"output_len", "128"},
+      {"length_scale", 1.0}, {"num_prompts", 200}, {"rate", "inf"}, {"burstiness", "1"},
+      {"trace_speedup", 1.0}, {"seed", 0}, {"high_priority_fraction", 0.0},
+      {"slo_ttft_ms", nullptr}, {"slo_tpot_ms", nullptr}, {"percentiles", "90,99"}};
+}
+
+struct SimulateArgs {
+  std::string config;
+  json flags = json::object();  // settings given on the command line
+  std::string sweep_rate;
+  std::string result_json;
+  std::string plot_dir;
+  std::string timeline_svg;
+  bool quiet = false;
+  bool token_times = true;
+};
+
+// Settings: defaults, then the config file, then flags. INVALID_ARGUMENT for unknown keys.
+StatusOr<json> merge_settings(const SimulateArgs& a) {
+  json s = default_settings();
+  json file = json::object();
+  if (!a.config.empty()) {
+    ECO_ASSIGN_OR_RETURN(file, load_config(a.config));
+  }
+  for (const json* layer : std::initializer_list<const json*>{&file, &a.flags}) {
+    for (auto it = layer->begin(); it != layer->end(); ++it) {
+      if (!s.contains(it.key())) return invalid_argument_error("unknown setting '{}'", it.key());
+      s[it.key()] = it.value();
+    }
+  }
+  return s;
+}
+
+template <typename T>
+StatusOr<T> get(const json& s, const char* key) {
+  try {
+    return s.at(key).get<T>();
+  } catch (const std::exception&) {
+    return invalid_argument_error("setting '{}' has the wrong type: {}", key, s.at(key).dump());
+  }
+}
+std::string str(const json& s, const char* key) {
+  const json& v = s.at(key);
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+StatusOr<sim::DeploymentSpec> deployment_from(const json& s, bool record_steps) {
+  sim::DeploymentSpec d;
+  ECO_ASSIGN_OR_RETURN(d.cluster.strategy, get<std::string>(s, "strategy"));
+  ECO_ASSIGN_OR_RETURN(d.model, get<std::string>(s, "model"));
+  ECO_ASSIGN_OR_RETURN(d.gpu, get<std::string>(s, "gpu"));
+  ECO_ASSIGN_OR_RETURN(d.cost_model, get<std::string>(s, "cost_model"));
+  ECO_ASSIGN_OR_RETURN(d.profile_dir, get<std::string>(s, "profile_dir"));
+  if (d.cost_model == "cpu-profile") {
+    ECO_ASSIGN_OR_RETURN(std::string path, get<std::string>(s, "cost_profile"));
+    if (path.empty()) return invalid_argument_error("cost_model cpu-profile needs cost_profile FILE (`ecoserve profile cost`)");
+    ECO_ASSIGN_OR_RETURN(CostProfile profile, engine::load_cost_profile(path));
+    ECO_ASSIGN_OR_RETURN(auto model, policy::ProfiledCostModel::create(std::move(profile)));
+    d.cost_model = "given";
+    d.given_cost_model = std::move(model);
+    ECO_ASSIGN_OR_RETURN(d.given_kv_blocks, get<int32_t>(s, "kv_blocks"));
+    ECO_ASSIGN_OR_RETURN(d.given_max_context, get<int32_t>(s, "max_context"));
+    ECO_ASSIGN_OR_RETURN(d.given_kv_bytes_per_token, get<int64_t>(s, "kv_bytes_per_token"));
+  }
+  ECO_ASSIGN_OR_RETURN(d.mixed.instances, get<int32_t>(s, "instances"));
+  ECO_ASSIGN_OR_RETURN(d.mixed.par.tp, get<int32_t>(s, "tp"));
+  ECO_ASSIGN_OR_RETURN(d.mixed.par.pp, get<int32_t>(s, "pp"));
+  ECO_ASSIGN_OR_RETURN(d.prefill.instances, get<int32_t>(s, "prefill_instances"));
+  ECO_ASSIGN_OR_RETURN(d.prefill.par.tp, get<int32_t>(s, "prefill_tp"));
+  ECO_ASSIGN_OR_RETURN(d.prefill.par.pp, get<int32_t>(s, "prefill_pp"));
+  ECO_ASSIGN_OR_RETURN(d.decode.instances, get<int32_t>(s, "decode_instances"));
+  ECO_ASSIGN_OR_RETURN(d.decode.par.tp, get<int32_t>(s, "decode_tp"));
+  ECO_ASSIGN_OR_RETURN(d.decode.par.pp, get<int32_t>(s, "decode_pp"));
+  ECO_ASSIGN_OR_RETURN(d.placement, get<std::string>(s, "placement"));
+  ECO_ASSIGN_OR_RETURN(d.cluster.topology.num_nodes, get<int32_t>(s, "nodes"));
+  ECO_ASSIGN_OR_RETURN(d.cluster.topology.gpus_per_node, get<int32_t>(s, "gpus_per_node"));
+  ECO_ASSIGN_OR_RETURN(d.cluster.topology.intra, get<std::string>(s, "intra"));
+  ECO_ASSIGN_OR_RETURN(d.cluster.topology.inter_node_gbps, get<double>(s, "inter_node_gbps"));
+  ECO_ASSIGN_OR_RETURN(d.core.policy, get<std::string>(s, "policy"));
+  ECO_ASSIGN_OR_RETURN(d.core.max_num_seqs, get<int32_t>(s, "max_num_seqs"));
+  ECO_ASSIGN_OR_RETURN(d.core.max_num_batched_tokens, get<int32_t>(s, "max_num_batched_tokens"));
+  ECO_ASSIGN_OR_RETURN(d.core.chunk_size, get<int32_t>(s, "chunk_size"));
+  ECO_ASSIGN_OR_RETURN(d.core.enable_prefix_caching, get<bool>(s, "enable_prefix_caching"));
+  ECO_ASSIGN_OR_RETURN(d.core.preemption_mode, get<std::string>(s, "preemption_mode"));
+  ECO_ASSIGN_OR_RETURN(d.block_size, get<int32_t>(s, "block_size"));
+  ECO_ASSIGN_OR_RETURN(d.memory_fraction, get<double>(s, "memory_fraction"));
+  if (d.cost_model != "given") {
+    ECO_ASSIGN_OR_RETURN(d.max_context, get<int32_t>(s, "max_context"));
+  }
+  ECO_ASSIGN_OR_RETURN(d.cluster.router, get<std::string>(s, "router"));
+  ECO_ASSIGN_OR_RETURN(d.cluster.dispatch.remote_prefill_min_tokens, get<int32_t>(s, "remote_prefill_min_tokens"));
+  ECO_ASSIGN_OR_RETURN(d.cluster.mitosis.macro_min, get<int32_t>(s, "macro_min"));
+  ECO_ASSIGN_OR_RETURN(d.cluster.mitosis.macro_max, get<int32_t>(s, "macro_max"));
+  ECO_ASSIGN_OR_RETURN(d.cluster.padg.reject_unmeetable, get<bool>(s, "padg_reject_unmeetable"));
+  d.cluster.padg.chunk_size = d.core.chunk_size;
+  ECO_ASSIGN_OR_RETURN(double interval_ms, get<double>(s, "migrate_interval_ms"));
+  d.cluster.migrate_interval = from_ms(interval_ms);
+  ECO_ASSIGN_OR_RETURN(d.cluster.migrate_max_stages, get<int32_t>(s, "migrate_max_stages"));
+  ECO_ASSIGN_OR_RETURN(double overhead_ms, get<double>(s, "step_overhead_ms"));
+  (void)overhead_ms;  // applied per instance below
+  ECO_ASSIGN_OR_RETURN(d.cluster.seed, get<uint64_t>(s, "seed"));
+  d.record_steps = record_steps;
+  return d;
+}
+
+StatusOr<double> positive_or_inf(const std::string& v, const char* what) {
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || end != v.c_str() + v.size() || !(x > 0)) {
+    return invalid_argument_error("{} must be a positive number or inf, got '{}'", what, v);
+  }
+  return x;
+}
+
+struct Workload {
+  std::vector<loadgen::BenchRequest> requests;
+  bool replay = false;
+};
+
+StatusOr<Workload> build_workload(const json& s) {
+  loadgen::WorkloadOptions wo;
+  ECO_ASSIGN_OR_RETURN(wo.kind, loadgen::parse_dataset_kind(str(s, "dataset")));
+  ECO_ASSIGN_OR_RETURN(wo.path, get<std::string>(s, "dataset_file"));
+  if (wo.kind != loadgen::DatasetKind::kSynthetic && wo.path.empty()) {
+    return invalid_argument_error("dataset {} needs dataset_file", str(s, "dataset"));
+  }
+  ECO_ASSIGN_OR_RETURN(wo.num_prompts, get<int64_t>(s, "num_prompts"));
+  ECO_ASSIGN_OR_RETURN(wo.length_scale, get<double>(s, "length_scale"));
+  ECO_ASSIGN_OR_RETURN(wo.seed, get<uint64_t>(s, "seed"));
+  ECO_ASSIGN_OR_RETURN(wo.high_priority_fraction, get<double>(s, "high_priority_fraction"));
+  auto in = loadgen::LengthDistribution::parse(str(s, "input_len"), loadgen::LengthSide::kInput);
+  if (!in.ok()) return in.status().with_prefix("input_len");
+  auto out = loadgen::LengthDistribution::parse(str(s, "output_len"), loadgen::LengthSide::kOutput);
+  if (!out.ok()) return out.status().with_prefix("output_len");
+  wo.input_len = *in;
+  wo.output_len = *out;
+  wo.lengths_only = true;
+  loadgen::PromptBuilder builder(nullptr);
+  Workload w;
+  ECO_ASSIGN_OR_RETURN(w.requests, loadgen::build_workload(wo, builder));
+  if (w.requests.empty()) return invalid_argument_error("the workload is empty");
+  w.replay = str(s, "rate") == "inf" && w.requests.front().timestamp_s.has_value();
+  return w;
+}
+
+StatusOr<std::vector<double>> release_times(const json& s, const Workload& w, double rate) {
+  if (w.replay) {
+    ECO_ASSIGN_OR_RETURN(double speedup, get<double>(s, "trace_speedup"));
+    if (!(speedup > 0)) return invalid_argument_error("trace_speedup must be > 0");
+    std::vector<double> t;
+    for (const auto& q : w.requests) t.push_back(q.timestamp_s.value_or(0) / speedup);
+    return t;
+  }
+  ECO_ASSIGN_OR_RETURN(double burstiness, positive_or_inf(str(s, "burstiness"), "burstiness"));
+  ECO_ASSIGN_OR_RETURN(uint64_t seed, get<uint64_t>(s, "seed"));
+  ECO_ASSIGN_OR_RETURN(auto proc, loadgen::ArrivalProcess::create({.rate = rate, .burstiness = burstiness, .seed = seed}));
+  return proc.times(w.requests.size());
+}
+
+std::vector<sim::SimRequest> sim_requests(const Workload& w, const std::vector<double>& times) {
+  std::vector<sim::SimRequest> out(w.requests.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    const loadgen::BenchRequest& b = w.requests[i];
+    sim::SimRequest& r = out[i];
+    r.arrival_s = times[i];
+    r.input_tokens = static_cast<int32_t>(std::max<int64_t>(1, b.input_tokens));
+    r.output_tokens = static_cast<int32_t>(std::max<int64_t>(1, b.output_tokens));
+    r.priority = b.priority ? static_cast<int32_t>(-*b.priority) : 0;  // vLLM: lower runs first
+    r.prefix_blocks = b.hash_ids;
+    if (b.hash_block_tokens > 0) r.prefix_block_tokens = static_cast<int32_t>(b.hash_block_tokens);
+  }
+  return out;
+}
+
+// Requests as `ecoserve bench` records them: a rejected request is an HTTP 429.
+std::vector<loadgen::RequestRecord> records_of(const sim::SimResult& r, const Workload& w) {
+  std::vector<loadgen::RequestRecord> out(r.requests.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    const sim::SimRequestResult& q = r.requests[i];
+    loadgen::RequestRecord& rec = out[i];
+    rec.index = static_cast<int64_t>(i);
+    rec.scheduled_s = rec.sent_s = q.arrival_s;
+    rec.first_token_s = q.first_token_s;
+    rec.end_s = q.end_s;
+    rec.chunk_s = q.token_s;
+    rec.input_tokens = q.input_tokens;
+    rec.output_tokens = q.output_tokens;
+    rec.expected_output_tokens = w.requests[i].output_tokens;
+    rec.input_tokens_from_usage = rec.output_tokens_from_usage = true;
+    rec.success = q.success;
+    rec.priority_class = w.requests[i].priority_class;
+    rec.priority = w.requests[i].priority;
+    rec.long_request = w.requests[i].long_request;
+    if (q.success) {
+      rec.http_status = 200;
+    } else if (q.finish_reason == "rejected") {
+      rec.error = loadgen::ErrorKind::kHttpStatus;
+      rec.http_status = 429;
+      rec.error_message = q.error;
+    } else {
+      rec.error = loadgen::ErrorKind::kStreamError;
+      rec.error_message = q.error.empty() ? q.finish_reason : q.error;
+    }
+  }
+  return out;
+}
+
+json timeline_json(const sim::SimResult& r) {
+  const double end = r.duration_s;
+  json lanes = json::array();
+  for (const sim::SimInstanceReport& inst : r.instances) {
+    json steps = json::array();
+    for (const instance::StepRecord& s : inst.steps) {
+      steps.push_back(json::array({seconds_since_epoch(s.start) - end, s.seconds, s.num_prefill_tokens,
+                                   s.num_decode_tokens, s.num_prefill_seqs, s.num_decode_seqs, s.phase}));
+    }
+    lanes.push_back({{"name", inst.name}, {"role", inst.role}, {"steps", steps}});
+  }
+  json migrations = json::array();
+  for (const sim::SimMigration& m : r.migrations) {
+    migrations.push_back({{"request", m.request},
+                          {"from", r.instances[static_cast<size_t>(m.from)].name},
+                          {"to", r.instances[static_cast<size_t>(m.to)].name},
+                          {"reason", m.reason},
+                          {"outcome", m.outcome},
+                          {"start_s", m.started_s - end},
+                          {"stop_s", nullptr},
+                          {"end_s", m.finished_s - end},
+                          {"stages", m.stages},
+                          {"bytes", m.bytes},
+                          {"downtime_s", m.downtime_s}});
+  }
+  return json{{"seconds", std::max(end, 1e-9)},
+              {"columns", {"start_s", "duration_s", "prefill_tokens", "decode_tokens", "prefill_seqs", "decode_seqs", "phase"}},
+              {"instances", lanes},
+              {"migrations", migrations}};
+}
+
+json stats_json(const sim::SimResult& r) {
+  const sim::SimStats& s = r.stats;
+  json inst = json::array();
+  for (const sim::SimInstanceReport& i : r.instances) {
+    inst.push_back({{"name", i.name}, {"role", i.role}, {"steps", i.counters.steps},
+                    {"busy_s", i.counters.busy_seconds},
+                    {"utilization", r.duration_s > 0 ? i.counters.busy_seconds / r.duration_s : 0.0},
+                    {"prefill_tokens", i.counters.prefill_tokens}, {"decode_tokens", i.counters.decode_tokens},
+                    {"kv_blocks", i.total_blocks}, {"free_blocks_at_end", i.free_blocks_at_end}});
+  }
+  return json{{"completed", s.completed}, {"failed", s.failed}, {"rejected", s.rejected},
+              {"kv_transfers", s.kv_transfers}, {"kv_transfer_bytes", s.kv_transfer_bytes},
+              {"kv_transfer_seconds", s.kv_transfer_seconds}, {"local_prefills", s.local_prefills},
+              {"migrations_started", s.migrations_started}, {"migrations_completed", s.migrations_completed},
+              {"migrated_bytes", s.migrated_bytes}, {"network_bytes_sent", s.network_bytes_sent},
+              {"network_bytes_delivered", s.network_bytes_delivered}, {"preemptions", s.preemptions},
+              {"events", s.events}, {"layout", s.layout}, {"simulated_s", r.duration_s}, {"instances", inst}};
+}
+
+class ProgressBar {
+ public:
+  ProgressBar(std::FILE* out, std::string label) : out_(out), label_(std::move(label)) {}
+  void operator()(int64_t done, int64_t total) {
+    if (!out_ || total <= 0) return;
+    const int64_t percent = 100 * done / total;
+    if (percent == last_percent_) return;  // at most 101 redraws
+    last_percent_ = percent;
+    const int width = 30;
+    const int filled = static_cast<int>(width * done / total);
+    std::fprintf(out_, "\r%s [%s%s] %lld/%lld", label_.c_str(), std::string(static_cast<size_t>(filled), '#').c_str(),
+                 std::string(static_cast<size_t>(width - filled), '.').c_str(), static_cast<long long>(done),
+                 static_cast<long long>(total));
+    if (done == total) std::fputc('\n', out_);
+    std::fflush(out_);
+  }
+
+ private:
+  std::FILE* out_;
+  std::string label_;
+  int64_t last_percent_ = -1;
+};
+
+Status write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out) return permission_denied_error("cannot write '{}'", path);
+  out << text;
+  return out ? ok_status() : data_loss_error("write to '{}' failed", path);
+}
+
+StatusOr<std::vector<double>> parse_list(const std::string& s, const char* what) {
+  std::vector<double> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) {
+    if (item.empty()) continue;
+    ECO_ASSIGN_OR_RETURN(double v, positive_or_inf(item, what));
+    out.push_back(v);
+  }
+  if (out.empty()) return invalid_argument_error("{} is empty", what);
+  return out;
+}
+
+int run_simulate(const SimulateArgs& a) {
+  auto fail = [](const Status& s) {
+    std::fprintf(stderr, "ecoserve simulate: %s\n", s.message().c_str());
+    return 1;
+  };
+  auto settings = merge_settings(a);
+  if (!settings.ok()) return fail(settings.status());
+  const json& s = *settings;
+  auto spec = deployment_from(s, !a.timeline_svg.empty() || !a.result_json.empty());
+  if (!spec.ok()) return fail(spec.status());
+  auto options = sim::build_cluster(*spec);
+  if (!options.ok()) return fail(options.status());
+  if (double ms = s.at("step_overhead_ms").get<double>(); ms > 0) {
+    for (auto& inst : options->instances) inst.options.executor.step_overhead_seconds = ms / 1000.0;
+  }
+  options->keep_token_times = a.token_times;
+  auto workload = build_workload(s);
+  if (!workload.ok()) return fail(workload.status());
+  auto percentiles = parse_list(str(s, "percentiles"), "percentiles");
+  if (!percentiles.ok()) return fail(percentiles.status());
+  loadgen::SloOptions slo;
+  if (!s.at("slo_ttft_ms").is_null()) slo.ttft_ms = s.at("slo_ttft_ms").get<double>();
+  if (!s.at("slo_tpot_ms").is_null()) slo.tpot_ms = s.at("slo_tpot_ms").get<double>();
+  std::vector<double> pct;
+  for (double p : *percentiles) if (p != 50 && p <= 100) pct.push_back(p);
+  loadgen::MetricsOptions mo{.percentiles = pct, .slo = slo, .by_priority = false, .by_length = false};
+  const std::string layout =
+      options->strategy == "fudg"
+          ? fmt::format("{} prefill (tp{} pp{}) + {} decode (tp{} pp{})", spec->prefill.instances,
+                        spec->prefill.par.tp, spec->prefill.par.pp, spec->decode.instances, spec->decode.par.tp,
+                        spec->decode.par.pp)
+          : fmt::format("{} x tp{} pp{}", spec->mixed.instances, spec->mixed.par.tp, spec->mixed.par.pp);
+  if (!a.quiet) {
+    std::fprintf(stderr, "simulating %s on %s: %s, %s, cost model %s, %zu instances, %zu requests\n",
+                 options->strategy.c_str(), spec->gpu.c_str(), spec->model.c_str(), layout.c_str(),
+                 options->instances[0].cost_model->name().data(), options->instances.size(),
+                 workload->requests.size());
+  }
+  auto run_once = [&](double rate, const std::string& label) -> StatusOr<std::pair<sim::SimResult, double>> {
+    ECO_ASSIGN_OR_RETURN(auto times, release_times(s, *workload, rate));
+    const std::vector<sim::SimRequest> reqs = sim_requests(*workload, times);
+    ECO_ASSIGN_OR_RETURN(auto cluster, sim::SimCluster::create(*options));
+    ProgressBar bar(a.quiet ? nullptr : stderr, label);
+    const auto t0 = std::chrono::steady_clock::now();
+    ECO_ASSIGN_OR_RETURN(sim::SimResult result, cluster->run(reqs, std::ref(bar)));
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return std::make_pair(std::move(result), wall);
+  };
+
+  json config = s;
+  config["layout"] = layout;
+  config["num_prompts"] = workload->requests.size();
+  config["trace_replay"] = workload->replay;
+  config["simulated"] = true;
+  std::optional<loadgen::GoodputSearchResult> sweep;
+  std::optional<std::pair<sim::SimResult, double>> final_run;
+  if (!a.sweep_rate.empty()) {
+    auto rates = parse_list(a.sweep_rate, "--sweep-rate");
+    if (!rates.ok()) return fail(rates.status());
+    if (!slo.enabled()) return fail(invalid_argument_error("--sweep-rate needs slo_ttft_ms and/or slo_tpot_ms"));
+    sweep.emplace();
+    std::printf("%-12s %-12s %-12s %s\n", "rate", "attainment", "goodput", "P(first) TTFT / TPOT (ms)");
+    for (double rate : *rates) {
+      auto r = run_once(rate, fmt::format("rate {:g}", rate));
+      if (!r.ok()) return fail(r.status());
+      const auto records = records_of(r->first, *workload);
+      const auto m = loadgen::compute_metrics(records, r->first.duration_s, mo);
+      loadgen::GoodputProbe p{.rate = rate, .attainment = m.attainment, .goodput = m.goodput, .pass = false};
+      sweep->probes.push_back(p);
+      std::printf("%-12g %-12.3f %-12.3f %.1f / %.1f\n", rate, m.attainment, m.goodput,
+                  m.ttft_ms.percentiles.empty() ? m.ttft_ms.median : m.ttft_ms.percentiles.front().second,
+                  m.tpot_ms.percentiles.empty() ? m.tpot_ms.median : m.tpot_ms.percentiles.front().second);
+      final_run = std::move(*r);
+    }
+  } else {
+    auto rate = positive_or_inf(str(s, "rate"), "rate");
+    if (!rate.ok()) return fail(rate.status());
+    auto r = run_once(*rate, "simulate");
+    if (!r.ok()) return fail(r.status());
+    final_run = std::move(*r);
+  }
+  const sim::SimResult& result = final_run->first;
+  const auto records = records_of(result, *workload);
+  const auto metrics = loadgen::compute_metrics(records, result.duration_s, mo);
+  loadgen::ReportInfo info{.max_concurrency = 0, .token_counts_exact = true, .percentiles = pct, .slo = slo};
+  std::printf("%s", loadgen::format_report(metrics, info).c_str());
+  const sim::SimStats& st = result.stats;
+  std::printf("%-40s%-10lld\n", "Simulated events:", static_cast<long long>(st.events));
+  std::printf("%-40s%-10.2f\n", "Simulator wall time (s):", final_run->second);
+  if (st.kv_transfers > 0) {
+    std::printf("%-40s%-10lld\n", "KV transfers:", static_cast<long long>(st.kv_transfers));
+    std::printf("%-40s%-10.1f\n", "KV transferred (MB):", st.kv_transfer_bytes / 1e6);
+  }
+  if (st.migrations_started > 0) {
+    std::printf("%-40s%lld / %lld\n", "Migrations completed / started:", static_cast<long long>(st.migrations_completed),
+                static_cast<long long>(st.migrations_started));
+  }
+  std::printf("%-40s%-10lld\n", "Preemptions:", static_cast<long long>(st.preemptions));
+  std::printf("==================================================\n");
+  const loadgen::RunVerdict verdict = loadgen::judge_run(metrics.completed, metrics.failed, 1.0);
+  if (!a.result_json.empty()) {
+    json j = loadgen::result_json(config, metrics, records, sweep);
+    j["simulation"] = stats_json(result);
+    j["timeline"] = timeline_json(result);
+    j["exit_code"] = verdict.exit_code;
+    if (Status w = write_text(a.result_json, j.dump(2, ' ', false, json::error_handler_t::replace)); !w.ok()) {
+      return fail(w);
+    }
+  }
+  if (!a.plot_dir.empty()) {
+    if (Status w = loadgen::write_plots(a.plot_dir, records, sweep, 0.9); !w.ok()) return fail(w);
+  }
+  if (!a.timeline_svg.empty()) {
+    auto svg = loadgen::render_timeline_svg(
+        timeline_json(result),
+        fmt::format("ecoserve simulate: {} {} on {} ({})", options->strategy, spec->model, spec->gpu, layout));
+    if (!svg.ok()) return fail(svg.status());
+    if (Status w = write_text(a.timeline_svg, *svg); !w.ok()) return fail(w);
+  }
+  if (verdict.exit_code != 0) std::fprintf(stderr, "ecoserve simulate: FAILED: %s\n", verdict.reason.c_str());
+  return verdict.exit_code;
+}
+
+}  // namespace
+
+void add_simulate_command(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<SimulateArgs>();
+  auto* cmd = app.add_subcommand(
+      "simulate",
+      "Simulate a strategy (nodg, fudg, padg, llumnix) on a GPU or CPU cluster: the live scheduling code with a\n"
+      "cost model in place of the engine. Prints the report of `ecoserve bench`; settings from --config\n"
+      "(YAML or JSON, keys as the flags with '_') and flags (flags win). `simulate cost` is the step-time calculator.");
+  cmd->add_option("--config", a->config, "YAML or JSON file of settings (keys: the flag names with '_' for '-')");
+  // Each setting: a flag whose value lands in a->flags under its key.
+  struct Flag {
+    const char* key;
+    const char* help;
+    enum Kind { kString, kInt, kDouble, kBool } kind;
+  };
+  static const Flag kFlags[] = {
+      {"strategy", "nodg | fudg | padg | llumnix", Flag::kString},
+      {"model", "model preset (ecoserve simulate cost --help lists them), e.g. llama-2-13b", Flag::kString},
+      {"gpu", "GPU preset: a100-80gb, a800, h100-sxm, h200, l20, l40s", Flag::kString},
+      {"cost_model", "roofline | h100-profile | cpu-profile (with --cost-profile, --kv-blocks, --max-context)", Flag::kString},
+      {"profile_dir", "the H100 operator profile (h100-profile)", Flag::kString},
+      {"cost_profile", "cpu-profile: the JSON of `ecoserve profile cost`", Flag::kString},
+      {"kv_blocks", "cpu-profile: KV blocks per instance (as the live server has)", Flag::kInt},
+      {"max_context", "context per sequence (0: the model's)", Flag::kInt},
+      {"kv_bytes_per_token", "cpu-profile: KV bytes of one token (what transfers move)", Flag::kInt},
+      {"instances", "instances (nodg, padg, llumnix)", Flag::kInt},
+      {"tp", "tensor parallelism per instance", Flag::kInt},
+      {"pp", "pipeline stages per instance", Flag::kInt},
+      {"prefill_instances", "fudg: prefill instances", Flag::kInt},
+      {"prefill_tp", "fudg: prefill tensor parallelism", Flag::kInt},
+      {"prefill_pp", "fudg: prefill pipeline stages", Flag::kInt},
+      {"decode_instances", "fudg: decode instances", Flag::kInt},
+      {"decode_tp", "fudg: decode tensor parallelism", Flag::kInt},
+      {"decode_pp", "fudg: decode pipeline stages", Flag::kInt},
+      {"placement", "packed (roles in order) | paired (prefill and decode share nodes)", Flag::kString},
+      {"nodes", "nodes (0: as many as the instances need)", Flag::kInt},
+      {"gpus_per_node", "GPUs per node", Flag::kInt},
+      {"intra", "intra-node link: nvlink | pcie", Flag::kString},
+      {"inter_node_gbps", "inter-node link per node (Gb/s): 10, 25, 100, 200, 400", Flag::kDouble},
+      {"policy", "nodg/llumnix instance policy: chunked | prefill-first", Flag::kString},
+      {"max_num_seqs", "sequences per step at most", Flag::kInt},
+      {"max_num_batched_tokens", "tokens per step at most", Flag::kInt},
+      {"chunk_size", "prefill chunk (tokens)", Flag::kInt},
+      {"block_size", "tokens per KV block", Flag::kInt},
+      {"enable_prefix_caching", "prefix caching on instances", Flag::kBool},
+      {"preemption_mode", "recompute | swap", Flag::kString},
+      {"memory_fraction", "share of GPU memory for weights + KV", Flag::kDouble},
+      {"step_overhead_ms", "added to every step (scheduler and launch time)", Flag::kDouble},
+      {"router", "nodg: round-robin | least-loaded | cache-aware; llumnix: freeness", Flag::kString},
+      {"remote_prefill_min_tokens", "fudg: shorter prompts prefill on their decode instance", Flag::kInt},
+      {"macro_min", "padg: N_l, fewest instances of a macro instance", Flag::kInt},
+      {"macro_max", "padg: N_u, most instances of a macro instance", Flag::kInt},
+      {"padg_reject_unmeetable", "padg: reject requests whose TTFT SLO cannot be met", Flag::kBool},
+      {"migrate_interval_ms", "llumnix: how often the migration planner runs", Flag::kDouble},
+      {"migrate_max_stages", "llumnix: copy stages before the stop-and-copy at most", Flag::kInt},
+      {"dataset", "synthetic | sharegpt | azure | mooncake (with --dataset-file)", Flag::kString},
+      {"dataset_file", "the dataset or trace file", Flag::kString},
+      {"input_len", "input lengths: N, uniform:LO:HI, lognormal:MEAN:MEDIAN, alpaca, sharegpt, longbench", Flag::kString},
+      {"output_len", "output lengths, same forms", Flag::kString},
+      {"length_scale", "multiply generated lengths by this", Flag::kDouble},
+      {"num_prompts", "requests (file datasets: 0 = all)", Flag::kInt},
+      {"rate", "request rate (req/s) or inf; traces replay their timestamps unless given", Flag::kString},
+      {"burstiness", "gamma shape of inter-arrivals: 1 = Poisson", Flag::kString},
+      {"trace_speedup", "divide trace timestamps by this", Flag::kDouble},
+      {"seed", "workload and sampler seed", Flag::kInt},
+      {"high_priority_fraction", "share of requests with high priority", Flag::kDouble},
+      {"slo_ttft_ms", "TTFT SLO (ms) for attainment and goodput", Flag::kDouble},
+      {"slo_tpot_ms", "TPOT SLO (ms) for attainment and goodput", Flag::kDouble},
+      {"percentiles", "percentiles to report besides the median, e.g. 90,99", Flag::kString},
+  };
+  for (const Flag& f : kFlags) {
+    std::string name = std::string("--") + f.key;
+    std::replace(name.begin(), name.end(), '_', '-');
+    const std::string key = f.key;
+    const std::string help = fmt::format("{} (default {})", f.help, default_settings().at(key).dump());
+    switch (f.kind) {
+      case Flag::kString:
+        cmd->add_option_function<std::string>(name, [a, key](const std::string& v) { a->flags[key] = v; }, help);
+        break;
+      case Flag::kInt:
+        cmd->add_option_function<int64_t>(name, [a, key](const int64_t& v) { a->flags[key] = v; }, help);
+        break;
+      case Flag::kDouble:
+        cmd->add_option_function<double>(name, [a, key](const double& v) { a->flags[key] = v; }, help);
+        break;
+      case Flag::kBool:
+        cmd->add_option_function<bool>(name, [a, key](const bool& v) { a->flags[key] = v; }, help);
+        break;
+    }
+  }
+  cmd->add_option("--sweep-rate", a->sweep_rate,
+                  "comma-separated rates (req/s): simulate each and print attainment and goodput per rate "
+                  "(attainment_vs_rate.svg with --plot-dir); the last rate's run is reported");
+  cmd->add_option("--result-json", a->result_json, "write the report, every request and the timeline as JSON");
+  cmd->add_option("--plot-dir", a->plot_dir, "write the CDF and throughput SVG plots of `ecoserve bench` here");
+  cmd->add_option("--timeline-svg", a->timeline_svg, "draw every instance's steps (and migrations) to this SVG");
+  cmd->add_flag("--no-token-times", [a](int64_t) { a->token_times = false; },
+                "do not keep every token's time (saves memory on huge runs; ITL is then not reported)");
+  cmd->add_flag("--quiet", a->quiet, "no progress bar");
+  add_simulate_cost_subcommand(cmd, exit_code);
+  cmd->callback([a, cmd, &exit_code] {
+    if (!cmd->get_subcommands().empty()) return;  // `simulate cost` ran
+    exit_code = run_simulate(*a);
+  });
+}
+
+}  // namespace ecoserve::apps

@@ -1,0 +1,239 @@
+// SimCluster: a serving cluster in simulated time, running the live cluster
+// policies over SimInstances (the live InstanceCore with a cost-model executor):
+//
+//   nodg     policy::RouterPolicy (round-robin, least-loaded, cache-aware, freeness)
+//   fudg     policy::pd_dispatch; the prompt's KV moves from the prefill instance
+//            to the decode instance over the SimNetwork after the first token
+//   padg     policy::PadgRouter (EcoServe Algorithms 1-2) over macro instances laid
+//            out by the mitosis rules (policy::plan_add), instances on the temporal policy
+//   llumnix  policy::FreenessRouter for new requests, policy::MigrationPlanner every
+//            migrate_interval, live migration in stages (policy::migration_stage_is_last)
+//            whose KV copies cross the SimNetwork while the request keeps decoding
+//
+// The ClusterView is built the way cluster::Router builds it: the router's own
+// accounting (policy::LoadAccount, updated on every token event) plus each
+// instance's free blocks and phase. Requests arrive at their times (one pending
+// arrival event at a time, so the simulator holds only the live requests); each
+// request's token ids are generated from its id (or from its prefix block ids, so
+// shared prefixes hit the prefix cache).
+//
+// Times: every request's arrival, first token and end (and, with
+// keep_token_times, every token) in seconds from the start of the run.
+// Deterministic: the same options and requests give the same result, bit for bit.
+// Owns its instances, runtime and network. Single-threaded.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/instance_types.h"
+#include "policy/cluster_view.h"
+#include "policy/cost_model.h"
+#include "policy/freeness_router.h"
+#include "policy/load_account.h"
+#include "policy/migration_planner.h"
+#include "policy/mitosis_scaler.h"
+#include "policy/padg_router.h"
+#include "policy/pd_dispatch.h"
+#include "policy/prefix_index.h"
+#include "policy/router_policy.h"
+#include "sim/sim_instance.h"
+#include "sim/sim_network.h"
+#include "sim/sim_runtime.h"
+#include "sim/topology.h"
+
+namespace ecoserve::sim {
+
+// One request of a simulated workload.
+struct SimRequest {
+  double arrival_s = 0.0;
+  int32_t input_tokens = 0;
+  int32_t output_tokens = 0;  // max_tokens; generation never stops earlier (ignore_eos)
+  int32_t priority = 0;       // higher runs first (vLLM's "priority" negated, as the server does)
+  double slo_ttft_s = 0.0;    // 0: none (padg uses its defaults)
+  double slo_tpot_s = 0.0;
+  // Shared prefixes (Mooncake's hash_ids): block i of the prompt (prefix_block_tokens
+  // tokens) has the token ids of block id prefix_blocks[i]; positions after them are
+  // the request's own.
+  std::vector<int64_t> prefix_blocks;
+  int32_t prefix_block_tokens = 512;
+};
+
+struct SimRequestResult {
+  double arrival_s = 0.0;
+  double first_token_s = -1.0;
+  double end_s = -1.0;
+  int32_t input_tokens = 0;
+  int32_t output_tokens = 0;  // generated
+  int32_t cached_prompt_tokens = 0;
+  bool success = false;
+  std::string finish_reason;  // "length", "stop", "error", "rejected"
+  std::string error;          // why it failed or was rejected
+  int32_t instance = -1;      // where it ended
+  int32_t migrations = 0;     // completed live migrations
+  std::vector<double> token_s;  // every token's time (keep_token_times)
+};
+
+struct SimInstanceSpec {
+  policy::InstanceRole role = policy::InstanceRole::kMixed;
+  SimInstanceOptions options;  // core.policy must fit the role (prefill-only / decode-only / mixed)
+  std::shared_ptr<const policy::CostModel> cost_model;
+  std::vector<GpuId> gpus;  // the GPUs it runs on (its TP x PP shards); KV moves shard to shard
+};
+
+struct SimClusterOptions {
+  std::string strategy = "nodg";        // nodg | fudg | padg | llumnix
+  std::string router = "least-loaded";  // nodg: policy::make_router_policy; llumnix: "freeness" when empty
+  policy::RouterOptions router_policy;
+  policy::PdDispatchOptions dispatch;
+  policy::PadgRouterOptions padg;
+  policy::MitosisOptions mitosis;
+  std::shared_ptr<const policy::CostModel> padg_cost_model;  // padg's predictions (default: instance 0's)
+  policy::MigrationPlannerOptions migration;
+  Duration migrate_interval = std::chrono::milliseconds(500);
+  int32_t migrate_max_stages = 4;
+  int32_t migrate_last_stage_tokens = 0;  // 0 = one block
+  std::vector<SimInstanceSpec> instances;
+  int64_t kv_bytes_per_token = 0;  // bytes a token's KV takes (all layers): what transfers move
+  TopologyOptions topology;
+  bool keep_token_times = false;
+  uint64_t seed = 0;
+  // The run stops (requests still running fail with "error") at this simulated time.
+  Duration max_time = std::chrono::hours(24 * 30);
+};
+
+struct SimMigration {
+  int64_t request = 0;  // workload index
+  int32_t from = -1, to = -1;
+  double started_s = 0.0, finished_s = 0.0;
+  double downtime_s = 0.0;
+  int32_t stages = 0;
+  int64_t bytes = 0;
+  std::string reason, outcome;  // outcome: "completed" or why it aborted
+};
+
+struct SimStats {
+  int64_t completed = 0, failed = 0, rejected = 0;
+  int64_t kv_transfers = 0;        // fudg hand-offs
+  int64_t kv_transfer_bytes = 0;
+  double kv_transfer_seconds = 0.0;  // summed over hand-offs (network time)
+  int64_t local_prefills = 0;        // fudg: prefilled on the decode instance
+  int64_t migrations_started = 0, migrations_completed = 0;
+  int64_t migrated_bytes = 0;
+  int64_t network_bytes_sent = 0, network_bytes_delivered = 0;
+  int64_t preemptions = 0;
+  int64_t events = 0;
+  int32_t layout_changes = 0;
+  std::string layout;  // padg: "m0{i0 i1} m1{i2 i3}"
+};
+
+struct SimInstanceReport {
+  std::string name;
+  std::string role;
+  SimInstanceCounters counters;
+  int32_t free_blocks_at_end = 0;
+  int32_t total_blocks = 0;
+  std::vector<instance::StepRecord> steps;  // with SimInstanceOptions::record_steps
+};
+
+struct SimResult {
+  std::vector<SimRequestResult> requests;  // in workload order
+  std::vector<SimMigration> migrations;
+  std::vector<SimInstanceReport> instances;
+  SimStats stats;
+  double duration_s = 0.0;  // the last event's time
+};
+
+class SimCluster {
+ public:
+  using Progress = std::function<void(int64_t done, int64_t total)>;
+
+  // INVALID_ARGUMENT for an unknown strategy or router, no instances, roles that
+  // do not fit the strategy (fudg needs prefill and decode instances), invalid
+  // policy options or topology, or a GPU outside the topology.
+  static StatusOr<std::unique_ptr<SimCluster>> create(SimClusterOptions options);
+  ~SimCluster();
+
+  // Runs the workload (arrivals in non-decreasing order) to the end. Call once.
+  // INVALID_ARGUMENT for unsorted arrivals or a request that can never fit.
+  StatusOr<SimResult> run(std::span<const SimRequest> requests, const Progress& progress = {});
+
+ private:
+  // A request in flight (the live Router's InFlight).
+  struct Flight {
+    size_t member = 0;         // the instance that holds it now
+    size_t decode_member = 0;  // fudg: where it decodes
+    bool remote = false;       // fudg: prefilled on another instance than it decodes on
+    bool in_decode = false;    // fudg: its KV reached the decode instance
+    int32_t prompt_tokens = 0;
+    int32_t generated = 0;
+    int32_t max_tokens = 0;
+    int32_t priority = 0;
+    double predicted_prefill_seconds = 0.0;  // padg
+    double uncalibrated_ttft_seconds = 0.0;  // padg
+    TimePoint routed_at{};
+    double slo_tpot_seconds = 0.0;
+    double first_token_seconds = 0.0;
+    std::vector<int32_t> output_tokens;  // fudg: sampled on the prefill instance
+    bool migrating = false;              // llumnix
+  };
+  struct Migration {
+    size_t source = 0, destination = 0;
+    int32_t loaded = 0;  // positions copied so far
+    TimePoint stopped{};
+    SimMigration record;
+  };
+  explicit SimCluster(SimClusterOptions options);
+  Status init();
+
+  void arrive(size_t index);
+  void dispatch(size_t index);
+  void on_event(InstanceId from, const instance::TokenEvent& ev);
+  void finish(size_t index, const instance::TokenEvent& ev);
+  void reject(size_t index, const std::string& finish_reason, const std::string& error);
+  void account(const Flight& f, int sign);
+  void build_view(bool with_requests);
+  instance::GenerationRequest make_request(size_t index) const;
+  // fudg: request `index`'s prefill is done on its prefill instance.
+  void hand_off(size_t index);
+  // KV of `bytes` from instance `from` to `to`, shard to shard over the network.
+  void transfer(size_t from, size_t to, int64_t bytes, std::function<void()> done);
+  // llumnix
+  void plan_migrations();
+  Status start_migration(size_t index, size_t destination, const std::string& reason);
+  void migration_stage(size_t index);
+  void end_migration(size_t index, const std::string& outcome);
+
+  SimClusterOptions options_;
+  SimRuntime runtime_;
+  std::unique_ptr<SimNetwork> network_;
+  std::unique_ptr<Topology> topology_;
+  std::vector<std::unique_ptr<SimInstance>> instances_;
+  std::vector<policy::LoadAccount> loads_;
+  std::unique_ptr<policy::RouterPolicy> router_;
+  policy::PadgRouter* padg_ = nullptr;
+  policy::MacroLayout layout_;
+  std::optional<policy::MigrationPlanner> planner_;
+  policy::ClusterView view_;
+  std::vector<kv::BlockHash> hashes_;
+  // fudg: which prompt blocks each decode instance probably caches (as the live router keeps it).
+  policy::PrefixIndex decode_index_;
+  int32_t block_size_ = 16;
+
+  std::span<const SimRequest> requests_;
+  SimResult result_;
+  // Live requests and migrations by workload index (a request's id is index + 1).
+  std::unordered_map<size_t, Flight> flights_;
+  std::unordered_map<size_t, Migration> migrations_;
+  int64_t done_ = 0;
+  Progress progress_;
+  int64_t progress_every_ = 1;
+};
+
+}  // namespace ecoserve::sim

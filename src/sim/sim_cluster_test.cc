@@ -1,0 +1,223 @@
+#include "sim/sim_cluster.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+namespace ecoserve::sim {
+namespace {
+
+// 10 ms per step + 0.1 ms per prefill token + 1 ms per decode sequence.
+std::shared_ptr<const policy::CostModel> constant_cost() {
+  return std::make_shared<ConstantCostModel>(0.010, 0.0001, 0.001);
+}
+
+SimInstanceSpec mixed_instance(int32_t gpu, const std::string& policy = "chunked", int32_t blocks = 256) {
+  SimInstanceSpec s;
+  s.role = policy::InstanceRole::kMixed;
+  s.options.core.policy = policy;
+  s.options.core.max_num_seqs = 64;
+  s.options.core.max_num_batched_tokens = 512;
+  s.options.core.chunk_size = 512;
+  s.options.executor.block_size = 16;
+  s.options.executor.num_kv_blocks = blocks;
+  s.options.executor.max_context = 2048;
+  s.options.record_steps = true;
+  s.cost_model = constant_cost();
+  s.gpus = {GpuId(gpu)};
+  return s;
+}
+
+SimClusterOptions one_node(int32_t gpus) {
+  SimClusterOptions o;
+  o.topology.num_nodes = 1;
+  o.topology.gpus_per_node = gpus;
+  o.topology.intra = "pcie";
+  o.topology.intra_bytes_per_s = 1e6;
+  o.topology.intra_latency = Duration::zero();
+  o.kv_bytes_per_token = 1000;
+  o.keep_token_times = true;
+  return o;
+}
+
+SimRequest req(double at, int32_t in, int32_t out) {
+  SimRequest r;
+  r.arrival_s = at;
+  r.input_tokens = in;
+  r.output_tokens = out;
+  return r;
+}
+
+SimResult run(SimClusterOptions o, const std::vector<SimRequest>& reqs) {
+  auto c = SimCluster::create(std::move(o));
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  auto r = (*c)->run(reqs);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return std::move(r).value();
+}
+
+TEST(SimClusterGolden, OneInstanceTwoRequestsExactTimes) {
+  SimClusterOptions o = one_node(1);
+  o.instances = {mixed_instance(0)};
+  // t=0      step 1: prefill A (100 tokens)            10 + 10 ms      -> A's first token at 0.020
+  // t=0.020  step 2: decode A + prefill B (50 tokens)  10 + 1 + 5 ms   -> A 2nd, B first at 0.036
+  // t=0.036  step 3: decode A + decode B               10 + 2 ms       -> A 3rd (done), B 2nd (done) at 0.048
+  SimResult r = run(o, {req(0.0, 100, 3), req(0.005, 50, 2)});
+  ASSERT_EQ(r.requests.size(), 2u);
+  const SimRequestResult& a = r.requests[0];
+  const SimRequestResult& b = r.requests[1];
+  ASSERT_TRUE(a.success);
+  ASSERT_TRUE(b.success);
+  EXPECT_EQ(a.finish_reason, "length");
+  EXPECT_NEAR(a.first_token_s, 0.020, 1e-9);
+  ASSERT_EQ(a.token_s.size(), 3u);
+  EXPECT_NEAR(a.token_s[1], 0.036, 1e-9);
+  EXPECT_NEAR(a.end_s, 0.048, 1e-9);
+  EXPECT_NEAR(b.first_token_s - b.arrival_s, 0.031, 1e-9);  // TTFT
+  EXPECT_NEAR(b.end_s, 0.048, 1e-9);
+  EXPECT_NEAR((a.end_s - a.first_token_s) / 2, 0.014, 1e-9);  // TPOT
+  EXPECT_NEAR(b.end_s - b.first_token_s, 0.012, 1e-9);
+  ASSERT_EQ(r.instances.size(), 1u);
+  EXPECT_EQ(r.instances[0].counters.steps, 3);
+  EXPECT_EQ(r.instances[0].free_blocks_at_end, r.instances[0].total_blocks);
+  EXPECT_EQ(r.stats.completed, 2);
+}
+
+TEST(SimClusterGolden, PrefillFirstRunsTheNewPromptAlone) {
+  SimClusterOptions o = one_node(1);
+  o.instances = {mixed_instance(0, "prefill-first")};
+  // t=0      prefill A                    20 ms -> 0.020
+  // t=0.020  prefill B alone (prefill-first)  15 ms -> B first at 0.035 (A waits)
+  // t=0.035  decode A + B                 12 ms -> 0.047 (A 2nd, B 2nd: B done)
+  // t=0.047  decode A                     11 ms -> 0.058 (A done)
+  SimResult r = run(o, {req(0.0, 100, 3), req(0.005, 50, 2)});
+  EXPECT_NEAR(r.requests[1].first_token_s, 0.035, 1e-9);
+  EXPECT_NEAR(r.requests[1].end_s, 0.047, 1e-9);
+  EXPECT_NEAR(r.requests[0].end_s, 0.058, 1e-9);
+}
+
+TEST(SimClusterGolden, FudgHandOffExactTimeline) {
+  SimClusterOptions o = one_node(2);
+  o.strategy = "fudg";
+  SimInstanceSpec p = mixed_instance(0, "prefill-only");
+  p.role = policy::InstanceRole::kPrefill;
+  SimInstanceSpec d = mixed_instance(1, "decode-only");
+  d.role = policy::InstanceRole::kDecode;
+  o.instances = {p, d};
+  // t=0      prefill on i0: 100 tokens, 20 ms           -> first token at 0.020
+  // KV: 100 tokens x 1000 B over GPU0 up + GPU1 down at 1 MB/s: 0.1 s -> at 0.120
+  // t=0.120  decode on i1: 11 ms per step              -> 0.131, 0.142
+  SimResult r = run(o, {req(0.0, 100, 3)});
+  const SimRequestResult& a = r.requests[0];
+  ASSERT_TRUE(a.success) << a.error;
+  ASSERT_EQ(a.token_s.size(), 3u);
+  EXPECT_NEAR(a.token_s[0], 0.020, 1e-9);
+  EXPECT_NEAR(a.token_s[1], 0.131, 1e-9);
+  EXPECT_NEAR(a.token_s[2], 0.142, 1e-9);
+  EXPECT_EQ(a.instance, 1);
+  EXPECT_EQ(r.stats.kv_transfers, 1);
+  EXPECT_EQ(r.stats.kv_transfer_bytes, 100000);
+  EXPECT_EQ(r.stats.network_bytes_sent, r.stats.network_bytes_delivered);
+  EXPECT_NEAR(r.stats.kv_transfer_seconds, 0.1, 1e-9);
+  for (const auto& inst : r.instances) EXPECT_EQ(inst.free_blocks_at_end, inst.total_blocks) << inst.name;
+}
+
+std::vector<SimRequest> random_workload(int n, double rate, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::exponential_distribution<double> gap(rate);
+  std::uniform_int_distribution<int32_t> in(16, 600), out(1, 120);
+  std::vector<SimRequest> v;
+  double t = 0;
+  for (int i = 0; i < n; ++i) {
+    t += gap(rng);
+    v.push_back(req(t, in(rng), out(rng)));
+  }
+  return v;
+}
+
+SimClusterOptions four_instances(const std::string& strategy) {
+  SimClusterOptions o = one_node(4);
+  o.topology.intra_bytes_per_s = 1e9;
+  o.strategy = strategy;
+  for (int i = 0; i < 4; ++i) {
+    SimInstanceSpec s = mixed_instance(i, strategy == "padg" ? "temporal" : "chunked", 120);
+    s.cost_model = std::make_shared<ConstantCostModel>(0.005, 0.00002, 0.0002);
+    if (strategy == "fudg") {
+      const bool prefill = i < 2;
+      s.role = prefill ? policy::InstanceRole::kPrefill : policy::InstanceRole::kDecode;
+      s.options.core.policy = prefill ? "prefill-only" : "decode-only";
+    }
+    if (strategy == "padg") s.options.core.cost_model = s.cost_model;
+    o.instances.push_back(s);
+  }
+  o.migrate_interval = std::chrono::milliseconds(50);
+  o.migration.source_freeness = 4;
+  o.migration.destination_freeness = 8;
+  o.migration.min_spread = 2;
+  return o;
+}
+
+class SimClusterConservation : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SimClusterConservation, EveryRequestFinishesAndEveryBlockIsFree) {
+  const std::vector<SimRequest> w = random_workload(300, 40.0, 7);
+  SimResult r = run(four_instances(GetParam()), w);
+  int64_t ok = 0, tokens = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    const SimRequestResult& q = r.requests[i];
+    ASSERT_FALSE(q.finish_reason.empty()) << "request " << i << " never finished";
+    if (q.success) {
+      ++ok;
+      EXPECT_EQ(q.output_tokens, w[i].output_tokens) << i;
+      EXPECT_GE(q.first_token_s, q.arrival_s);
+      EXPECT_GE(q.end_s, q.first_token_s);
+      ASSERT_EQ(q.token_s.size(), static_cast<size_t>(q.output_tokens));
+      EXPECT_TRUE(std::is_sorted(q.token_s.begin(), q.token_s.end()));
+    } else {
+      EXPECT_FALSE(q.error.empty()) << "request " << i << " failed without a reason";
+    }
+    tokens += q.output_tokens;
+  }
+  EXPECT_EQ(ok, static_cast<int64_t>(w.size())) << "every request fits: none should fail";
+  EXPECT_EQ(r.stats.completed + r.stats.failed + r.stats.rejected, static_cast<int64_t>(w.size()));
+  for (const auto& inst : r.instances) EXPECT_EQ(inst.free_blocks_at_end, inst.total_blocks) << inst.name;
+  EXPECT_EQ(r.stats.network_bytes_sent, r.stats.network_bytes_delivered);
+  EXPECT_GT(tokens, 0);
+  if (GetParam() == "fudg") {
+    // A request of one output token ends on its prefill instance: nothing moves.
+    const auto moved = std::count_if(w.begin(), w.end(), [](const SimRequest& q) { return q.output_tokens > 1; });
+    EXPECT_EQ(r.stats.kv_transfers, moved);
+    EXPECT_LT(moved, static_cast<int64_t>(w.size()));
+  }
+}
+
+TEST_P(SimClusterConservation, SameSeedSameResult) {
+  const std::vector<SimRequest> w = random_workload(200, 40.0, 11);
+  SimResult a = run(four_instances(GetParam()), w);
+  SimResult b = run(four_instances(GetParam()), w);
+  ASSERT_EQ(a.requests.size(), b.requests.size());
+  for (size_t i = 0; i < a.requests.size(); ++i) {
+    EXPECT_EQ(a.requests[i].token_s, b.requests[i].token_s) << i;
+    EXPECT_EQ(a.requests[i].instance, b.requests[i].instance) << i;
+  }
+  EXPECT_EQ(a.stats.events, b.stats.events);
+  EXPECT_EQ(a.migrations.size(), b.migrations.size());
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, SimClusterConservation, ::testing::Values("nodg", "fudg", "padg", "llumnix"));
+
+TEST(SimCluster, RejectsBadOptions) {
+  SimClusterOptions o = one_node(1);
+  o.instances = {mixed_instance(0)};
+  o.strategy = "magic";
+  EXPECT_EQ(SimCluster::create(o).status().message(), "unknown strategy 'magic' (nodg, fudg, padg, llumnix)");
+  o.strategy = "fudg";
+  EXPECT_EQ(SimCluster::create(o).status().message(), "fudg needs prefill and decode instances (0 prefill, 0 decode)");
+  o.strategy = "nodg";
+  o.instances[0].gpus = {GpuId(3)};
+  EXPECT_EQ(SimCluster::create(o).status().message(), "instance i0: GPU 3 is outside the 1 GPUs of the topology");
+}
+
+}  // namespace
+}  // namespace ecoserve::sim
