@@ -27,6 +27,7 @@ CostModelExecutor::CostModelExecutor(CostModelExecutorOptions options,
     : options_(options), cost_model_(std::move(cost_model)) {}
 
 StatusOr<StepOutput> CostModelExecutor::execute(const StepPlan& plan) {
+  if (options_.on_plan) options_.on_plan(plan);
   last_shape_ = step_shape(plan);
   double seconds = cost_model_->step_seconds(last_shape_);
   const int64_t swapped = static_cast<int64_t>(plan.swap_out.size() + plan.swap_in.size());

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "base/executor.h"
@@ -30,6 +31,8 @@ struct CostModelExecutorOptions {
   double host_bytes_per_second = 25e9;  // device <-> host copies (swap)
   double step_overhead_seconds = 0.0;   // added to every step that runs (scheduling, launch)
   int32_t sample_token = 1;           // the token every sampled sequence "generates"
+  // Sees every plan before it is costed (tests compare plans with a live run's).
+  std::function<void(const StepPlan&)> on_plan;
 };
 
 // The shape of a plan as a cost model sees it. A sequence is a decode when it
