@@ -18,7 +18,7 @@ PrefixCache::PrefixCache(BlockAllocator* allocator, int32_t block_size)
   prev_.assign(n, -1);
   next_.assign(n, -1);
   in_lru_.assign(n, 0);
-  map_.reserve(n);
+  map_ = BlockHashTable(static_cast<int32_t>(n));
 }
 
 BlockHash PrefixCache::hash_block(BlockHash parent, std::span<const int32_t> tokens) {
@@ -47,9 +47,8 @@ void PrefixCache::extend_hashes(std::span<const int32_t> tokens, int32_t block_s
 }
 
 int32_t PrefixCache::find(BlockHash hash, std::span<const int32_t> block_tokens) const {
-  auto it = map_.find(hash);
-  if (it == map_.end()) return -1;
-  const int32_t b = it->second;
+  const int32_t b = map_.find(hash);
+  if (b < 0) return -1;
   const int32_t* stored = tokens_.data() + static_cast<size_t>(b) * block_size_;
   if (!std::equal(block_tokens.begin(), block_tokens.end(), stored)) return -1;  // collision
   return b;
@@ -113,9 +112,9 @@ bool PrefixCache::insert(BlockHash hash, BlockId block, std::span<const int32_t>
   ECO_CHECK_MSG(static_cast<int32_t>(tokens.size()) == block_size_, "insert() of {} tokens, block size {}",
                 tokens.size(), block_size_);
   ECO_CHECK_MSG(allocator_->refcount(block) > 0 && !in_lru_[b], "insert() of block {} nobody holds", b);
-  if (cached_[b] || map_.count(hash)) return false;
+  if (cached_[b] || map_.contains(hash)) return false;
   allocator_->share(block);  // the cache's own reference
-  map_.emplace(hash, b);
+  map_.insert(hash, b);
   hash_[b] = hash;
   cached_[b] = 1;
   std::copy(tokens.begin(), tokens.end(), tokens_.begin() + static_cast<ptrdiff_t>(b) * block_size_);

@@ -32,6 +32,7 @@
 #include "base/ids.h"
 #include "base/status.h"
 #include "kv/block_allocator.h"
+#include "kv/block_hash_table.h"
 
 namespace ecoserve::kv {
 
@@ -92,7 +93,7 @@ class PrefixCache {
   int32_t num_free_raw() const { return allocator_->num_free(); }
   int32_t num_evictable() const { return num_evictable_; }
   int32_t num_in_use() const { return num_blocks() - num_free(); }
-  int32_t num_cached() const { return static_cast<int32_t>(map_.size()); }
+  int32_t num_cached() const { return map_.size(); }
 
   // Evicts every evictable block (tests, reset). Returns how many.
   int32_t evict_all();
@@ -114,7 +115,7 @@ class PrefixCache {
 
   BlockAllocator* allocator_;
   int32_t block_size_;
-  std::unordered_map<BlockHash, int32_t> map_;  // key -> block
+  BlockHashTable map_;  // key -> block (at most one key per block)
   std::vector<BlockHash> hash_;                 // per block, valid when cached
   std::vector<uint8_t> cached_;
   std::vector<int32_t> tokens_;                 // per block, block_size ids, valid when cached

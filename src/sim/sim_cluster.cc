@@ -55,37 +55,18 @@ Status SimCluster::init() {
   network_ = std::make_unique<SimNetwork>(runtime_);
   ECO_ASSIGN_OR_RETURN(Topology topo, Topology::create(*network_, options_.topology));
   topology_ = std::make_unique<Topology>(std::move(topo));
+  std::vector<SimInstanceSpec> specs = std::move(options_.instances);
+  options_.instances.clear();
   int32_t prefill = 0, decode = 0;
-  for (size_t i = 0; i < options_.instances.size(); ++i) {
-    SimInstanceSpec& spec = options_.instances[i];
-    if (spec.options.name.empty()) spec.options.name = "i" + std::to_string(i);
-    if (spec.gpus.empty()) return invalid_argument_error("instance {} runs on no GPU", spec.options.name);
-    for (GpuId g : spec.gpus) {
-      if (!topology_->contains(g)) {
-        return invalid_argument_error("instance {}: GPU {} is outside the {} GPUs of the topology", spec.options.name,
-                                      g.value, topology_->num_gpus());
-      }
-    }
+  for (const SimInstanceSpec& spec : specs) {
     prefill += spec.role == policy::InstanceRole::kPrefill;
     decode += spec.role == policy::InstanceRole::kDecode;
-    if (s != "fudg" && spec.role != policy::InstanceRole::kMixed) {
-      return invalid_argument_error("strategy {} runs mixed instances only; {} is {}", s, spec.options.name,
-                                    role_name(spec.role));
-    }
-    auto inst = SimInstance::create(InstanceId(static_cast<int32_t>(i)), spec.options, spec.cost_model, runtime_,
-                                    [this](InstanceId from, const instance::TokenEvent& ev) { on_event(from, ev); });
-    if (!inst.ok()) return inst.status();
-    if (i == 0) block_size_ = spec.options.executor.block_size;
-    if (spec.options.executor.block_size != block_size_) {
-      return invalid_argument_error("instances must share one KV block size ({} vs {})",
-                                    spec.options.executor.block_size, block_size_);
-    }
-    instances_.push_back(std::move(inst).value());
   }
-  loads_.resize(instances_.size());
   if (s == "fudg" && (prefill == 0 || decode == 0)) {
     return invalid_argument_error("fudg needs prefill and decode instances ({} prefill, {} decode)", prefill, decode);
   }
+  block_size_ = specs[0].options.executor.block_size;
+  for (const SimInstanceSpec& spec : specs) ECO_RETURN_IF_ERROR(add_instance(spec));
   if (s == "padg") {
     auto cost = options_.padg_cost_model ? options_.padg_cost_model : options_.instances[0].cost_model;
     ECO_RETURN_IF_ERROR(policy::validate(options_.mitosis));
@@ -96,14 +77,8 @@ Status SimCluster::init() {
       ECO_ASSIGN_OR_RETURN(policy::ScalePlan plan,
                            policy::plan_add(layout_, InstanceId(static_cast<int32_t>(i)), options_.mitosis));
       ECO_RETURN_IF_ERROR(policy::apply(layout_, plan));
-      ++result_.stats.layout_changes;
     }
-    std::vector<std::vector<InstanceId>> groups;
-    for (const policy::MacroGroup& g : layout_.macros) groups.push_back(g.members);
-    padg_->set_layout(std::move(groups));
-    std::ostringstream os;
-    os << layout_;
-    result_.stats.layout = os.str();
+    publish_layout("start");
   } else if (s == "llumnix") {
     ECO_ASSIGN_OR_RETURN(auto planner, policy::MigrationPlanner::create(options_.migration));
     planner_.emplace(std::move(planner));
@@ -164,6 +139,9 @@ StatusOr<SimResult> SimCluster::run(std::span<const SimRequest> requests, const 
     (void)max_context;
   }
   if (!requests.empty()) runtime_.schedule_at(TimePoint(from_seconds(requests[0].arrival_s)), [this] { arrive(0); });
+  for (const SimClusterOptions::Action& a : options_.actions) {
+    runtime_.schedule_at(TimePoint(from_seconds(a.at_s)), [this, a] { act(a); });
+  }
   if (planner_ && options_.migrate_interval > Duration::zero()) {
     runtime_.schedule_after(options_.migrate_interval, [this] { plan_migrations(); });
   }
@@ -186,6 +164,7 @@ StatusOr<SimResult> SimCluster::run(std::span<const SimRequest> requests, const 
     SimInstanceReport rep;
     rep.name = inst->name();
     rep.role = role_name(options_.instances[static_cast<size_t>(inst->id().value)].role);
+    rep.removed = removed_[static_cast<size_t>(inst->id().value)];
     rep.counters = inst->counters();
     rep.free_blocks_at_end = inst->num_free_blocks();
     rep.total_blocks = inst->num_total_blocks();
@@ -241,6 +220,10 @@ void SimCluster::build_view(bool with_requests) {
     l.phase = static_cast<policy::InstancePhase>(std::clamp(inst.phase(), 0, 2));
     l.last_phase_switch = inst.last_phase_switch();
     loads_[i].fill(l, now, options_.strategy == "llumnix");
+    if (removed_[i]) {
+      l.healthy = options_.strategy == "llumnix";
+      l.draining = options_.strategy == "llumnix";  // its requests migrate away
+    }
   }
   if (!with_requests) return;
   std::vector<size_t> order;
@@ -552,6 +535,96 @@ void SimCluster::end_migration(size_t index, const std::string& outcome) {
   m.record.outcome = outcome;
   m.record.finished_s = to_seconds(runtime_.now().time_since_epoch());
   result_.migrations.push_back(std::move(m.record));
+}
+
+// --- operator actions ---
+
+Status SimCluster::add_instance(const SimInstanceSpec& given) {
+  SimInstanceSpec spec = given;
+  const size_t i = instances_.size();
+  if (spec.options.name.empty()) spec.options.name = "i" + std::to_string(i);
+  if (spec.gpus.empty()) return invalid_argument_error("instance {} runs on no GPU", spec.options.name);
+  for (GpuId g : spec.gpus) {
+    if (!topology_->contains(g)) {
+      return invalid_argument_error("instance {}: GPU {} is outside the {} GPUs of the topology", spec.options.name,
+                                    g.value, topology_->num_gpus());
+    }
+  }
+  if (options_.strategy != "fudg" && spec.role != policy::InstanceRole::kMixed) {
+    return invalid_argument_error("strategy {} runs mixed instances only; {} is {}", options_.strategy,
+                                  spec.options.name, role_name(spec.role));
+  }
+  if (spec.options.executor.block_size != block_size_) {
+    return invalid_argument_error("instances must share one KV block size ({} vs {})",
+                                  spec.options.executor.block_size, block_size_);
+  }
+  auto inst = SimInstance::create(InstanceId(static_cast<int32_t>(i)), spec.options, spec.cost_model, runtime_,
+                                  [this](InstanceId from, const instance::TokenEvent& ev) { on_event(from, ev); });
+  if (!inst.ok()) return inst.status();
+  instances_.push_back(std::move(inst).value());
+  options_.instances.push_back(std::move(spec));
+  loads_.emplace_back();
+  removed_.push_back(false);
+  return ok_status();
+}
+
+void SimCluster::publish_layout(const std::string& action) {
+  std::ostringstream os;
+  os << layout_;
+  result_.stats.layout = os.str();
+  ++result_.stats.layout_changes;
+  result_.layout_changes.push_back({to_seconds(runtime_.now().time_since_epoch()), action, os.str()});
+  if (!padg_) return;
+  std::vector<std::vector<InstanceId>> groups;
+  for (const policy::MacroGroup& g : layout_.macros) groups.push_back(g.members);
+  padg_->set_layout(std::move(groups));
+}
+
+Status SimCluster::remove_instance(size_t member) {
+  if (member >= instances_.size() || removed_[member]) {
+    return not_found_error("no active instance {}", member);
+  }
+  if (options_.strategy == "fudg") return failed_precondition_error("fudg roles are fixed");
+  const InstanceId id(static_cast<int32_t>(member));
+  if (padg_) {
+    ECO_ASSIGN_OR_RETURN(policy::ScalePlan plan, policy::plan_remove_instance(layout_, id, options_.mitosis));
+    ECO_RETURN_IF_ERROR(policy::apply(layout_, plan));
+  }
+  removed_[member] = true;
+  router_->remove_instance(id);
+  if (padg_) publish_layout("remove " + instances_[member]->name());
+  return ok_status();
+}
+
+void SimCluster::act(const SimClusterOptions::Action& a) {
+  using Kind = SimClusterOptions::Action::Kind;
+  Status s;
+  std::string what;
+  if (a.kind == Kind::kAddInstance) {
+    s = add_instance(a.instance);
+    if (s.ok()) {
+      const InstanceId id(static_cast<int32_t>(instances_.size() - 1));
+      what = "add " + instances_.back()->name();
+      if (padg_) {
+        auto plan = policy::plan_add(layout_, id, options_.mitosis);
+        s = plan.ok() ? policy::apply(layout_, *plan) : plan.status();
+        if (s.ok()) publish_layout(what);
+      } else {
+        result_.layout_changes.push_back({to_seconds(runtime_.now().time_since_epoch()), what, ""});
+      }
+    }
+  } else if (a.kind == Kind::kRemoveInstance) {
+    s = remove_instance(static_cast<size_t>(a.target));
+    if (s.ok() && !padg_) {
+      result_.layout_changes.push_back(
+          {to_seconds(runtime_.now().time_since_epoch()), "remove " + instances_[static_cast<size_t>(a.target)]->name(), ""});
+    }
+  } else {
+    s = start_migration(static_cast<size_t>(a.request), static_cast<size_t>(a.target), "manual");
+  }
+  if (!s.ok()) {
+    result_.layout_changes.push_back({to_seconds(runtime_.now().time_since_epoch()), "failed: " + s.message(), ""});
+  }
 }
 
 }  // namespace ecoserve::sim

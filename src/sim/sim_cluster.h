@@ -104,6 +104,20 @@ struct SimClusterOptions {
   TopologyOptions topology;
   bool keep_token_times = false;
   uint64_t seed = 0;
+  // Operator actions at set times (what POST /admin/instances, DELETE and the
+  // router's migrate() do live). padg: an added instance joins the macro layout by
+  // the mitosis rules (policy::plan_add: joins, or splits a full macro instance),
+  // a removed one leaves by policy::plan_remove_instance (merging a macro that drops
+  // below N_l); nodg/llumnix: it joins or leaves the routing set. A removed instance
+  // takes no new requests and finishes (llumnix: migrates away) what it holds.
+  struct Action {
+    double at_s = 0.0;
+    enum Kind { kAddInstance, kRemoveInstance, kMigrate } kind = kAddInstance;
+    SimInstanceSpec instance;  // kAddInstance
+    int32_t target = -1;       // kRemoveInstance: the instance; kMigrate: the destination
+    int64_t request = -1;      // kMigrate: workload index
+  };
+  std::vector<Action> actions;
   // The run stops (requests still running fail with "error") at this simulated time.
   Duration max_time = std::chrono::hours(24 * 30);
 };
@@ -130,12 +144,20 @@ struct SimStats {
   int64_t preemptions = 0;
   int64_t events = 0;
   int32_t layout_changes = 0;
-  std::string layout;  // padg: "m0{i0 i1} m1{i2 i3}"
+  std::string layout;  // padg: "m0{i0 i1} m1{i2 i3}" at the end
+};
+
+// One change of the padg macro layout (or of the instance set).
+struct SimLayoutChange {
+  double at_s = 0.0;
+  std::string action;  // "add i2", "remove i1"
+  std::string layout;  // after it
 };
 
 struct SimInstanceReport {
   std::string name;
   std::string role;
+  bool removed = false;
   SimInstanceCounters counters;
   int32_t free_blocks_at_end = 0;
   int32_t total_blocks = 0;
@@ -145,6 +167,7 @@ struct SimInstanceReport {
 struct SimResult {
   std::vector<SimRequestResult> requests;  // in workload order
   std::vector<SimMigration> migrations;
+  std::vector<SimLayoutChange> layout_changes;
   std::vector<SimInstanceReport> instances;
   SimStats stats;
   double duration_s = 0.0;  // the last event's time
@@ -209,6 +232,11 @@ class SimCluster {
   Status start_migration(size_t index, size_t destination, const std::string& reason);
   void migration_stage(size_t index);
   void end_migration(size_t index, const std::string& outcome);
+  // Operator actions.
+  void act(const SimClusterOptions::Action& a);
+  Status add_instance(const SimInstanceSpec& spec);
+  Status remove_instance(size_t member);
+  void publish_layout(const std::string& action);
 
   SimClusterOptions options_;
   SimRuntime runtime_;
@@ -216,6 +244,7 @@ class SimCluster {
   std::unique_ptr<Topology> topology_;
   std::vector<std::unique_ptr<SimInstance>> instances_;
   std::vector<policy::LoadAccount> loads_;
+  std::vector<bool> removed_;  // taken out of routing by a remove action
   std::unique_ptr<policy::RouterPolicy> router_;
   policy::PadgRouter* padg_ = nullptr;
   policy::MacroLayout layout_;

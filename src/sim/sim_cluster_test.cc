@@ -221,3 +221,86 @@ TEST(SimCluster, RejectsBadOptions) {
 
 }  // namespace
 }  // namespace ecoserve::sim
+
+namespace ecoserve::sim {
+namespace {
+
+TEST(SimClusterGolden, LlumnixMigrationExactTimeline) {
+  SimClusterOptions o = one_node(2);
+  o.strategy = "llumnix";
+  o.migrate_interval = Duration::zero();  // only the operator's migration below
+  o.instances = {mixed_instance(0), mixed_instance(1)};
+  SimClusterOptions::Action move;
+  move.at_s = 0.1;
+  move.kind = SimClusterOptions::Action::kMigrate;
+  move.request = 0;
+  move.target = 1;
+  o.actions = {move};
+  // i0: prefill 100 tokens 20 ms (first token 0.020), then 11 ms decode steps: token k at 0.020 + 0.011 (k - 1).
+  // 0.100: reserve on i1; the copy stage waits for i0's step boundary at 0.108 (token 9): positions
+  //        [0, 108) = 108 kB over 1 MB/s links -> 0.216, loaded on i1 (idle) at once.
+  // 0.218: i0's next boundary (token 19): 118 - 108 = 10 positions <= one block: stop-and-copy of
+  //        [108, 118) = 10 kB -> 0.228: commit on i1. Downtime 10 ms.
+  // i1 decodes on: token 20 at 0.239, token 50 at 0.239 + 30 x 0.011 = 0.569.
+  SimResult r = run(o, {req(0.0, 100, 50)});
+  const SimRequestResult& a = r.requests[0];
+  ASSERT_TRUE(a.success) << a.error;
+  ASSERT_EQ(a.token_s.size(), 50u);
+  EXPECT_NEAR(a.token_s[8], 0.108, 1e-6);
+  EXPECT_NEAR(a.token_s[18], 0.218, 1e-6);
+  EXPECT_NEAR(a.token_s[19], 0.239, 1e-6);
+  EXPECT_NEAR(a.end_s, 0.569, 1e-6);
+  EXPECT_EQ(a.instance, 1);
+  EXPECT_EQ(a.migrations, 1);
+  ASSERT_EQ(r.migrations.size(), 1u);
+  const SimMigration& m = r.migrations[0];
+  EXPECT_EQ(m.outcome, "completed");
+  EXPECT_EQ(m.stages, 2);
+  EXPECT_EQ(m.bytes, 118000);
+  EXPECT_NEAR(m.started_s, 0.100, 1e-9);
+  EXPECT_NEAR(m.finished_s, 0.228, 1e-6);
+  EXPECT_NEAR(m.downtime_s, 0.010, 1e-6);
+  EXPECT_EQ(r.stats.network_bytes_sent, 118000);
+  EXPECT_EQ(r.stats.network_bytes_delivered, 118000);
+  for (const auto& inst : r.instances) EXPECT_EQ(inst.free_blocks_at_end, inst.total_blocks) << inst.name;
+}
+
+TEST(SimClusterGolden, MitosisSplitExactTimeline) {
+  SimClusterOptions o = one_node(4);
+  o.strategy = "padg";
+  o.mitosis.macro_min = 2;
+  o.mitosis.macro_max = 3;
+  for (int i = 0; i < 3; ++i) {
+    o.instances.push_back(mixed_instance(i, "temporal"));
+    o.instances.back().options.core.cost_model = o.instances.back().cost_model;
+  }
+  SimClusterOptions::Action add;
+  add.at_s = 1.0;
+  add.kind = SimClusterOptions::Action::kAddInstance;
+  add.instance = mixed_instance(3, "temporal");
+  add.instance.options.core.cost_model = add.instance.cost_model;
+  o.actions = {add};
+  // 3 instances fill one macro (N_u = 3); the 4th splits it: the oldest keeps
+  // ceil(4/2) = 2 (i0 i1), i2 moves by handle and i3 joins it: m0{i0 i1} m1{i2 i3}.
+  // A request running on i2 across the split keeps running there; requests after
+  // the split go to the less loaded macro instance.
+  SimResult r = run(o, {req(0.5, 40, 100), req(0.6, 40, 100), req(0.7, 40, 100), req(1.5, 40, 5)});
+  ASSERT_EQ(r.layout_changes.size(), 2u);
+  EXPECT_EQ(r.layout_changes[0].action, "start");
+  EXPECT_EQ(r.layout_changes[0].layout, "m0{i0 i1 i2}");
+  EXPECT_DOUBLE_EQ(r.layout_changes[1].at_s, 1.0);
+  EXPECT_EQ(r.layout_changes[1].action, "add i3");
+  EXPECT_EQ(r.layout_changes[1].layout, "m0{i0 i1} m1{i2 i3}");
+  for (const auto& q : r.requests) EXPECT_TRUE(q.success) << q.error;
+  // Algorithm 1 kept the first three on i0 (constraints held); the split moved no request.
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(r.requests[static_cast<size_t>(i)].instance, 0) << i;
+  // After the split m1 is the less loaded macro instance; its first member i2 takes the
+  // request: prefill 40 tokens (14 ms) at once, then 4 decode steps of 11 ms.
+  EXPECT_EQ(r.requests[3].instance, 2);
+  EXPECT_NEAR(r.requests[3].first_token_s, 1.514, 1e-9);
+  EXPECT_NEAR(r.requests[3].end_s, 1.558, 1e-9);
+  EXPECT_EQ(r.stats.completed, 4);
+}
+
+}  // namespace
+}  // namespace ecoserve::sim
