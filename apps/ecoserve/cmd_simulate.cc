@@ -23,6 +23,7 @@
 #include "engine/cost_profiler.h"
 #include "loadgen/arrival_process.h"
 #include "loadgen/dataset.h"
+#include "loadgen/goodput_search.h"
 #include "loadgen/metrics.h"
 #include "loadgen/report.h"
 #include "loadgen/run_verdict.h"
@@ -111,6 +112,10 @@ struct SimulateArgs {
   std::string config;
   json flags = json::object();  // settings given on the command line
   std::string sweep_rate;
+  bool goodput_search = false;
+  double attainment = 90;
+  double search_min_rate = 0.5, search_max_rate = 64;
+  int search_steps = 8;
   std::string result_json;
   std::string plot_dir;
   std::string timeline_svg;
@@ -456,7 +461,36 @@ int run_simulate(const SimulateArgs& a) {
   config["simulated"] = true;
   std::optional<loadgen::GoodputSearchResult> sweep;
   std::optional<std::pair<sim::SimResult, double>> final_run;
-  if (!a.sweep_rate.empty()) {
+  if (a.goodput_search) {
+    if (!slo.enabled()) return fail(invalid_argument_error("--goodput-search needs slo_ttft_ms and/or slo_tpot_ms"));
+    if (!(a.attainment > 0 && a.attainment <= 100)) return fail(invalid_argument_error("--attainment must be in (0, 100]"));
+    loadgen::GoodputSearchOptions so{.min_rate = a.search_min_rate, .max_rate = a.search_max_rate,
+                                     .steps = a.search_steps, .target_attainment = a.attainment / 100.0};
+    config["goodput_search"] = {{"min_rate", so.min_rate}, {"max_rate", so.max_rate}, {"steps", so.steps},
+                                {"attainment", a.attainment}};
+    std::vector<std::pair<double, std::pair<sim::SimResult, double>>> runs;
+    int probe_no = 0;
+    auto probe = [&](double rate) -> StatusOr<loadgen::GoodputProbe> {
+      ECO_ASSIGN_OR_RETURN(auto r, run_once(rate, fmt::format("rate {:g}", rate)));
+      const auto m = loadgen::compute_metrics(records_of(r.first, *workload), r.first.duration_s, mo);
+      runs.emplace_back(rate, std::move(r));
+      return loadgen::GoodputProbe{.rate = rate, .attainment = m.attainment, .goodput = m.goodput};
+    };
+    auto found = loadgen::goodput_search(so, probe, [&](const loadgen::GoodputProbe& p) {
+      std::printf("%s\n", loadgen::format_probe(++probe_no, p).c_str());
+      std::fflush(stdout);
+    });
+    if (!found.ok()) return fail(found.status());
+    sweep = *found;
+    size_t pick = runs.size() - 1;
+    if (found->best_rate) {
+      for (size_t i = 0; i < runs.size(); ++i) {
+        if (runs[i].first == *found->best_rate) pick = i;
+      }
+    }
+    config["reported_rate"] = runs[pick].first;
+    final_run = std::move(runs[pick].second);
+  } else if (!a.sweep_rate.empty()) {
     auto rates = parse_list(a.sweep_rate, "--sweep-rate");
     if (!rates.ok()) return fail(rates.status());
     if (!slo.enabled()) return fail(invalid_argument_error("--sweep-rate needs slo_ttft_ms and/or slo_tpot_ms"));
@@ -486,6 +520,7 @@ int run_simulate(const SimulateArgs& a) {
   const auto metrics = loadgen::compute_metrics(records, result.duration_s, mo);
   loadgen::ReportInfo info{.max_concurrency = 0, .token_counts_exact = true, .percentiles = pct, .slo = slo};
   std::printf("%s", loadgen::format_report(metrics, info).c_str());
+  if (a.goodput_search && sweep) std::printf("%s", loadgen::format_search_summary(*sweep, a.attainment / 100.0).c_str());
   const sim::SimStats& st = result.stats;
   std::printf("%-40s%-10lld\n", "Simulated events:", static_cast<long long>(st.events));
   std::printf("%-40s%-10.2f\n", "Simulator wall time (s):", final_run->second);
@@ -510,7 +545,7 @@ int run_simulate(const SimulateArgs& a) {
     }
   }
   if (!a.plot_dir.empty()) {
-    if (Status w = loadgen::write_plots(a.plot_dir, records, sweep, 0.9); !w.ok()) return fail(w);
+    if (Status w = loadgen::write_plots(a.plot_dir, records, sweep, a.attainment / 100.0); !w.ok()) return fail(w);
   }
   if (!a.timeline_svg.empty()) {
     auto svg = loadgen::render_timeline_svg(
@@ -617,6 +652,13 @@ void add_simulate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--sweep-rate", a->sweep_rate,
                   "comma-separated rates (req/s): simulate each and print attainment and goodput per rate "
                   "(attainment_vs_rate.svg with --plot-dir); the last rate's run is reported");
+  cmd->add_flag("--goodput-search", a->goodput_search,
+                "find the highest rate whose SLO attainment is at least --attainment (bisection, as `ecoserve bench`); "
+                "reports the run at that rate");
+  cmd->add_option("--attainment", a->attainment, "target SLO attainment (%) for --goodput-search")->capture_default_str();
+  cmd->add_option("--search-min-rate", a->search_min_rate, "lowest rate probed (req/s)")->capture_default_str();
+  cmd->add_option("--search-max-rate", a->search_max_rate, "highest rate probed (req/s)")->capture_default_str();
+  cmd->add_option("--search-steps", a->search_steps, "bisection probes")->capture_default_str();
   cmd->add_option("--result-json", a->result_json, "write the report, every request and the timeline as JSON");
   cmd->add_option("--plot-dir", a->plot_dir, "write the CDF and throughput SVG plots of `ecoserve bench` here");
   cmd->add_option("--timeline-svg", a->timeline_svg, "draw every instance's steps (and migrations) to this SVG");

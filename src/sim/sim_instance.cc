@@ -132,12 +132,13 @@ void SimInstance::try_step() {
 
 void SimInstance::finish_step() {
   busy_ = false;
-  std::vector<instance::TokenEvent> events;
-  events.swap(buffer_);
-  deliver(events);
-  std::vector<std::function<void(instance::InstanceCore&, Executor&)>> work;
-  work.swap(posted_);
-  for (auto& fn : work) fn(*core_, executor_);
+  delivering_.swap(buffer_);  // both keep their capacity from step to step
+  deliver(delivering_);
+  if (!posted_.empty()) {
+    std::vector<std::function<void(instance::InstanceCore&, Executor&)>> work;
+    work.swap(posted_);
+    for (auto& fn : work) fn(*core_, executor_);
+  }
   schedule_flush();
   if (core_->has_unfinished() || core_->num_held() > 0) kick();
 }

@@ -101,6 +101,7 @@ class SimInstance {
   std::unique_ptr<instance::InstanceCore> core_;
   std::vector<instance::TokenEvent> buffer_;     // events of the running step
   std::vector<instance::TokenEvent> immediate_;  // events outside a step (rejections, aborts)
+  std::vector<instance::TokenEvent> delivering_;  // the finished step's events being delivered
   bool in_step_ = false;
   bool flush_pending_ = false;
   std::vector<std::function<void(instance::InstanceCore&, Executor&)>> posted_;
