@@ -280,7 +280,7 @@ std::vector<sim::SimRequest> sim_requests(const Workload& w, const std::vector<d
   return out;
 }
 
-// Requests as `ecoserve bench` records them: a rejected request is an HTTP 429.
+// Requests as `ecoserve bench` records them: a rejected request is an HTTP 429, an invalid one a 400.
 std::vector<loadgen::RequestRecord> records_of(const sim::SimResult& r, const Workload& w) {
   std::vector<loadgen::RequestRecord> out(r.requests.size());
   for (size_t i = 0; i < out.size(); ++i) {
@@ -301,9 +301,9 @@ std::vector<loadgen::RequestRecord> records_of(const sim::SimResult& r, const Wo
     rec.long_request = w.requests[i].long_request;
     if (q.success) {
       rec.http_status = 200;
-    } else if (q.finish_reason == "rejected") {
+    } else if (q.finish_reason == "rejected" || q.finish_reason == "invalid") {
       rec.error = loadgen::ErrorKind::kHttpStatus;
-      rec.http_status = 429;
+      rec.http_status = q.finish_reason == "invalid" ? 400 : 429;
       rec.error_message = q.error;
     } else {
       rec.error = loadgen::ErrorKind::kStreamError;

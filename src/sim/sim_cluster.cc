@@ -52,9 +52,18 @@ Status SimCluster::init() {
     return invalid_argument_error("unknown strategy '{}' (nodg, fudg, padg, llumnix)", s);
   }
   if (options_.instances.empty()) return invalid_argument_error("the cluster has no instances");
+  if (options_.autoscale) ECO_RETURN_IF_ERROR(policy::validate(options_.autoscale_policy));
+  if ((options_.autoscale || options_.scale_by_freeness) && !options_.scale_template) {
+    return invalid_argument_error("autoscaling needs a scale_template instance");
+  }
+  if (options_.scale_by_freeness) {
+    ECO_ASSIGN_OR_RETURN(auto scaler, policy::FreenessScaler::create(options_.freeness_scaling));
+    freeness_scaler_.emplace(std::move(scaler));
+  }
   network_ = std::make_unique<SimNetwork>(runtime_);
   ECO_ASSIGN_OR_RETURN(Topology topo, Topology::create(*network_, options_.topology));
   topology_ = std::make_unique<Topology>(std::move(topo));
+  gpu_used_.assign(static_cast<size_t>(topology_->num_gpus()), false);
   std::vector<SimInstanceSpec> specs = std::move(options_.instances);
   options_.instances.clear();
   int32_t prefill = 0, decode = 0;
@@ -139,6 +148,9 @@ StatusOr<SimResult> SimCluster::run(std::span<const SimRequest> requests, const 
     (void)max_context;
   }
   if (!requests.empty()) runtime_.schedule_at(TimePoint(from_seconds(requests[0].arrival_s)), [this] { arrive(0); });
+  if ((options_.autoscale && options_.strategy != "fudg") || options_.scale_by_freeness) {
+    runtime_.schedule_after(options_.scale_check_interval, [this] { check_scaling(); });
+  }
   for (const SimClusterOptions::Action& a : options_.actions) {
     runtime_.schedule_at(TimePoint(from_seconds(a.at_s)), [this, a] { act(a); });
   }
@@ -286,7 +298,7 @@ void SimCluster::dispatch(size_t index) {
   }
   const size_t member = static_cast<size_t>(target->value);
   const Status valid = instances_[member]->core().validate(g);
-  if (!valid.ok()) return reject(index, "rejected", valid.message());
+  if (!valid.ok()) return reject(index, "invalid", valid.message());  // the server's 400
   f.member = member;
   account(f, +1);
   flights_.emplace(index, std::move(f));
@@ -332,6 +344,7 @@ void SimCluster::finish(size_t index, const instance::TokenEvent& ev) {
   out.error = ev.error;
   out.success = ev.finish_reason == "length" || ev.finish_reason == "stop";
   ++(out.success ? result_.stats.completed : result_.stats.failed);
+  record_finish(index, out.success);
   flights_.erase(it);
   ++done_;
   if (progress_ && done_ % progress_every_ == 0) progress_(done_, static_cast<int64_t>(requests_.size()));
@@ -346,10 +359,11 @@ void SimCluster::reject(size_t index, const std::string& finish_reason, const st
   }
   SimRequestResult& out = result_.requests[index];
   out.end_s = to_seconds(runtime_.now().time_since_epoch());
+  record_finish(index, false);
   out.finish_reason = finish_reason;
   out.error = error;
   out.success = false;
-  ++(finish_reason == "rejected" ? result_.stats.rejected : result_.stats.failed);
+  ++(finish_reason == "rejected" || finish_reason == "invalid" ? result_.stats.rejected : result_.stats.failed);
   ++done_;
   if (progress_ && done_ % progress_every_ == 0) progress_(done_, static_cast<int64_t>(requests_.size()));
 }
@@ -561,6 +575,7 @@ Status SimCluster::add_instance(const SimInstanceSpec& given) {
   auto inst = SimInstance::create(InstanceId(static_cast<int32_t>(i)), spec.options, spec.cost_model, runtime_,
                                   [this](InstanceId from, const instance::TokenEvent& ev) { on_event(from, ev); });
   if (!inst.ok()) return inst.status();
+  for (GpuId g : spec.gpus) gpu_used_[static_cast<size_t>(g.value)] = true;
   instances_.push_back(std::move(inst).value());
   options_.instances.push_back(std::move(spec));
   loads_.emplace_back();
@@ -624,6 +639,113 @@ void SimCluster::act(const SimClusterOptions::Action& a) {
   }
   if (!s.ok()) {
     result_.layout_changes.push_back({to_seconds(runtime_.now().time_since_epoch()), "failed: " + s.message(), ""});
+  }
+}
+
+// --- autoscaling ---
+
+int32_t SimCluster::num_active() const {
+  int32_t n = 0;
+  for (bool r : removed_) n += r ? 0 : 1;
+  return n;
+}
+
+void SimCluster::record_finish(size_t index, bool ok) {
+  ++window_finished_;
+  const SimRequestResult& r = result_.requests[index];
+  const SimRequest& q = requests_[index];
+  if (!ok || r.output_tokens == 0) return;
+  const bool ttft_met = q.slo_ttft_s <= 0 || r.first_token_s - r.arrival_s <= q.slo_ttft_s;
+  const bool tpot_met = q.slo_tpot_s <= 0 || r.output_tokens < 2 ||
+                        (r.end_s - r.first_token_s) / (r.output_tokens - 1) <= q.slo_tpot_s;
+  if (ttft_met && tpot_met) ++window_met_;
+}
+
+Status SimCluster::scale_up() {
+  SimInstanceSpec spec = *options_.scale_template;
+  spec.options.name.clear();
+  const int32_t need = std::max<int32_t>(1, static_cast<int32_t>(spec.gpus.size()));
+  spec.gpus.clear();
+  const int32_t per_node = topology_->gpus_per_node();
+  for (int32_t node = 0; node < topology_->num_nodes() && spec.gpus.empty(); ++node) {
+    std::vector<GpuId> free;
+    for (int32_t k = 0; k < per_node; ++k) {
+      const GpuId g = topology_->gpu(node, k);
+      if (!gpu_used_[static_cast<size_t>(g.value)]) free.push_back(g);
+    }
+    if (static_cast<int32_t>(free.size()) >= need) spec.gpus.assign(free.begin(), free.begin() + need);
+  }
+  if (spec.gpus.empty()) return resource_exhausted_error("no node has {} free GPUs", need);
+  SimClusterOptions::Action a;
+  a.kind = SimClusterOptions::Action::kAddInstance;
+  a.instance = std::move(spec);
+  const size_t before = instances_.size();
+  act(a);
+  if (instances_.size() == before) return internal_error("the instance was not added");
+  ++result_.stats.scale_ups;
+  return ok_status();
+}
+
+void SimCluster::check_scaling() {
+  if (done_ < static_cast<int64_t>(requests_.size())) {
+    runtime_.schedule_after(options_.scale_check_interval, [this] { check_scaling(); });
+  }
+  const TimePoint now = runtime_.now();
+  if (options_.scale_by_freeness && freeness_scaler_) {
+    build_view(true);
+    const double mean = policy::mean_freeness(view_, options_.migration.freeness);
+    freeness_scaler_->observe(now, mean);
+    const policy::ScaleSignal signal = freeness_scaler_->decide(now, num_active());
+    if (signal == policy::ScaleSignal::kScaleUp) {
+      (void)scale_up();
+    } else if (signal == policy::ScaleSignal::kScaleDown) {
+      auto pick = policy::pick_instance_to_drain(view_, options_.migration.freeness);
+      if (pick && policy::freeness_without(view_, *pick, options_.migration.freeness) >
+                      options_.freeness_scaling.scale_up_freeness) {
+        SimClusterOptions::Action a;
+        a.kind = SimClusterOptions::Action::kRemoveInstance;
+        a.target = pick->value;
+        act(a);
+        ++result_.stats.scale_downs;
+      }
+    }
+  }
+  if (!options_.autoscale || options_.strategy == "fudg") return;
+  if (window_start_ == TimePoint{}) window_start_ = now;
+  if (now - window_start_ < options_.autoscale_window) return;
+  policy::ScalingWindow w;
+  w.now = now;
+  w.last_decision = last_scaling_;
+  double kv = 0.0;
+  std::optional<size_t> newest;
+  for (size_t i = 0; i < instances_.size(); ++i) {
+    if (removed_[i]) continue;
+    const double total = instances_[i]->num_total_blocks();
+    kv += total > 0 ? 1.0 - instances_[i]->num_free_blocks() / total : 0.0;
+    newest = i;
+  }
+  const int32_t active = num_active();
+  w.mean_utilization = active > 0 ? kv / active : 0.0;
+  if (window_finished_ > 0) w.slo_attainment = static_cast<double>(window_met_) / static_cast<double>(window_finished_);
+  window_finished_ = window_met_ = 0;
+  window_start_ = now;
+  std::optional<size_t> victim = newest;
+  if (padg_) {
+    auto plan = policy::plan_remove(layout_, options_.mitosis);
+    victim.reset();
+    if (plan.ok() && plan->removed_instance()) victim = static_cast<size_t>(plan->removed_instance()->value);
+  }
+  const policy::ScaleSignal signal = policy::decide_scaling(w, options_.autoscale_policy);
+  if (signal == policy::ScaleSignal::kScaleUp && active < options_.autoscale_max) {
+    last_scaling_ = now;
+    (void)scale_up();
+  } else if (signal == policy::ScaleSignal::kScaleDown && active > std::max(1, options_.autoscale_min) && victim) {
+    last_scaling_ = now;
+    SimClusterOptions::Action a;
+    a.kind = SimClusterOptions::Action::kRemoveInstance;
+    a.target = static_cast<int32_t>(*victim);
+    act(a);
+    ++result_.stats.scale_downs;
   }
 }
 

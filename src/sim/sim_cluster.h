@@ -36,6 +36,7 @@
 #include "policy/cluster_view.h"
 #include "policy/cost_model.h"
 #include "policy/freeness_router.h"
+#include "policy/freeness_scaler.h"
 #include "policy/load_account.h"
 #include "policy/migration_planner.h"
 #include "policy/mitosis_scaler.h"
@@ -73,7 +74,9 @@ struct SimRequestResult {
   int32_t output_tokens = 0;  // generated
   int32_t cached_prompt_tokens = 0;
   bool success = false;
-  std::string finish_reason;  // "length", "stop", "error", "rejected"
+  // "length", "stop", "error", "rejected" (no instance can take it: the server's 429/503),
+  // "invalid" (prompt + max_tokens beyond the context: the server's 400).
+  std::string finish_reason;
   std::string error;          // why it failed or was rejected
   int32_t instance = -1;      // where it ended
   int32_t migrations = 0;     // completed live migrations
@@ -118,6 +121,24 @@ struct SimClusterOptions {
     int64_t request = -1;      // kMigrate: workload index
   };
   std::vector<Action> actions;
+  // Autoscaling, as the live router does it, checked every scale_check_interval:
+  //  - autoscale (nodg, padg): every autoscale_window, policy::decide_scaling on the
+  //    window's SLO attainment (the requests' own SLOs) and mean KV usage adds an
+  //    instance or removes one (padg: the one policy::plan_remove picks; nodg: the newest),
+  //    within [autoscale_min, autoscale_max] active instances;
+  //  - scale_by_freeness (llumnix): policy::FreenessScaler on the mean freeness; a
+  //    scale-down drains policy::pick_instance_to_drain by migration.
+  // New instances are copies of scale_template (its gpus ignored) on the first free
+  // GPUs of one node; none free: no instance is added.
+  bool autoscale = false;
+  Duration autoscale_window = std::chrono::seconds(30);
+  int32_t autoscale_min = 1;
+  int32_t autoscale_max = 8;
+  policy::AutoscaleOptions autoscale_policy;
+  bool scale_by_freeness = false;
+  policy::FreenessScalingOptions freeness_scaling;
+  Duration scale_check_interval = std::chrono::milliseconds(500);
+  std::optional<SimInstanceSpec> scale_template;
   // The run stops (requests still running fail with "error") at this simulated time.
   Duration max_time = std::chrono::hours(24 * 30);
 };
@@ -144,6 +165,7 @@ struct SimStats {
   int64_t preemptions = 0;
   int64_t events = 0;
   int32_t layout_changes = 0;
+  int32_t scale_ups = 0, scale_downs = 0;
   std::string layout;  // padg: "m0{i0 i1} m1{i2 i3}" at the end
 };
 
@@ -237,6 +259,11 @@ class SimCluster {
   Status add_instance(const SimInstanceSpec& spec);
   Status remove_instance(size_t member);
   void publish_layout(const std::string& action);
+  // Autoscaling (every scale_check_interval).
+  void check_scaling();
+  void record_finish(size_t index, bool ok);
+  Status scale_up();
+  int32_t num_active() const;
 
   SimClusterOptions options_;
   SimRuntime runtime_;
@@ -245,6 +272,12 @@ class SimCluster {
   std::vector<std::unique_ptr<SimInstance>> instances_;
   std::vector<policy::LoadAccount> loads_;
   std::vector<bool> removed_;  // taken out of routing by a remove action
+  std::vector<bool> gpu_used_;
+  // Autoscaling state.
+  TimePoint window_start_{};
+  int64_t window_finished_ = 0, window_met_ = 0;
+  std::optional<TimePoint> last_scaling_;
+  std::optional<policy::FreenessScaler> freeness_scaler_;
   std::unique_ptr<policy::RouterPolicy> router_;
   policy::PadgRouter* padg_ = nullptr;
   policy::MacroLayout layout_;

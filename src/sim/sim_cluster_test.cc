@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+
+#include <fmt/format.h>
 #include <random>
 
 namespace ecoserve::sim {
@@ -300,6 +302,56 @@ TEST(SimClusterGolden, MitosisSplitExactTimeline) {
   EXPECT_NEAR(r.requests[3].first_token_s, 1.514, 1e-9);
   EXPECT_NEAR(r.requests[3].end_s, 1.558, 1e-9);
   EXPECT_EQ(r.stats.completed, 4);
+}
+
+}  // namespace
+}  // namespace ecoserve::sim
+
+namespace ecoserve::sim {
+namespace {
+
+// The live router's autoscaling rules in simulation: an overloaded padg cluster grows
+// by the mitosis rules (joins, then a split), then shrinks when the load is gone.
+TEST(SimClusterScaling, PadgAutoscaleGrowsAndSplitsThenShrinks) {
+  SimClusterOptions o = one_node(8);
+  o.strategy = "padg";
+  o.mitosis.macro_min = 2;
+  o.mitosis.macro_max = 3;
+  for (int i = 0; i < 2; ++i) {
+    o.instances.push_back(mixed_instance(i, "temporal"));
+    o.instances.back().options.core.cost_model = o.instances.back().cost_model;
+  }
+  o.scale_template = o.instances[0];
+  o.autoscale = true;
+  o.autoscale_window = std::chrono::seconds(2);
+  o.autoscale_max = 6;
+  o.autoscale_policy.cooldown = std::chrono::seconds(2);
+  std::vector<SimRequest> w;
+  for (int i = 0; i < 600; ++i) {  // 40 req/s for 15 s, each ~2 instance-seconds of decode
+    SimRequest r = req(i * 0.025, 200, 60);
+    r.slo_ttft_s = 0.5;
+    r.slo_tpot_s = 0.05;
+    w.push_back(r);
+  }
+  w.push_back(req(120.0, 10, 2));  // a late request: the cluster is idle long before it
+  SimResult r = run(o, w);
+  EXPECT_EQ(r.stats.completed, static_cast<int64_t>(w.size()));
+  EXPECT_GE(r.stats.scale_ups, 2);
+  EXPECT_GE(r.stats.scale_downs, 1);
+  bool split = false;
+  for (const SimLayoutChange& c : r.layout_changes) split |= c.layout.find("m1{") != std::string::npos;
+  EXPECT_TRUE(split) << "growing past N_u = 3 must split the macro instance";
+  // The whole life of the layout: joins until N_u, a split (i2 moves by handle), joins
+  // into the oldest macro with room, then removals newest-first and a merge below N_l.
+  const std::vector<std::string> expected = {
+      "0.0 start m0{i0 i1}",          "2.5 add i2 m0{i0 i1 i2}",       "4.5 add i3 m0{i0 i1} m1{i2 i3}",
+      "6.5 add i4 m0{i0 i1 i4} m1{i2 i3}", "8.5 add i5 m0{i0 i1 i4} m1{i2 i3 i5}",
+      "20.5 remove i5 m0{i0 i1 i4} m1{i2 i3}", "22.5 remove i4 m0{i0 i1} m1{i2 i3}",
+      "24.5 remove i3 m0{i0 i1 i2}",   "26.5 remove i2 m0{i0 i1}",      "28.5 remove i1 m0{i0}"};
+  std::vector<std::string> got;
+  for (const SimLayoutChange& c : r.layout_changes) got.push_back(fmt::format("{:.1f} {} {}", c.at_s, c.action, c.layout));
+  EXPECT_EQ(got, expected);
+  for (const auto& inst : r.instances) EXPECT_EQ(inst.free_blocks_at_end, inst.total_blocks) << inst.name;
 }
 
 }  // namespace
