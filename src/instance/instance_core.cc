@@ -234,12 +234,12 @@ StepReport InstanceCore::step(TimePoint now, Executor& executor) {
 
   StatusOr<StepOutput> out = executor.execute(plan);
   sampled_.clear();
-  std::unordered_map<RequestId, const SeqOutput*> by_id;
+  sampled_out_.clear();
   if (out.ok()) {
     for (const auto& o : out->seqs) {
       if (o.token < 0) continue;
       sampled_.push_back(policy::SampledToken{o.id, o.token});
-      by_id[o.id] = &o;
+      sampled_out_.push_back(&o);
     }
   } else {
     report.error = out.status();
@@ -247,15 +247,18 @@ StepReport InstanceCore::step(TimePoint now, Executor& executor) {
     for (const auto& s : plan.seqs) scheduler_->abort(s.id);
   }
   std::vector<policy::FinishedInfo> finished = scheduler_->on_step_done(sampled_);
-  std::unordered_map<RequestId, const policy::FinishedInfo*> fin;
-  for (const auto& f : finished) fin[f.id] = &f;
-  for (const auto& st : sampled_) {
-    auto f = fin.find(st.id);
-    // A stop token or end-of-generation token ends the request without being emitted.
-    if (f != fin.end() && f->second->reason == policy::FinishReason::kStop) continue;
+  // Requests ended by a stop or end-of-generation token: that token is not emitted.
+  stopped_.clear();
+  for (const auto& f : finished) {
+    if (f.reason == policy::FinishReason::kStop) stopped_.push_back(f.id.value);
+  }
+  std::sort(stopped_.begin(), stopped_.end());
+  for (size_t i = 0; i < sampled_.size(); ++i) {
+    const policy::SampledToken& st = sampled_[i];
+    if (!stopped_.empty() && std::binary_search(stopped_.begin(), stopped_.end(), st.id.value)) continue;
     auto it = tracked_.find(st.id);
     if (it == tracked_.end()) continue;
-    const SeqOutput* o = by_id[st.id];
+    const SeqOutput* o = sampled_out_[i];
     TokenEvent ev;
     ev.id = st.id;
     ev.token = st.token;
@@ -272,6 +275,7 @@ StepReport InstanceCore::step(TimePoint now, Executor& executor) {
     const std::string reason(policy::finish_reason_name(f.reason));
     emit_final(f.id, out.ok() ? reason : "error", &f, out.ok() ? "" : out.status().message());
   }
+  scheduler_->recycle(std::move(plan));
   prompt_tokens_total_ += report.prompt_tokens;
   generation_tokens_total_ += report.generated_tokens;
   return report;

@@ -190,6 +190,8 @@ class InstanceCore {
   std::unordered_map<RequestId, int32_t> migrating_in_;  // reservations: positions loaded so far  // FIFO: waiting for blocks to load their KV into
   std::mt19937_64 seed_rng_;
   std::vector<policy::SampledToken> sampled_;  // step() scratch
+  std::vector<const SeqOutput*> sampled_out_;  // step() scratch: the executor's output of sampled_[i]
+  std::vector<uint64_t> stopped_;              // step() scratch: ids ended by a stop token, sorted
   int64_t prompt_tokens_total_ = 0;
   int64_t generation_tokens_total_ = 0;
 };

@@ -476,10 +476,15 @@ bool Scheduler::setup_run(Request& r, int32_t num_tokens, StepPlan& plan) {
     }
   }
   SeqStep s;
+  if (!spare_seqs_.empty()) {  // reuse a recycled sequence's vectors
+    s.tokens = std::move(spare_seqs_.back().tokens);
+    s.block_table = std::move(spare_seqs_.back().block_table);
+    spare_seqs_.pop_back();
+  }
   s.id = r.id;
   s.num_computed = r.num_computed;
   s.tokens.assign(r.tokens.begin() + r.num_computed, r.tokens.begin() + r.num_computed + n);
-  s.block_table = r.blocks;
+  s.block_table.assign(r.blocks.begin(), r.blocks.end());
   s.sample = r.num_computed + n == r.num_tokens();
   s.sampling = &r.sampling;
   s.prompt_tokens = std::span<const int32_t>(r.tokens).first(r.prompt_len);
@@ -491,9 +496,25 @@ bool Scheduler::setup_run(Request& r, int32_t num_tokens, StepPlan& plan) {
   return true;
 }
 
+void Scheduler::recycle(StepPlan&& plan) {
+  for (SeqStep& s : plan.seqs) {
+    if (spare_seqs_.size() >= 4096) break;
+    spare_seqs_.push_back(SeqStep{});
+    spare_seqs_.back().tokens = std::move(s.tokens);
+    spare_seqs_.back().block_table = std::move(s.block_table);
+  }
+  plan.seqs.clear();
+  plan.copies.clear();
+  plan.preempted.clear();
+  plan.swap_out.clear();
+  plan.swap_in.clear();
+  spare_plan_ = std::move(plan);
+}
+
 StepPlan Scheduler::schedule(TimePoint now) {
   ECO_CHECK_MSG(!step_in_flight_, "schedule() before on_step_done() of the previous step");
-  StepPlan plan;
+  StepPlan plan = std::move(spare_plan_);  // empty vectors, capacity kept (recycle())
+  spare_plan_ = StepPlan{};
   step_time_ = now;
   for (Request* r : running_) {  // computed requests added since the last step
     if (r->first_token_time == TimePoint{} && r->num_generated() > 0) r->first_token_time = r->last_token_time = now;

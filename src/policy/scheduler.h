@@ -190,6 +190,10 @@ class Scheduler {
 
   StepPlan schedule(TimePoint now);
   std::vector<FinishedInfo> on_step_done(std::span<const SampledToken> outputs);
+  // Gives an executed plan back so the next schedule() reuses its storage (the
+  // per-sequence token and block-table vectors keep their capacity): no
+  // allocation per sequence per step. Optional; call after on_step_done().
+  void recycle(StepPlan&& plan);
 
   // Status snapshot.
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
@@ -258,6 +262,8 @@ class Scheduler {
   std::unordered_map<RequestId, std::vector<BlockId>> held_;
   std::vector<InFlight> in_flight_;
   bool step_in_flight_ = false;
+  StepPlan spare_plan_;               // recycle(): storage for the next schedule()
+  std::vector<SeqStep> spare_seqs_;   // recycled sequences (their vectors keep capacity)
   int32_t num_suspended_ = 0;
   std::vector<FinishedInfo> pending_finished_;  // aborts not yet reported
   std::uint64_t next_seq_no_ = 0;

@@ -261,7 +261,11 @@ void SimCluster::dispatch(size_t index) {
   instance::GenerationRequest g = make_request(index);
   build_view(false);
   hashes_.clear();
-  kv::PrefixCache::extend_hashes(g.prompt, block_size_, &hashes_);
+  // Only prefix-aware decisions read the prompt's block hashes (the cache-aware
+  // router, fudg's conditional disaggregation); the others route on load.
+  if (options_.router == "cache-aware" || options_.strategy == "fudg") {
+    kv::PrefixCache::extend_hashes(g.prompt, block_size_, &hashes_);
+  }
   policy::RouteRequest rr;
   rr.prompt_len = req.input_tokens;
   rr.max_tokens = req.output_tokens;
