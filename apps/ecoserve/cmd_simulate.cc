@@ -105,7 +105,7 @@ json default_settings() {
       {"dataset", "synthetic"}, {"dataset_file", ""}, {"input_len", "128"}, {"output_len", "128"},
       {"length_scale", 1.0}, {"num_prompts", 200}, {"rate", "inf"}, {"burstiness", "1"},
       {"trace_speedup", 1.0}, {"seed", 0}, {"high_priority_fraction", 0.0},
-      {"slo_ttft_ms", nullptr}, {"slo_tpot_ms", nullptr}, {"percentiles", "90,99"}};
+      {"slo_ttft_ms", nullptr}, {"slo_tpot_ms", nullptr}, {"percentiles", "90,99"}, {"request_timeout", 600.0}};
 }
 
 struct SimulateArgs {
@@ -305,6 +305,9 @@ std::vector<loadgen::RequestRecord> records_of(const sim::SimResult& r, const Wo
       rec.error = loadgen::ErrorKind::kHttpStatus;
       rec.http_status = q.finish_reason == "invalid" ? 400 : 429;
       rec.error_message = q.error;
+    } else if (q.finish_reason == "timeout") {
+      rec.error = loadgen::ErrorKind::kTimeout;
+      rec.error_message = q.error;
     } else {
       rec.error = loadgen::ErrorKind::kStreamError;
       rec.error_message = q.error.empty() ? q.finish_reason : q.error;
@@ -421,6 +424,7 @@ int run_simulate(const SimulateArgs& a) {
     for (auto& inst : options->instances) inst.options.executor.step_overhead_seconds = ms / 1000.0;
   }
   options->keep_token_times = a.token_times;
+  options->request_timeout_s = s.at("request_timeout").get<double>();
   auto workload = build_workload(s);
   if (!workload.ok()) return fail(workload.status());
   auto percentiles = parse_list(str(s, "percentiles"), "percentiles");
@@ -628,6 +632,8 @@ void add_simulate_command(CLI::App& app, int& exit_code) {
       {"slo_ttft_ms", "TTFT SLO (ms) for attainment and goodput", Flag::kDouble},
       {"slo_tpot_ms", "TPOT SLO (ms) for attainment and goodput", Flag::kDouble},
       {"percentiles", "percentiles to report besides the median, e.g. 90,99", Flag::kString},
+      {"request_timeout", "a request unanswered this many seconds after its arrival fails (as bench's "
+                          "--request-timeout); bounds an overloaded run's queues (0 = never)", Flag::kDouble},
   };
   for (const Flag& f : kFlags) {
     std::string name = std::string("--") + f.key;

@@ -4,6 +4,8 @@
 #include <sstream>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "kv/prefix_cache.h"
 #include "policy/freeness.h"
 
@@ -305,6 +307,15 @@ void SimCluster::dispatch(size_t index) {
   if (!valid.ok()) return reject(index, "invalid", valid.message());  // the server's 400
   f.member = member;
   account(f, +1);
+  if (options_.request_timeout_s > 0) {
+    f.timeout = runtime_.schedule_at(TimePoint(from_seconds(req.arrival_s + options_.request_timeout_s)), [this, index] {
+      auto it = flights_.find(index);
+      if (it == flights_.end()) return;
+      it->second.timeout = SimRuntime::kNoEvent;
+      end_migration(index, "cancelled");  // a migration under way ends with it (frees the reservation)
+      reject(index, "timeout", fmt::format("no answer within {} s", options_.request_timeout_s));
+    });
+  }
   flights_.emplace(index, std::move(f));
   instances_[member]->add_request(std::move(g));
 }
@@ -349,6 +360,7 @@ void SimCluster::finish(size_t index, const instance::TokenEvent& ev) {
   out.success = ev.finish_reason == "length" || ev.finish_reason == "stop";
   ++(out.success ? result_.stats.completed : result_.stats.failed);
   record_finish(index, out.success);
+  if (it->second.timeout != SimRuntime::kNoEvent) runtime_.cancel(it->second.timeout);
   flights_.erase(it);
   ++done_;
   if (progress_ && done_ % progress_every_ == 0) progress_(done_, static_cast<int64_t>(requests_.size()));

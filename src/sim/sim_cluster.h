@@ -75,7 +75,7 @@ struct SimRequestResult {
   int32_t cached_prompt_tokens = 0;
   bool success = false;
   // "length", "stop", "error", "rejected" (no instance can take it: the server's 429/503),
-  // "invalid" (prompt + max_tokens beyond the context: the server's 400).
+  // "invalid" (prompt + max_tokens beyond the context: the server's 400), "timeout".
   std::string finish_reason;
   std::string error;          // why it failed or was rejected
   int32_t instance = -1;      // where it ended
@@ -139,6 +139,10 @@ struct SimClusterOptions {
   policy::FreenessScalingOptions freeness_scaling;
   Duration scale_check_interval = std::chrono::milliseconds(500);
   std::optional<SimInstanceSpec> scale_template;
+  // A request still running this long after its arrival is cancelled and fails with
+  // "timeout" (ecoserve bench's --request-timeout; 0 = never). It bounds the queues of
+  // an overloaded run, where every later request misses its SLOs anyway.
+  double request_timeout_s = 0.0;
   // The run stops (requests still running fail with "error") at this simulated time.
   Duration max_time = std::chrono::hours(24 * 30);
 };
@@ -227,6 +231,7 @@ class SimCluster {
     double first_token_seconds = 0.0;
     std::vector<int32_t> output_tokens;  // fudg: sampled on the prefill instance
     bool migrating = false;              // llumnix
+    SimRuntime::EventId timeout = SimRuntime::kNoEvent;
   };
   struct Migration {
     size_t source = 0, destination = 0;

@@ -356,3 +356,33 @@ TEST(SimClusterScaling, PadgAutoscaleGrowsAndSplitsThenShrinks) {
 
 }  // namespace
 }  // namespace ecoserve::sim
+
+namespace ecoserve::sim {
+namespace {
+
+// An overloaded instance: requests not answered within the timeout fail with
+// "timeout" and leave nothing behind.
+TEST(SimCluster, RequestTimeoutBoundsAnOverloadedRun) {
+  for (const std::string strategy : {"nodg", "fudg", "llumnix"}) {
+    SimClusterOptions o = four_instances(strategy);
+    o.request_timeout_s = 0.5;
+    std::vector<SimRequest> w;
+    for (int i = 0; i < 400; ++i) w.push_back(req(i * 0.001, 500, 100));  // 1000 req/s
+    SimResult r = run(o, w);
+    int64_t timeouts = 0;
+    for (const auto& q : r.requests) {
+      if (q.finish_reason == "timeout") {
+        ++timeouts;
+        EXPECT_NEAR(q.end_s - q.arrival_s, 0.5, 1e-6);
+        EXPECT_EQ(q.error, "no answer within 0.5 s");
+      }
+    }
+    EXPECT_GT(timeouts, 100) << strategy;
+    EXPECT_EQ(r.stats.completed + r.stats.failed + r.stats.rejected, static_cast<int64_t>(w.size())) << strategy;
+    for (const auto& inst : r.instances) EXPECT_EQ(inst.free_blocks_at_end, inst.total_blocks) << strategy << " " << inst.name;
+    EXPECT_EQ(r.stats.network_bytes_sent, r.stats.network_bytes_delivered) << strategy;
+  }
+}
+
+}  // namespace
+}  // namespace ecoserve::sim
