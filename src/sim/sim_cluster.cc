@@ -19,9 +19,11 @@ uint64_t mix(uint64_t x) {  // splitmix64's finalizer
   return x ^ (x >> 31);
 }
 
-// Token ids 2..32001: never the special ids 0 and 1.
+// Token ids 2..32001 (never the special ids 0 and 1): a function of the stream (a
+// mixed seed) and the position, one multiply per token.
 int32_t token_of(uint64_t stream, int32_t position) {
-  return 2 + static_cast<int32_t>(mix(stream * 0x100000001b3ull + static_cast<uint64_t>(position)) % 32000);
+  const uint64_t x = stream + static_cast<uint64_t>(position) * 0x9e3779b97f4a7c15ull;
+  return 2 + static_cast<int32_t>((x >> 32) % 32000);
 }
 
 const char* role_name(policy::InstanceRole r) {
