@@ -476,10 +476,11 @@ bool Scheduler::setup_run(Request& r, int32_t num_tokens, StepPlan& plan) {
     }
   }
   SeqStep s;
-  if (!spare_seqs_.empty()) {  // reuse a recycled sequence's vectors
-    s.tokens = std::move(spare_seqs_.back().tokens);
-    s.block_table = std::move(spare_seqs_.back().block_table);
-    spare_seqs_.pop_back();
+  if (!spare_tokens_.empty()) {  // reuse a recycled sequence's vectors
+    s.tokens = std::move(spare_tokens_.back());
+    s.block_table = std::move(spare_tables_.back());
+    spare_tokens_.pop_back();
+    spare_tables_.pop_back();
   }
   s.id = r.id;
   s.num_computed = r.num_computed;
@@ -498,10 +499,9 @@ bool Scheduler::setup_run(Request& r, int32_t num_tokens, StepPlan& plan) {
 
 void Scheduler::recycle(StepPlan&& plan) {
   for (SeqStep& s : plan.seqs) {
-    if (spare_seqs_.size() >= 4096) break;
-    spare_seqs_.push_back(SeqStep{});
-    spare_seqs_.back().tokens = std::move(s.tokens);
-    spare_seqs_.back().block_table = std::move(s.block_table);
+    if (spare_tokens_.size() >= 4096) break;
+    spare_tokens_.push_back(std::move(s.tokens));
+    spare_tables_.push_back(std::move(s.block_table));
   }
   plan.seqs.clear();
   plan.copies.clear();

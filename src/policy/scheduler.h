@@ -263,7 +263,8 @@ class Scheduler {
   std::vector<InFlight> in_flight_;
   bool step_in_flight_ = false;
   StepPlan spare_plan_;               // recycle(): storage for the next schedule()
-  std::vector<SeqStep> spare_seqs_;   // recycled sequences (their vectors keep capacity)
+  std::vector<std::vector<int32_t>> spare_tokens_;  // recycled SeqStep::tokens (capacity kept)
+  std::vector<std::vector<BlockId>> spare_tables_;  // recycled SeqStep::block_table
   int32_t num_suspended_ = 0;
   std::vector<FinishedInfo> pending_finished_;  // aborts not yet reported
   std::uint64_t next_seq_no_ = 0;
