@@ -1,9 +1,6 @@
 // `ecoserve plan`, run as the binary on a small case: the report's fixed lines, the
 // JSON file, and errors (unknown model, missing SLO) with nothing on stdout.
-#include <unistd.h>
-
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -11,49 +8,22 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "base/subprocess.h"
+#include "sim/cli_test_util.h"
 
 namespace ecoserve::sim {
 namespace {
 
-struct CliRun {
-  int exit_code = -1;
-  std::string out;
-};
+using testing::CliRun;
 
-class PlanCli : public ::testing::Test {
+class PlanCli : public testing::CliTest {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("ecoserve_plan_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  CliRun plan(const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {std::string(ECOSERVE_BINARY_DIR) + "/ecoserve", "plan", "--quiet"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    Subprocess p;
-    SubprocessOptions o;
-    o.stderr_path = (dir_ / "stderr.txt").string();
-    CliRun r;
-    if (!p.start(argv, o).ok()) return r;
-    r.exit_code = p.wait(&r.out);
-    return r;
-  }
-  std::string read(const std::string& name) {
-    std::ifstream in(dir_ / name);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
+  CliRun plan(const std::vector<std::string>& args) { return run("plan", args); }
   std::vector<std::string> lines(const std::string& text) {
     std::vector<std::string> out;
     std::stringstream ss(text);
     for (std::string l; std::getline(ss, l);) out.push_back(l);
     return out;
   }
-  std::filesystem::path dir_;
 };
 
 // Llama-2-7B on 2 A100s, 256 tokens in and 32 out, few and short probes.

@@ -123,29 +123,23 @@ double RooflineCostModel::layer_seconds(const policy::StepShape& shape) const {
   return total;
 }
 
-RooflineBreakdown RooflineCostModel::breakdown(const policy::StepShape& s) const {
+RooflineBreakdown RooflineCostModel::totals(const policy::StepShape& s, bool with_ops) const {
   RooflineBreakdown out;
   const std::vector<RooflineOp> ops = layer_ops(s);
   if (ops.empty()) return out;
   const double layers = model_.layers;
-  for (const RooflineOp& op : ops) {
+  auto add = [&](const RooflineOp& op, double times, double traffic) {
     RooflineOpTime t{.op = op};
     t.seconds = roofline_op_seconds(op, gpu_, options_, &t.compute_bound);
-    (t.compute_bound ? out.compute_seconds : out.memory_seconds) += layers * t.seconds;
-    out.flops += layers * op.flops;
-    out.bytes += layers * (op.elementwise ? op.bytes * options_.elementwise_traffic : op.bytes);
-    out.layer_ops.push_back(t);
-  }
+    (t.compute_bound ? out.compute_seconds : out.memory_seconds) += times * t.seconds;
+    out.flops += times * op.flops;
+    out.bytes += times * op.bytes * traffic;
+    if (with_ops) out.layer_ops.push_back(std::move(t));
+  };
+  for (const RooflineOp& op : ops) add(op, layers, op.elementwise ? options_.elementwise_traffic : 1.0);
   const int64_t rows =
       int64_t{std::max(s.prefill_tokens > 0 ? std::max(s.prefill_seqs, 1) : 0, 0)} + std::max(s.decode_seqs, 0);
-  if (rows > 0) {
-    RooflineOpTime t{.op = lm_head_op(rows)};
-    t.seconds = roofline_op_seconds(t.op, gpu_, options_, &t.compute_bound);
-    (t.compute_bound ? out.compute_seconds : out.memory_seconds) += t.seconds;
-    out.flops += t.op.flops;
-    out.bytes += t.op.bytes;
-    out.layer_ops.push_back(t);
-  }
+  if (rows > 0) add(lm_head_op(rows), 1.0, 1.0);
   const double tokens = std::max(s.prefill_tokens, 0) + std::max(s.decode_seqs, 0);
   const double activation_bytes = tokens * model_.hidden * model_.dtype_bytes;
   out.overhead_seconds = layers * options_.layer_overhead_seconds;
@@ -156,22 +150,9 @@ RooflineBreakdown RooflineCostModel::breakdown(const policy::StepShape& s) const
   return out;
 }
 
-double RooflineCostModel::step_seconds(const policy::StepShape& s) const {
-  // breakdown()'s total without its per-operator list (the simulator calls this every step).
-  const std::vector<RooflineOp> ops = layer_ops(s);
-  if (ops.empty()) return 0.0;
-  const double layers = model_.layers;
-  double total = 0.0;
-  for (const RooflineOp& op : ops) total += layers * roofline_op_seconds(op, gpu_, options_);
-  const int64_t rows =
-      int64_t{std::max(s.prefill_tokens > 0 ? std::max(s.prefill_seqs, 1) : 0, 0)} + std::max(s.decode_seqs, 0);
-  if (rows > 0) total += roofline_op_seconds(lm_head_op(rows), gpu_, options_);
-  const double tokens = std::max(s.prefill_tokens, 0) + std::max(s.decode_seqs, 0);
-  const double activation_bytes = tokens * model_.hidden * model_.dtype_bytes;
-  total += layers * options_.layer_overhead_seconds;
-  total += layers * 2.0 * ring_allreduce_seconds(activation_bytes, par_.tp, gpu_);
-  total += (par_.pp - 1) * send_seconds(activation_bytes, gpu_);
-  return total;
-}
+RooflineBreakdown RooflineCostModel::breakdown(const policy::StepShape& s) const { return totals(s, true); }
+
+// The simulator calls this every step: the same sums without the per-operator list.
+double RooflineCostModel::step_seconds(const policy::StepShape& s) const { return totals(s, false).total_seconds; }
 
 }  // namespace ecoserve::sim

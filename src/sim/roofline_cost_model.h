@@ -137,6 +137,8 @@ class RooflineCostModel final : public policy::CostModel {
   const RooflineOptions& options() const { return options_; }
 
  private:
+  // breakdown(), with its per-operator list only when `with_ops`.
+  RooflineBreakdown totals(const policy::StepShape& shape, bool with_ops) const;
   RooflineCostModel(ModelSpec model, GpuSpec gpu, Parallelism par, RooflineOptions options)
       : model_(std::move(model)), gpu_(std::move(gpu)), par_(par), options_(options) {}
 

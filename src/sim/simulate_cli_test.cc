@@ -1,69 +1,33 @@
 // `ecoserve simulate`, run as the binary: exact report lines from a hand-made CPU
 // profile, byte-identical JSON for the same seed, config errors.
-#include <unistd.h>
-
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
-#include "base/subprocess.h"
+#include "sim/cli_test_util.h"
 
 namespace ecoserve::sim {
 namespace {
 
-struct CliRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using testing::CliRun;
 
-class SimulateCli : public ::testing::Test {
+class SimulateCli : public testing::CliTest {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("ecoserve_simulate_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
+    CliTest::SetUp();
     // Prefill: 20 ms for 16 tokens, 36 ms for 32; a decode step 6 ms (one row: constant).
     profile_ = write("p.json", R"({"version": 1, "model_id": "m:1", "machine": "test", "threads": 1,
       "kv_cache_dtype": "f32",
       "prefill": [{"tokens": 16, "context": 0, "seconds": 0.020}, {"tokens": 32, "context": 0, "seconds": 0.036}],
       "decode": [{"batch": 1, "context": 32, "seconds": 0.006}, {"batch": 2, "context": 32, "seconds": 0.006}]})");
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  CliRun simulate(const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {std::string(ECOSERVE_BINARY_DIR) + "/ecoserve", "simulate", "--quiet"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    Subprocess p;
-    SubprocessOptions o;
-    o.stderr_path = (dir_ / "stderr.txt").string();
-    CliRun r;
-    if (!p.start(argv, o).ok()) return r;
-    r.exit_code = p.wait(&r.out);
-    r.err = read("stderr.txt");
-    return r;
-  }
-  std::string write(const std::string& name, const std::string& text) {
-    const auto p = dir_ / name;
-    std::ofstream(p) << text;
-    return p.string();
-  }
-  std::string read(const std::string& name) {
-    std::ifstream in(dir_ / name);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
+  CliRun simulate(const std::vector<std::string>& args) { return run("simulate", args); }
   std::string config(const std::string& extra) {
     return write("c.yaml", "strategy: nodg\ncost_model: cpu-profile\ncost_profile: " + profile_ +
                                "\nkv_blocks: 64\nmax_context: 256\nkv_bytes_per_token: 1024\n"
                                "dataset: synthetic\n" + extra);
   }
-  std::filesystem::path dir_;
   std::string profile_;
 };
 
