@@ -501,9 +501,16 @@ TEST(ServerIntegrationLlumnix, RemovingAnInstanceMigratesItsStreamsAndTheTextIsE
   const json timeline = request(server.port(), http::verb::get, "/admin/timeline?seconds=60").j();
   ASSERT_TRUE(timeline["migrations"].is_array());
   ASSERT_FALSE(timeline["migrations"].empty());
-  EXPECT_EQ(timeline["migrations"][0]["from"], "1");
-  EXPECT_EQ(timeline["migrations"][0]["to"], "0");
-  EXPECT_EQ(timeline["migrations"][0]["reason"], "drain");
+  // The requests may land unevenly (three on one instance), so a load-balance
+  // migration can come before the removal; the drain must be among them.
+  int drains = 0;
+  for (const json& m : timeline["migrations"]) {
+    if (m["reason"] != "drain") continue;
+    ++drains;
+    EXPECT_EQ(m["from"], "1") << m.dump();
+    EXPECT_EQ(m["to"], "0") << m.dump();
+  }
+  EXPECT_GE(drains, 1) << timeline["migrations"].dump();
   EXPECT_EQ(server.stop(), 0);
 }
 
