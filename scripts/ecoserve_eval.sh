@@ -40,8 +40,9 @@
 #                 migration planned every 500 ms
 #   padg          EcoServe: temporal instances in macro instances of N_l..N_u instances,
 #                 PADG_MACROS (default "2-4 4-8")
-#   padg-slo      (only with PADG_SLO_BIN) padg run by a binary whose `simulate` gives every
-#                 request the evaluation SLOs (stock `simulate` does not: docs/reproductions.md)
+#                 (`simulate` gives every request the evaluation SLOs, as serve does)
+#   padg-slo      (only with PADG_SLO_BIN) padg run by a second binary, for comparing two
+#                 builds (it was how requests got their SLOs before `simulate` gave them)
 # Mixed instances (nodg-*, llumnix, padg*) come as INSTANCESxTP layouts in MIXED_LAYOUTS
 # (default "8x4 16x2": 8 instances of tp 4, 2 per node, or 16 of tp 2; qwen2-72b only 8x4).
 # llama-30b runs with an 8k context (its native 2k cannot hold LongBench prompts).

@@ -328,16 +328,10 @@ StatusOr<std::shared_ptr<const policy::CostModel>> load_cost_model(const ServeAr
 // padg's default SLOs when none are given: TPOT 5x a batch-1 decode step and TTFT
 // 5x the prefill of a half-context prompt (at least 1 s), in ms.
 void derive_slos(ServeArgs& a, const policy::CostModel& cm, int32_t max_context) {
-  if (a.slo_tpot_ms <= 0) {
-    policy::StepShape one;
-    one.decode_seqs = 1;
-    one.decode_context_tokens = max_context / 4;
-    a.slo_tpot_ms = 5e3 * cm.step_seconds(one);
-  }
-  if (a.slo_ttft_ms <= 0) {
-    const int32_t chunk = a.chunk_size > 0 ? a.chunk_size : a.max_num_batched_tokens;
-    a.slo_ttft_ms = std::max(1000.0, 5e3 * cm.prefill_seconds(max_context / 2, 0, chunk));
-  }
+  const policy::SloTargets t =
+      policy::padg_default_slos(cm, max_context, a.chunk_size > 0 ? a.chunk_size : a.max_num_batched_tokens);
+  if (a.slo_tpot_ms <= 0) a.slo_tpot_ms = 1e3 * t.tpot_seconds;
+  if (a.slo_ttft_ms <= 0) a.slo_ttft_ms = 1e3 * t.ttft_seconds;
 }
 
 // Serves `backend` over HTTP until SIGINT/SIGTERM, then drains. Returns the exit code.

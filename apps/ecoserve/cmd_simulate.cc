@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include "apps/ecoserve/cmd_simulate_settings.h"
 #include "apps/ecoserve/commands.h"
 #include "engine/cost_profiler.h"
 #include "loadgen/arrival_process.h"
@@ -86,31 +87,9 @@ StatusOr<json> load_config(const std::string& path) {
   }
 }
 
-// The settings, each with its default; keys are the config's and the flags' names.
-json default_settings() {
-  return json{
-      {"strategy", "nodg"}, {"model", "llama-2-7b"}, {"gpu", "a100-80gb"}, {"cost_model", "roofline"},
-      {"profile_dir", "../shared/data/profiles/h100-bf16"}, {"cost_profile", ""}, {"kv_blocks", 0},
-      {"max_context", 0}, {"kv_bytes_per_token", 0},
-      {"instances", 1}, {"tp", 1}, {"pp", 1},
-      {"prefill_instances", 1}, {"prefill_tp", 1}, {"prefill_pp", 1},
-      {"decode_instances", 1}, {"decode_tp", 1}, {"decode_pp", 1}, {"placement", "packed"},
-      {"nodes", 0}, {"gpus_per_node", 8}, {"intra", "nvlink"}, {"inter_node_gbps", 100.0},
-      {"policy", "chunked"}, {"max_num_seqs", 256}, {"max_num_batched_tokens", 2048}, {"chunk_size", 512},
-      {"block_size", 16}, {"enable_prefix_caching", true}, {"preemption_mode", "recompute"},
-      {"memory_fraction", 0.9}, {"step_overhead_ms", 0.0},
-      {"router", "least-loaded"}, {"remote_prefill_min_tokens", 0},
-      {"macro_min", 2}, {"macro_max", 4}, {"padg_reject_unmeetable", false},
-      {"migrate_interval_ms", 500.0}, {"migrate_max_stages", 4},
-      {"dataset", "synthetic"}, {"dataset_file", ""}, {"input_len", "128"}, {"output_len", "128"},
-      {"length_scale", 1.0}, {"num_prompts", 200}, {"rate", "inf"}, {"burstiness", "1"},
-      {"trace_speedup", 1.0}, {"seed", 0}, {"high_priority_fraction", 0.0},
-      {"slo_ttft_ms", nullptr}, {"slo_tpot_ms", nullptr}, {"percentiles", "90,99"}, {"request_timeout", 600.0}};
-}
-
 struct SimulateArgs {
   std::string config;
-  json flags = json::object();  // settings given on the command line
+  std::shared_ptr<json> flags = std::make_shared<json>(json::object());  // settings given on the command line
   std::string sweep_rate;
   bool goodput_search = false;
   double attainment = 90;
@@ -125,90 +104,19 @@ struct SimulateArgs {
 
 // Settings: defaults, then the config file, then flags. INVALID_ARGUMENT for unknown keys.
 StatusOr<json> merge_settings(const SimulateArgs& a) {
-  json s = default_settings();
+  json s = default_simulate_settings();
   json file = json::object();
   if (!a.config.empty()) {
     ECO_ASSIGN_OR_RETURN(file, load_config(a.config));
   }
-  for (const json* layer : std::initializer_list<const json*>{&file, &a.flags}) {
+  for (const json* layer : std::initializer_list<const json*>{&file, a.flags.get()}) {
     for (auto it = layer->begin(); it != layer->end(); ++it) {
       if (!s.contains(it.key())) return invalid_argument_error("unknown setting '{}'", it.key());
       s[it.key()] = it.value();
     }
   }
+  ECO_RETURN_IF_ERROR(resolve_auto_settings(s));
   return s;
-}
-
-template <typename T>
-StatusOr<T> get(const json& s, const char* key) {
-  try {
-    return s.at(key).get<T>();
-  } catch (const std::exception&) {
-    return invalid_argument_error("setting '{}' has the wrong type: {}", key, s.at(key).dump());
-  }
-}
-std::string str(const json& s, const char* key) {
-  const json& v = s.at(key);
-  return v.is_string() ? v.get<std::string>() : v.dump();
-}
-
-StatusOr<sim::DeploymentSpec> deployment_from(const json& s, bool record_steps) {
-  sim::DeploymentSpec d;
-  ECO_ASSIGN_OR_RETURN(d.cluster.strategy, get<std::string>(s, "strategy"));
-  ECO_ASSIGN_OR_RETURN(d.model, get<std::string>(s, "model"));
-  ECO_ASSIGN_OR_RETURN(d.gpu, get<std::string>(s, "gpu"));
-  ECO_ASSIGN_OR_RETURN(d.cost_model, get<std::string>(s, "cost_model"));
-  ECO_ASSIGN_OR_RETURN(d.profile_dir, get<std::string>(s, "profile_dir"));
-  if (d.cost_model == "cpu-profile") {
-    ECO_ASSIGN_OR_RETURN(std::string path, get<std::string>(s, "cost_profile"));
-    if (path.empty()) return invalid_argument_error("cost_model cpu-profile needs cost_profile FILE (`ecoserve profile cost`)");
-    ECO_ASSIGN_OR_RETURN(CostProfile profile, engine::load_cost_profile(path));
-    ECO_ASSIGN_OR_RETURN(auto model, policy::ProfiledCostModel::create(std::move(profile)));
-    d.cost_model = "given";
-    d.given_cost_model = std::move(model);
-    ECO_ASSIGN_OR_RETURN(d.given_kv_blocks, get<int32_t>(s, "kv_blocks"));
-    ECO_ASSIGN_OR_RETURN(d.given_max_context, get<int32_t>(s, "max_context"));
-    ECO_ASSIGN_OR_RETURN(d.given_kv_bytes_per_token, get<int64_t>(s, "kv_bytes_per_token"));
-  }
-  ECO_ASSIGN_OR_RETURN(d.mixed.instances, get<int32_t>(s, "instances"));
-  ECO_ASSIGN_OR_RETURN(d.mixed.par.tp, get<int32_t>(s, "tp"));
-  ECO_ASSIGN_OR_RETURN(d.mixed.par.pp, get<int32_t>(s, "pp"));
-  ECO_ASSIGN_OR_RETURN(d.prefill.instances, get<int32_t>(s, "prefill_instances"));
-  ECO_ASSIGN_OR_RETURN(d.prefill.par.tp, get<int32_t>(s, "prefill_tp"));
-  ECO_ASSIGN_OR_RETURN(d.prefill.par.pp, get<int32_t>(s, "prefill_pp"));
-  ECO_ASSIGN_OR_RETURN(d.decode.instances, get<int32_t>(s, "decode_instances"));
-  ECO_ASSIGN_OR_RETURN(d.decode.par.tp, get<int32_t>(s, "decode_tp"));
-  ECO_ASSIGN_OR_RETURN(d.decode.par.pp, get<int32_t>(s, "decode_pp"));
-  ECO_ASSIGN_OR_RETURN(d.placement, get<std::string>(s, "placement"));
-  ECO_ASSIGN_OR_RETURN(d.cluster.topology.num_nodes, get<int32_t>(s, "nodes"));
-  ECO_ASSIGN_OR_RETURN(d.cluster.topology.gpus_per_node, get<int32_t>(s, "gpus_per_node"));
-  ECO_ASSIGN_OR_RETURN(d.cluster.topology.intra, get<std::string>(s, "intra"));
-  ECO_ASSIGN_OR_RETURN(d.cluster.topology.inter_node_gbps, get<double>(s, "inter_node_gbps"));
-  ECO_ASSIGN_OR_RETURN(d.core.policy, get<std::string>(s, "policy"));
-  ECO_ASSIGN_OR_RETURN(d.core.max_num_seqs, get<int32_t>(s, "max_num_seqs"));
-  ECO_ASSIGN_OR_RETURN(d.core.max_num_batched_tokens, get<int32_t>(s, "max_num_batched_tokens"));
-  ECO_ASSIGN_OR_RETURN(d.core.chunk_size, get<int32_t>(s, "chunk_size"));
-  ECO_ASSIGN_OR_RETURN(d.core.enable_prefix_caching, get<bool>(s, "enable_prefix_caching"));
-  ECO_ASSIGN_OR_RETURN(d.core.preemption_mode, get<std::string>(s, "preemption_mode"));
-  ECO_ASSIGN_OR_RETURN(d.block_size, get<int32_t>(s, "block_size"));
-  ECO_ASSIGN_OR_RETURN(d.memory_fraction, get<double>(s, "memory_fraction"));
-  if (d.cost_model != "given") {
-    ECO_ASSIGN_OR_RETURN(d.max_context, get<int32_t>(s, "max_context"));
-  }
-  ECO_ASSIGN_OR_RETURN(d.cluster.router, get<std::string>(s, "router"));
-  ECO_ASSIGN_OR_RETURN(d.cluster.dispatch.remote_prefill_min_tokens, get<int32_t>(s, "remote_prefill_min_tokens"));
-  ECO_ASSIGN_OR_RETURN(d.cluster.mitosis.macro_min, get<int32_t>(s, "macro_min"));
-  ECO_ASSIGN_OR_RETURN(d.cluster.mitosis.macro_max, get<int32_t>(s, "macro_max"));
-  ECO_ASSIGN_OR_RETURN(d.cluster.padg.reject_unmeetable, get<bool>(s, "padg_reject_unmeetable"));
-  d.cluster.padg.chunk_size = d.core.chunk_size;
-  ECO_ASSIGN_OR_RETURN(double interval_ms, get<double>(s, "migrate_interval_ms"));
-  d.cluster.migrate_interval = from_ms(interval_ms);
-  ECO_ASSIGN_OR_RETURN(d.cluster.migrate_max_stages, get<int32_t>(s, "migrate_max_stages"));
-  ECO_ASSIGN_OR_RETURN(double overhead_ms, get<double>(s, "step_overhead_ms"));
-  (void)overhead_ms;  // applied per instance below
-  ECO_ASSIGN_OR_RETURN(d.cluster.seed, get<uint64_t>(s, "seed"));
-  d.record_steps = record_steps;
-  return d;
 }
 
 StatusOr<double> positive_or_inf(const std::string& v, const char* what) {
@@ -227,18 +135,18 @@ struct Workload {
 
 StatusOr<Workload> build_workload(const json& s) {
   loadgen::WorkloadOptions wo;
-  ECO_ASSIGN_OR_RETURN(wo.kind, loadgen::parse_dataset_kind(str(s, "dataset")));
-  ECO_ASSIGN_OR_RETURN(wo.path, get<std::string>(s, "dataset_file"));
+  ECO_ASSIGN_OR_RETURN(wo.kind, loadgen::parse_dataset_kind(setting_text(s, "dataset")));
+  ECO_ASSIGN_OR_RETURN(wo.path, setting<std::string>(s, "dataset_file"));
   if (wo.kind != loadgen::DatasetKind::kSynthetic && wo.path.empty()) {
-    return invalid_argument_error("dataset {} needs dataset_file", str(s, "dataset"));
+    return invalid_argument_error("dataset {} needs dataset_file", setting_text(s, "dataset"));
   }
-  ECO_ASSIGN_OR_RETURN(wo.num_prompts, get<int64_t>(s, "num_prompts"));
-  ECO_ASSIGN_OR_RETURN(wo.length_scale, get<double>(s, "length_scale"));
-  ECO_ASSIGN_OR_RETURN(wo.seed, get<uint64_t>(s, "seed"));
-  ECO_ASSIGN_OR_RETURN(wo.high_priority_fraction, get<double>(s, "high_priority_fraction"));
-  auto in = loadgen::LengthDistribution::parse(str(s, "input_len"), loadgen::LengthSide::kInput);
+  ECO_ASSIGN_OR_RETURN(wo.num_prompts, setting<int64_t>(s, "num_prompts"));
+  ECO_ASSIGN_OR_RETURN(wo.length_scale, setting<double>(s, "length_scale"));
+  ECO_ASSIGN_OR_RETURN(wo.seed, setting<uint64_t>(s, "seed"));
+  ECO_ASSIGN_OR_RETURN(wo.high_priority_fraction, setting<double>(s, "high_priority_fraction"));
+  auto in = loadgen::LengthDistribution::parse(setting_text(s, "input_len"), loadgen::LengthSide::kInput);
   if (!in.ok()) return in.status().with_prefix("input_len");
-  auto out = loadgen::LengthDistribution::parse(str(s, "output_len"), loadgen::LengthSide::kOutput);
+  auto out = loadgen::LengthDistribution::parse(setting_text(s, "output_len"), loadgen::LengthSide::kOutput);
   if (!out.ok()) return out.status().with_prefix("output_len");
   wo.input_len = *in;
   wo.output_len = *out;
@@ -247,31 +155,34 @@ StatusOr<Workload> build_workload(const json& s) {
   Workload w;
   ECO_ASSIGN_OR_RETURN(w.requests, loadgen::build_workload(wo, builder));
   if (w.requests.empty()) return invalid_argument_error("the workload is empty");
-  w.replay = str(s, "rate") == "inf" && w.requests.front().timestamp_s.has_value();
+  w.replay = setting_text(s, "rate") == "inf" && w.requests.front().timestamp_s.has_value();
   return w;
 }
 
 StatusOr<std::vector<double>> release_times(const json& s, const Workload& w, double rate) {
   if (w.replay) {
-    ECO_ASSIGN_OR_RETURN(double speedup, get<double>(s, "trace_speedup"));
+    ECO_ASSIGN_OR_RETURN(double speedup, setting<double>(s, "trace_speedup"));
     if (!(speedup > 0)) return invalid_argument_error("trace_speedup must be > 0");
     std::vector<double> t;
     for (const auto& q : w.requests) t.push_back(q.timestamp_s.value_or(0) / speedup);
     return t;
   }
-  ECO_ASSIGN_OR_RETURN(double burstiness, positive_or_inf(str(s, "burstiness"), "burstiness"));
-  ECO_ASSIGN_OR_RETURN(uint64_t seed, get<uint64_t>(s, "seed"));
+  ECO_ASSIGN_OR_RETURN(double burstiness, positive_or_inf(setting_text(s, "burstiness"), "burstiness"));
+  ECO_ASSIGN_OR_RETURN(uint64_t seed, setting<uint64_t>(s, "seed"));
   ECO_ASSIGN_OR_RETURN(auto proc, loadgen::ArrivalProcess::create({.rate = rate, .burstiness = burstiness, .seed = seed}));
   return proc.times(w.requests.size());
 }
 
-std::vector<sim::SimRequest> sim_requests(const Workload& w, const std::vector<double>& times) {
+std::vector<sim::SimRequest> sim_requests(const Workload& w, const std::vector<double>& times,
+                                          const SimulateDeployment& d) {
   std::vector<sim::SimRequest> out(w.requests.size());
   for (size_t i = 0; i < out.size(); ++i) {
     const loadgen::BenchRequest& b = w.requests[i];
     sim::SimRequest& r = out[i];
     r.arrival_s = times[i];
-    r.input_tokens = static_cast<int32_t>(std::max<int64_t>(1, b.input_tokens));
+    r.input_tokens = static_cast<int32_t>(std::max<int64_t>(1, b.input_tokens + d.prompt_extra_tokens));
+    r.slo_ttft_s = d.request_slo_ttft_s;
+    r.slo_tpot_s = d.request_slo_tpot_s;
     r.output_tokens = static_cast<int32_t>(std::max<int64_t>(1, b.output_tokens));
     r.priority = b.priority ? static_cast<int32_t>(-*b.priority) : 0;  // vLLM: lower runs first
     r.prefix_blocks = b.hash_ids;
@@ -416,18 +327,20 @@ int run_simulate(const SimulateArgs& a) {
   auto settings = merge_settings(a);
   if (!settings.ok()) return fail(settings.status());
   const json& s = *settings;
-  auto spec = deployment_from(s, !a.timeline_svg.empty() || !a.result_json.empty());
-  if (!spec.ok()) return fail(spec.status());
+  auto deployment = simulate_deployment(s, !a.timeline_svg.empty() || !a.result_json.empty());
+  if (!deployment.ok()) return fail(deployment.status());
+  const sim::DeploymentSpec* spec = &deployment->spec;
   auto options = sim::build_cluster(*spec);
   if (!options.ok()) return fail(options.status());
-  if (double ms = s.at("step_overhead_ms").get<double>(); ms > 0) {
-    for (auto& inst : options->instances) inst.options.executor.step_overhead_seconds = ms / 1000.0;
+  for (auto& inst : options->instances) inst.options.executor.step_overhead_seconds = deployment->step_overhead_s;
+  if ((options->autoscale || options->scale_by_freeness) && !options->scale_template) {
+    options->scale_template = options->instances.front();  // new instances are copies of the first
   }
   options->keep_token_times = a.token_times;
   options->request_timeout_s = s.at("request_timeout").get<double>();
   auto workload = build_workload(s);
   if (!workload.ok()) return fail(workload.status());
-  auto percentiles = parse_list(str(s, "percentiles"), "percentiles");
+  auto percentiles = parse_list(setting_text(s, "percentiles"), "percentiles");
   if (!percentiles.ok()) return fail(percentiles.status());
   loadgen::SloOptions slo;
   if (!s.at("slo_ttft_ms").is_null()) slo.ttft_ms = s.at("slo_ttft_ms").get<double>();
@@ -449,7 +362,7 @@ int run_simulate(const SimulateArgs& a) {
   }
   auto run_once = [&](double rate, const std::string& label) -> StatusOr<std::pair<sim::SimResult, double>> {
     ECO_ASSIGN_OR_RETURN(auto times, release_times(s, *workload, rate));
-    const std::vector<sim::SimRequest> reqs = sim_requests(*workload, times);
+    const std::vector<sim::SimRequest> reqs = sim_requests(*workload, times, *deployment);
     ECO_ASSIGN_OR_RETURN(auto cluster, sim::SimCluster::create(*options));
     ProgressBar bar(a.quiet ? nullptr : stderr, label);
     const auto t0 = std::chrono::steady_clock::now();
@@ -463,6 +376,8 @@ int run_simulate(const SimulateArgs& a) {
   config["num_prompts"] = workload->requests.size();
   config["trace_replay"] = workload->replay;
   config["simulated"] = true;
+  config["request_slo_ttft_ms"] = deployment->request_slo_ttft_s * 1e3;  // every request's (0: none)
+  config["request_slo_tpot_ms"] = deployment->request_slo_tpot_s * 1e3;
   std::optional<loadgen::GoodputSearchResult> sweep;
   std::optional<std::pair<sim::SimResult, double>> final_run;
   if (a.goodput_search) {
@@ -513,7 +428,7 @@ int run_simulate(const SimulateArgs& a) {
       final_run = std::move(*r);
     }
   } else {
-    auto rate = positive_or_inf(str(s, "rate"), "rate");
+    auto rate = positive_or_inf(setting_text(s, "rate"), "rate");
     if (!rate.ok()) return fail(rate.status());
     auto r = run_once(*rate, "simulate");
     if (!r.ok()) return fail(r.status());
@@ -572,89 +487,7 @@ void add_simulate_command(CLI::App& app, int& exit_code) {
       "cost model in place of the engine. Prints the report of `ecoserve bench`; settings from --config\n"
       "(YAML or JSON, keys as the flags with '_') and flags (flags win). `simulate cost` is the step-time calculator.");
   cmd->add_option("--config", a->config, "YAML or JSON file of settings (keys: the flag names with '_' for '-')");
-  // Each setting: a flag whose value lands in a->flags under its key.
-  struct Flag {
-    const char* key;
-    const char* help;
-    enum Kind { kString, kInt, kDouble, kBool } kind;
-  };
-  static const Flag kFlags[] = {
-      {"strategy", "nodg | fudg | padg | llumnix", Flag::kString},
-      {"model", "model preset (ecoserve simulate cost --help lists them), e.g. llama-2-13b", Flag::kString},
-      {"gpu", "GPU preset: a100-80gb, a800, h100-sxm, h200, l20, l40s", Flag::kString},
-      {"cost_model", "roofline | h100-profile | cpu-profile (with --cost-profile, --kv-blocks, --max-context)", Flag::kString},
-      {"profile_dir", "the H100 operator profile (h100-profile)", Flag::kString},
-      {"cost_profile", "cpu-profile: the JSON of `ecoserve profile cost`", Flag::kString},
-      {"kv_blocks", "cpu-profile: KV blocks per instance (as the live server has)", Flag::kInt},
-      {"max_context", "context per sequence (0: the model's)", Flag::kInt},
-      {"kv_bytes_per_token", "cpu-profile: KV bytes of one token (what transfers move)", Flag::kInt},
-      {"instances", "instances (nodg, padg, llumnix)", Flag::kInt},
-      {"tp", "tensor parallelism per instance", Flag::kInt},
-      {"pp", "pipeline stages per instance", Flag::kInt},
-      {"prefill_instances", "fudg: prefill instances", Flag::kInt},
-      {"prefill_tp", "fudg: prefill tensor parallelism", Flag::kInt},
-      {"prefill_pp", "fudg: prefill pipeline stages", Flag::kInt},
-      {"decode_instances", "fudg: decode instances", Flag::kInt},
-      {"decode_tp", "fudg: decode tensor parallelism", Flag::kInt},
-      {"decode_pp", "fudg: decode pipeline stages", Flag::kInt},
-      {"placement", "packed (roles in order) | paired (prefill and decode share nodes)", Flag::kString},
-      {"nodes", "nodes (0: as many as the instances need)", Flag::kInt},
-      {"gpus_per_node", "GPUs per node", Flag::kInt},
-      {"intra", "intra-node link: nvlink | pcie", Flag::kString},
-      {"inter_node_gbps", "inter-node link per node (Gb/s): 10, 25, 100, 200, 400", Flag::kDouble},
-      {"policy", "nodg/llumnix instance policy: chunked | prefill-first", Flag::kString},
-      {"max_num_seqs", "sequences per step at most", Flag::kInt},
-      {"max_num_batched_tokens", "tokens per step at most", Flag::kInt},
-      {"chunk_size", "prefill chunk (tokens)", Flag::kInt},
-      {"block_size", "tokens per KV block", Flag::kInt},
-      {"enable_prefix_caching", "prefix caching on instances", Flag::kBool},
-      {"preemption_mode", "recompute | swap", Flag::kString},
-      {"memory_fraction", "share of GPU memory for weights + KV", Flag::kDouble},
-      {"step_overhead_ms", "added to every step (scheduler and launch time)", Flag::kDouble},
-      {"router", "nodg: round-robin | least-loaded | cache-aware; llumnix: freeness", Flag::kString},
-      {"remote_prefill_min_tokens", "fudg: shorter prompts prefill on their decode instance", Flag::kInt},
-      {"macro_min", "padg: N_l, fewest instances of a macro instance", Flag::kInt},
-      {"macro_max", "padg: N_u, most instances of a macro instance", Flag::kInt},
-      {"padg_reject_unmeetable", "padg: reject requests whose TTFT SLO cannot be met", Flag::kBool},
-      {"migrate_interval_ms", "llumnix: how often the migration planner runs", Flag::kDouble},
-      {"migrate_max_stages", "llumnix: copy stages before the stop-and-copy at most", Flag::kInt},
-      {"dataset", "synthetic | sharegpt | azure | mooncake (with --dataset-file)", Flag::kString},
-      {"dataset_file", "the dataset or trace file", Flag::kString},
-      {"input_len", "input lengths: N, uniform:LO:HI, lognormal:MEAN:MEDIAN, alpaca, sharegpt, longbench", Flag::kString},
-      {"output_len", "output lengths, same forms", Flag::kString},
-      {"length_scale", "multiply generated lengths by this", Flag::kDouble},
-      {"num_prompts", "requests (file datasets: 0 = all)", Flag::kInt},
-      {"rate", "request rate (req/s) or inf; traces replay their timestamps unless given", Flag::kString},
-      {"burstiness", "gamma shape of inter-arrivals: 1 = Poisson", Flag::kString},
-      {"trace_speedup", "divide trace timestamps by this", Flag::kDouble},
-      {"seed", "workload and sampler seed", Flag::kInt},
-      {"high_priority_fraction", "share of requests with high priority", Flag::kDouble},
-      {"slo_ttft_ms", "TTFT SLO (ms) for attainment and goodput", Flag::kDouble},
-      {"slo_tpot_ms", "TPOT SLO (ms) for attainment and goodput", Flag::kDouble},
-      {"percentiles", "percentiles to report besides the median, e.g. 90,99", Flag::kString},
-      {"request_timeout", "a request unanswered this many seconds after its arrival fails (as bench's "
-                          "--request-timeout); bounds an overloaded run's queues (0 = never)", Flag::kDouble},
-  };
-  for (const Flag& f : kFlags) {
-    std::string name = std::string("--") + f.key;
-    std::replace(name.begin(), name.end(), '_', '-');
-    const std::string key = f.key;
-    const std::string help = fmt::format("{} (default {})", f.help, default_settings().at(key).dump());
-    switch (f.kind) {
-      case Flag::kString:
-        cmd->add_option_function<std::string>(name, [a, key](const std::string& v) { a->flags[key] = v; }, help);
-        break;
-      case Flag::kInt:
-        cmd->add_option_function<int64_t>(name, [a, key](const int64_t& v) { a->flags[key] = v; }, help);
-        break;
-      case Flag::kDouble:
-        cmd->add_option_function<double>(name, [a, key](const double& v) { a->flags[key] = v; }, help);
-        break;
-      case Flag::kBool:
-        cmd->add_option_function<bool>(name, [a, key](const bool& v) { a->flags[key] = v; }, help);
-        break;
-    }
-  }
+  add_simulate_setting_flags(cmd, a->flags);
   cmd->add_option("--sweep-rate", a->sweep_rate,
                   "comma-separated rates (req/s): simulate each and print attainment and goodput per rate "
                   "(attainment_vs_rate.svg with --plot-dir); the last rate's run is reported");

@@ -25,4 +25,11 @@ SloTargets derive_slos(const CostModel& model, const SloRule& rule) {
   return t;
 }
 
+SloTargets padg_default_slos(const CostModel& model, int32_t max_context, int32_t chunk_size) {
+  SloTargets t;
+  t.tpot_seconds = 5.0 * model.step_seconds(StepShape{.decode_seqs = 1, .decode_context_tokens = max_context / 4});
+  t.ttft_seconds = std::max(1.0, 5.0 * model.prefill_seconds(max_context / 2, 0, chunk_size));
+  return t;
+}
+
 }  // namespace ecoserve::policy

@@ -50,4 +50,10 @@ struct SloTargets {
 };
 SloTargets derive_slos(const CostModel& model, const SloRule& rule);
 
+// The SLOs a padg deployment gives requests that bring none (`serve --strategy padg`
+// without --slo-ttft-ms/--slo-tpot-ms, and `simulate` alike): TPOT 5x a batch-1
+// decode step at a quarter of the context; TTFT 5x the prefill of half the context
+// in chunks of `chunk_size`, at least 1 s.
+SloTargets padg_default_slos(const CostModel& model, int32_t max_context, int32_t chunk_size);
+
 }  // namespace ecoserve::policy

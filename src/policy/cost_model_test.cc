@@ -47,5 +47,18 @@ TEST(CostModelTest, DerivedSlosAreMultiplesOfAMeanPromptsPrefillAndABatchOneDeco
   EXPECT_NEAR(t.tpot_seconds, 3 * (0.005 + 736e-6), 1e-12);
 }
 
+TEST(CostModelTest, PadgDefaultSlosFollowTheContext) {
+  const LinearCost m;
+  // Context 4096: TPOT 5 x (5 ms + 1024 us); TTFT 5 x the prefill of 2048 tokens in
+  // chunks of 512 (4 x (4 + 512) ms) = 10.32 s.
+  SloTargets t = padg_default_slos(m, 4096, 512);
+  EXPECT_NEAR(t.tpot_seconds, 5 * (0.005 + 1024e-6), 1e-12);
+  EXPECT_NEAR(t.ttft_seconds, 5 * 4 * 0.516, 1e-12);
+  // A short context: TTFT is at least 1 s (5 x (4 + 64) ms = 0.34 s).
+  t = padg_default_slos(m, 128, 512);
+  EXPECT_NEAR(t.ttft_seconds, 1.0, 1e-12);
+  EXPECT_NEAR(t.tpot_seconds, 5 * (0.005 + 32e-6), 1e-12);
+}
+
 }  // namespace
 }  // namespace ecoserve::policy

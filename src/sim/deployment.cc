@@ -140,7 +140,6 @@ StatusOr<SimClusterOptions> build_cluster(const DeploymentSpec& spec) {
     const char* prefix = role == policy::InstanceRole::kPrefill ? "p" : role == policy::InstanceRole::kDecode ? "d" : "i";
     s.options.name = prefix + std::to_string(counts[static_cast<int>(role)]++);
     if (role == policy::InstanceRole::kPrefill) s.options.core.policy = "prefill-only";
-    if (role == policy::InstanceRole::kDecode) s.options.core.policy = "decode-only";
     if (strategy == "padg") {
       s.options.core.policy = "temporal";
       s.options.core.cost_model = cost;

@@ -50,7 +50,8 @@ struct DeploymentSpec {
   RoleSpec decode;        // fudg
   std::string placement = "packed";
   // Scheduler of every instance; `policy` applies to mixed instances under nodg and
-  // llumnix (fudg runs prefill-only/decode-only, padg temporal).
+  // llumnix and to fudg's decode instances, as serve does (they also prefill the
+  // prompts dispatch keeps local); fudg's prefill instances run prefill-only, padg temporal.
   instance::InstanceCoreOptions core;
   int32_t block_size = 16;
   double memory_fraction = 0.9;

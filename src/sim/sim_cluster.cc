@@ -95,13 +95,14 @@ Status SimCluster::init() {
   } else if (s == "llumnix") {
     ECO_ASSIGN_OR_RETURN(auto planner, policy::MigrationPlanner::create(options_.migration));
     planner_.emplace(std::move(planner));
-    if (options_.router.empty() || options_.router == "least-loaded") options_.router = "freeness";
+    if (options_.router.empty()) options_.router = "freeness";
     if (options_.router == "freeness") {
       router_ = std::make_unique<policy::FreenessRouter>(options_.migration.freeness);
     } else {
       ECO_ASSIGN_OR_RETURN(router_, policy::make_router_policy(options_.router, options_.router_policy));
     }
   } else if (s == "nodg") {
+    if (options_.router.empty()) options_.router = "least-loaded";
     ECO_ASSIGN_OR_RETURN(router_, policy::make_router_policy(options_.router, options_.router_policy));
   }
   return ok_status();

@@ -92,7 +92,7 @@ struct SimInstanceSpec {
 
 struct SimClusterOptions {
   std::string strategy = "nodg";        // nodg | fudg | padg | llumnix
-  std::string router = "least-loaded";  // nodg: policy::make_router_policy; llumnix: "freeness" when empty
+  std::string router;  // policy::make_router_policy, or "freeness"; empty: freeness under llumnix, else least-loaded
   policy::RouterOptions router_policy;
   policy::PdDispatchOptions dispatch;
   policy::PadgRouterOptions padg;

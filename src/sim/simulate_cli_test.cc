@@ -33,12 +33,47 @@ class SimulateCli : public testing::CliTest {
 
 TEST_F(SimulateCli, OneRequestGivesTheProfilesTimes) {
   // One 32-token prompt, 3 tokens: TTFT = P(32) = 36 ms; then two 6 ms decode steps.
-  const CliRun r = simulate({"--config", config("input_len: 32\noutput_len: 3\nnum_prompts: 1\n")});
+  // (prompt_extra_tokens 0: the prompt as asked, without the BOS token serve would add.)
+  const CliRun r = simulate({"--config", config("input_len: 32\noutput_len: 3\nnum_prompts: 1\n"),
+                             "--prompt-extra-tokens", "0"});
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("Successful requests:                     1\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Total input tokens:                      32\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Mean TTFT (ms):                          36.00\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Mean TPOT (ms):                          6.00\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Mean E2EL (ms):                          48.00\n"), std::string::npos) << r.out;
+}
+
+TEST_F(SimulateCli, CpuProfileRunsLikeServe) {
+  // With a CPU profile every prompt gets serve's BOS token, the scheduler limits are
+  // serve's, and under padg every request carries serve's derived SLOs: TPOT 5 x a
+  // batch-1 decode (6 ms), TTFT max(1 s, 5 x the prefill of half the context).
+  const std::string json_path = (dir_ / "padg.json").string();
+  const CliRun r = simulate({"--config", config("strategy: padg\ninstances: 2\ninput_len: 32\noutput_len: 3\n"
+                                                "num_prompts: 1\n"),
+                             "--result-json", json_path});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("Total input tokens:                      33\n"), std::string::npos) << r.out;
+  const std::string j = read("padg.json");
+  EXPECT_NE(j.find("\"max_num_seqs\": 64,"), std::string::npos);
+  EXPECT_NE(j.find("\"max_num_batched_tokens\": 512,"), std::string::npos);
+  EXPECT_NE(j.find("\"chunk_size\": 0,"), std::string::npos);
+  EXPECT_NE(j.find("\"prompt_extra_tokens\": 1,"), std::string::npos);
+  EXPECT_NE(j.find("\"request_slo_tpot_ms\": 30.0"), std::string::npos) << j.substr(0, 3000);
+  EXPECT_NE(j.find("\"request_slo_ttft_ms\": 1000.0"), std::string::npos) << j.substr(0, 3000);
+}
+
+TEST_F(SimulateCli, ClusterFlagsAreCheckedAsServeChecksThem) {
+  CliRun r = simulate({"--config", config("strategy: llumnix\ninstances: 2\n"), "--migrate-source-freeness", "20",
+                       "--migrate-destination-freeness", "10"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "ecoserve simulate: --migrate-source-freeness must be below --migrate-destination-freeness\n");
+  r = simulate({"--config", config("instances: 2\n"), "--scale-up-freeness", "2", "--scale-down-freeness", "10"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "ecoserve simulate: --scale-up-freeness/--scale-down-freeness need --strategy llumnix\n");
+  r = simulate({"--config", config("strategy: llumnix\ninstances: 2\n"), "--migration-choice", "random"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("unknown migration_choice 'random'"), std::string::npos) << r.err;
 }
 
 TEST_F(SimulateCli, FlagsWinOverTheConfig) {
