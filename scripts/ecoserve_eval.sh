@@ -22,13 +22,10 @@
 #   nodg-pf       vLLM: mixed instances, prefill-first, least-loaded routing
 #   nodg-chunked  Sarathi-Serve: mixed instances, chunked prefill (chunk 512), token budget
 #                 per step in CHUNKED_BUDGETS (default "2048 512": -b2048, -b512)
-#   fudg-intra    DistServe, intra-node: every node holds prefill and decode instances and
-#                 KV moves over PCIe inside the node. The simulator's fudg dispatcher is not
-#                 node-aware (it pairs any prefill instance with any decode instance), so this
-#                 is emulated with one global dispatcher over 4 nodes whose inter-node links
-#                 are made as fast as the PCIe path (--inter-node-gbps 1024: 4 tp shards x
-#                 32 GB/s), i.e. every hand-off costs what a hand-off inside a node costs: an
-#                 optimistic bound (a node-aware dispatcher would pair only inside a node).
+#   fudg-intra    DistServe, intra-node (Algorithm 2): every node holds prefill and decode
+#                 instances in the same ratio (--placement paired) and the dispatcher sends a
+#                 prompt's KV to a decode instance on its prefill instance's node (over PCIe),
+#                 across the 10 GbE only when every decode instance there is full.
 #                 Per-node layouts PREFILLxTP+DECODExTP, times 4, in FUDG_INTRA_LAYOUTS
 #                 (default "1x4+1x4 2x2+1x4 1x4+2x2 1x2+3x2 2x2+2x2 3x2+1x2"; qwen2-72b, which
 #                 does not fit on 2 GPUs, only 1x4+1x4)
@@ -204,12 +201,12 @@ for model in "${models[@]}"; do
             esac
           done ;;
         fudg-intra)
-          # Per-node layout x 4 nodes, inter-node links as fast as the PCIe path (see above).
+          # Per-node layout x 4 nodes, placed pairwise (see above).
           for lay in ${FUDG_INTRA_LAYOUTS:-1x4+1x4 2x2+1x4 1x4+2x2 1x2+3x2 2x2+2x2 3x2+1x2}; do
             pre=${lay%+*} dec=${lay#*+}
             # qwen2-72b does not fit on 2 L20s: its only intra-node pair is 1x4+1x4.
             if [ "$model" = qwen2-72b ] && [ "$lay" != 1x4+1x4 ]; then continue; fi
-            search "$s-$lay" "$model" "$ds" "$bin" --strategy fudg --nodes 4 --placement packed --inter-node-gbps 1024 \
+            search "$s-$lay" "$model" "$ds" "$bin" --strategy fudg --nodes 4 --placement paired \
               --prefill-instances $((4 * ${pre%x*})) --prefill-tp "${pre#*x}" \
               --decode-instances $((4 * ${dec%x*})) --decode-tp "${dec#*x}"
           done ;;

@@ -40,6 +40,7 @@ struct InstanceLoad {
   int32_t num_total_blocks = 0;
   int32_t max_num_seqs = 0;         // 0 = unknown / unlimited
   int32_t block_size = 16;
+  int32_t node = -1;                // the machine it runs on (KV moves faster inside one); -1 = unknown
   // Time-aware strategies (padg, llumnix), from the router's own accounting:
   // predicted prefill seconds of the requests routed here that have no first
   // token yet, and the decodes' saved TPOT (RequestView::saved_tpot) - their

@@ -1,18 +1,31 @@
 #include "policy/pd_dispatch.h"
 
 namespace ecoserve::policy {
+namespace {
+
+bool has_slot(const InstanceLoad& l) { return l.max_num_seqs <= 0 || l.num_requests() < l.max_num_seqs; }
+
+// The best healthy decode instance; `node` >= 0: those on that node first.
+const InstanceLoad* best_decode(const ClusterView& view, int32_t node) {
+  const InstanceLoad* best = nullptr;
+  auto rank = [node](const InstanceLoad& l) { return std::make_pair(has_slot(l), node >= 0 && l.node == node); };
+  for (const InstanceLoad& l : view.instances) {
+    if (!l.healthy || l.role != InstanceRole::kDecode) continue;
+    if (!best || rank(l) > rank(*best) ||
+        (rank(l) == rank(*best) &&
+         (l.num_free_blocks > best->num_free_blocks ||
+          (l.num_free_blocks == best->num_free_blocks && l.num_requests() < best->num_requests())))) {
+      best = &l;
+    }
+  }
+  return best;
+}
+
+}  // namespace
 
 std::optional<PdDecision> pd_dispatch(const ClusterView& view, const RouteRequest& req,
                                       const PdDispatchOptions& options, const PrefixIndex* decode_index) {
-  const InstanceLoad* decode = nullptr;
-  for (const InstanceLoad& l : view.instances) {
-    if (!l.healthy || l.role != InstanceRole::kDecode) continue;
-    if (l.max_num_seqs > 0 && l.num_requests() >= l.max_num_seqs) continue;
-    if (!decode || l.num_free_blocks > decode->num_free_blocks ||
-        (l.num_free_blocks == decode->num_free_blocks && l.num_requests() < decode->num_requests())) {
-      decode = &l;
-    }
-  }
+  const InstanceLoad* decode = best_decode(view, -1);
   if (!decode) return std::nullopt;
   const InstanceLoad* prefill = nullptr;
   for (const InstanceLoad& l : view.instances) {
@@ -30,7 +43,9 @@ std::optional<PdDecision> pd_dispatch(const ClusterView& view, const RouteReques
       return d;
     }
   }
+  if (options.prefer_same_node && prefill->node >= 0) decode = best_decode(view, prefill->node);
   d.prefill = prefill->id;
+  d.decode = decode->id;
   d.remote_prefill = true;
   return d;
 }

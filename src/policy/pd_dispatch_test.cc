@@ -34,13 +34,38 @@ TEST(PdDispatchTest, PicksTheIdlestPrefillAndTheRoomiestDecode) {
   EXPECT_EQ(*d, (PdDecision{InstanceId(1), InstanceId(4), true}));  // 90 free on 3 and 4; 4 has fewer requests
 }
 
-TEST(PdDispatchTest, FullOrUnhealthyDecodeInstancesAreSkipped) {
+TEST(PdDispatchTest, FullDecodeInstancesComeLastAndUnhealthyOnesNever) {
   ClusterView v{{node(0, P), node(1, D, 90), node(2, D, 10)}};
   v.instances[1].max_num_seqs = 2;
   v.instances[1].num_running = 2;
   EXPECT_EQ(pd_dispatch(v, req(300), {})->decode, InstanceId(2));
+  // Both full: the request queues on the roomiest rather than being refused.
+  v.instances[2].max_num_seqs = 1;
+  v.instances[2].num_running = 1;
+  EXPECT_EQ(pd_dispatch(v, req(300), {})->decode, InstanceId(1));
+  v.instances[1].healthy = false;
+  EXPECT_EQ(pd_dispatch(v, req(300), {})->decode, InstanceId(2));
   v.instances[2].healthy = false;
   EXPECT_FALSE(pd_dispatch(v, req(300), {}));
+}
+
+TEST(PdDispatchTest, TheDecodeInstanceOnThePrefillInstancesNodeWins) {
+  // Nodes: P0 and D2 on node 0, P1 and D3 on node 1. P1 is idler, so the request
+  // prefills there and decodes on D3 although D2 has more room.
+  ClusterView v{{node(0, P, 100, 500), node(1, P, 100, 200), node(2, D, 90), node(3, D, 40)}};
+  for (int i = 0; i < 4; ++i) v.instances[static_cast<size_t>(i)].node = i % 2;
+  EXPECT_EQ(*pd_dispatch(v, req(300), {}), (PdDecision{InstanceId(1), InstanceId(3), true}));
+  // ... unless D3 is full, or the preference is off.
+  PdDispatchOptions off;
+  off.prefer_same_node = false;
+  EXPECT_EQ(pd_dispatch(v, req(300), off)->decode, InstanceId(2));
+  v.instances[3].max_num_seqs = 1;
+  v.instances[3].num_running = 1;
+  EXPECT_EQ(pd_dispatch(v, req(300), {})->decode, InstanceId(2));
+  // Unknown nodes (-1, the live router's): the roomiest.
+  for (auto& l : v.instances) l.node = -1;
+  v.instances[3].num_running = 0;
+  EXPECT_EQ(pd_dispatch(v, req(300), {})->decode, InstanceId(2));
 }
 
 TEST(PdDispatchTest, ConditionalDisaggregation) {

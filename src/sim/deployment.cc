@@ -95,9 +95,13 @@ StatusOr<SimClusterOptions> build_cluster(const DeploymentSpec& spec) {
     order.assign(static_cast<size_t>(spec.prefill.instances), policy::InstanceRole::kPrefill);
     order.insert(order.end(), static_cast<size_t>(spec.decode.instances), policy::InstanceRole::kDecode);
   } else {
-    for (int32_t p = 0, d = 0; p < spec.prefill.instances || d < spec.decode.instances;) {
-      if (p < spec.prefill.instances) order.push_back(policy::InstanceRole::kPrefill), ++p;
-      if (d < spec.decode.instances) order.push_back(policy::InstanceRole::kDecode), ++d;
+    // Interleave in proportion (the role further behind its share goes next, prefill
+    // on ties), so every node gets prefill and decode instances in the global ratio.
+    const int64_t np = spec.prefill.instances, nd = spec.decode.instances;
+    for (int64_t p = 0, d = 0; p < np || d < nd;) {
+      const bool prefill_next = d >= nd || (p < np && p * nd <= d * np);
+      order.push_back(prefill_next ? policy::InstanceRole::kPrefill : policy::InstanceRole::kDecode);
+      ++(prefill_next ? p : d);
     }
   }
   const int32_t per_node = o.topology.gpus_per_node;

@@ -10,9 +10,10 @@
 // NVLink/PCIe switch). `placement`:
 //   "packed"    roles in order (prefill instances first, then decode): DistServe's
 //               high-node-affinity layout (Algorithm 1), KV moves wherever.
-//   "paired"    prefill and decode instances interleave (P0 D0 P1 D1 ...), so each
-//               pair shares a node when it fits: Algorithm 2 (low node affinity:
-//               KV moves only inside a node).
+//   "paired"    prefill and decode instances interleave in proportion (P D P D ...
+//               for 1:1, P D D D P D D D ... for 1:3), so every node holds both
+//               roles in the global ratio: Algorithm 2 (low node affinity). With
+//               pd_dispatch's same-node preference the KV then moves inside a node.
 // Pure (no I/O except loading the H100 profile when asked for it); thread-compatible.
 #pragma once
 

@@ -234,6 +234,7 @@ void SimCluster::build_view(bool with_requests) {
     l.num_free_blocks = inst.num_free_blocks();
     l.num_total_blocks = inst.num_total_blocks();
     l.max_num_seqs = options_.instances[i].options.core.max_num_seqs;
+    l.node = node_of_[i];
     l.phase = static_cast<policy::InstancePhase>(std::clamp(inst.phase(), 0, 2));
     l.last_phase_switch = inst.last_phase_switch();
     loads_[i].fill(l, now, options_.strategy == "llumnix");
@@ -595,6 +596,7 @@ Status SimCluster::add_instance(const SimInstanceSpec& given) {
                                   [this](InstanceId from, const instance::TokenEvent& ev) { on_event(from, ev); });
   if (!inst.ok()) return inst.status();
   for (GpuId g : spec.gpus) gpu_used_[static_cast<size_t>(g.value)] = true;
+  node_of_.push_back(spec.gpus.empty() ? -1 : topology_->node_of(spec.gpus.front()));
   instances_.push_back(std::move(inst).value());
   options_.instances.push_back(std::move(spec));
   loads_.emplace_back();

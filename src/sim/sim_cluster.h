@@ -277,6 +277,7 @@ class SimCluster {
   std::vector<std::unique_ptr<SimInstance>> instances_;
   std::vector<policy::LoadAccount> loads_;
   std::vector<bool> removed_;  // taken out of routing by a remove action
+  std::vector<int32_t> node_of_;  // each instance's node (of its first GPU; -1: none placed)
   std::vector<bool> gpu_used_;
   // Autoscaling state.
   TimePoint window_start_{};
