@@ -50,9 +50,8 @@
 #                                          passed to both serve and simulate (their defaults differ)
 #   KV_CACHE_MB [0 = serve's auto]         passed to serve; the block count it gives is read back
 #   MIGRATE_INTERVAL_MS [500]              llumnix
-#   PADG_SLO_TTFT_MS [5000]  PADG_SLO_TPOT_MS [10000000]  padg: the live server's default SLOs;
-#                                          simulate gives its requests no SLO and routes with
-#                                          5000/200 ms, which these values reproduce live
+#   PADG_SLO_TTFT_MS [unset]  PADG_SLO_TPOT_MS [unset]  padg: SLOs given to both serve and
+#                                          simulate; unset, both derive them from the profile alike
 #   PROFILE [unset]                        reuse this cost profile instead of measuring one
 #   PROFILE_REPEATS [5]                    runs per profile point (the median is kept)
 #   CAL_FACTOR [auto]                      K of the "cal" simulations: a number, or auto (above)
@@ -97,8 +96,9 @@ chunk=${CHUNK_SIZE:-512}
 block=${BLOCK_SIZE:-16}
 kv_cache_mb=${KV_CACHE_MB:-0}
 migrate_ms=${MIGRATE_INTERVAL_MS:-500}
-padg_ttft=${PADG_SLO_TTFT_MS:-5000}
-padg_tpot=${PADG_SLO_TPOT_MS:-10000000}
+padg_slos=""
+[ -n "${PADG_SLO_TTFT_MS:-}" ] && padg_slos="$padg_slos --slo-ttft-ms $PADG_SLO_TTFT_MS"
+[ -n "${PADG_SLO_TPOT_MS:-}" ] && padg_slos="$padg_slos --slo-tpot-ms $PADG_SLO_TPOT_MS"
 cal=${CAL_FACTOR:-auto}
 overhead=${STEP_OVERHEAD_MS:-auto}
 quiet_busy=${QUIET_BUSY:-0.15}
@@ -209,7 +209,7 @@ serve_flags() {
   case "$1" in
     nodg)    echo "--strategy nodg --policy chunked --router least-loaded" ;;
     fudg)    echo "--strategy fudg --policy chunked --prefill-instances $prefill_instances" ;;
-    padg)    echo "--strategy padg --profile $out/profile.json --slo-ttft-ms $padg_ttft --slo-tpot-ms $padg_tpot --macro-min 2 --macro-max 4" ;;
+    padg)    echo "--strategy padg --profile $out/profile.json $padg_slos --macro-min 2 --macro-max 4" ;;
     llumnix) echo "--strategy llumnix --policy chunked --router freeness --migrate-interval-ms $migrate_ms" ;;
   esac
 }
@@ -217,7 +217,7 @@ sim_flags() {
   case "$1" in
     nodg)    echo "--strategy nodg --instances $instances --policy chunked --router least-loaded" ;;
     fudg)    echo "--strategy fudg --prefill-instances $prefill_instances --decode-instances $((instances - prefill_instances)) --policy chunked" ;;
-    padg)    echo "--strategy padg --instances $instances --macro-min 2 --macro-max 4" ;;
+    padg)    echo "--strategy padg --instances $instances --padg-profile $out/profile.json $padg_slos --macro-min 2 --macro-max 4" ;;
     llumnix) echo "--strategy llumnix --instances $instances --policy chunked --router freeness --migrate-interval-ms $migrate_ms" ;;
   esac
 }
@@ -290,7 +290,7 @@ sim_run() {
   if [ "$load" = flags ]; then
     read -r -a wl <<<"$workload"
   else
-    wl=(--dataset mooncake --dataset-file "$load" --rate inf)
+    wl=(--dataset mooncake --dataset-file "$load" --rate inf --prompt-extra-tokens 0)  # lengths as the server counted
   fi
   "$bin" simulate --cost-model cpu-profile --cost-profile "$profile" --kv-blocks "$blocks" \
     --max-context "$ctx" --kv-bytes-per-token "$kv_bytes_per_token" $common_sched "${flags[@]}" "${wl[@]}" \
