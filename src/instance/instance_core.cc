@@ -217,11 +217,14 @@ StepReport InstanceCore::step(TimePoint now, Executor& executor) {
   report.phase = static_cast<int32_t>(scheduler_->policy().phase());
   if (plan.empty()) return report;  // nothing fits right now (e.g. every block held)
   report.ran = true;
+  step_tracked_.clear();
   for (const auto& s : plan.seqs) {
     auto it = tracked_.find(s.id);
-    if (it != tracked_.end() && !it->second.was_scheduled) {
-      it->second.was_scheduled = true;
-      it->second.scheduled = now;
+    Tracked* t = it != tracked_.end() ? &it->second : nullptr;
+    step_tracked_.push_back(t);
+    if (t != nullptr && !t->was_scheduled) {
+      t->was_scheduled = true;
+      t->scheduled = now;
     }
     const int64_t prompt_len = static_cast<int64_t>(s.prompt_tokens.size());
     const int64_t end = std::min<int64_t>(s.num_computed + static_cast<int64_t>(s.tokens.size()), prompt_len);
@@ -253,19 +256,35 @@ StepReport InstanceCore::step(TimePoint now, Executor& executor) {
     if (f.reason == policy::FinishReason::kStop) stopped_.push_back(f.id.value);
   }
   std::sort(stopped_.begin(), stopped_.end());
+  // Outputs come in plan order: each one's Tracked (found above, per plan sequence;
+  // no request was added or ended since) is searched from where the last was found.
+  size_t cursor = 0;
   for (size_t i = 0; i < sampled_.size(); ++i) {
     const policy::SampledToken& st = sampled_[i];
     if (!stopped_.empty() && std::binary_search(stopped_.begin(), stopped_.end(), st.id.value)) continue;
-    auto it = tracked_.find(st.id);
-    if (it == tracked_.end()) continue;
+    Tracked* t = nullptr;
+    const size_t n_seqs = plan.seqs.size();
+    for (size_t n = 0; n < n_seqs; ++n) {
+      const size_t k = cursor + n < n_seqs ? cursor + n : cursor + n - n_seqs;
+      if (plan.seqs[k].id == st.id) {
+        t = step_tracked_[k];
+        cursor = k + 1;
+        break;
+      }
+    }
+    if (t == nullptr) {  // not a sequence of the plan (an executor's extra output)
+      auto it = tracked_.find(st.id);
+      if (it == tracked_.end()) continue;
+      t = &it->second;
+    }
     const SeqOutput* o = sampled_out_[i];
     TokenEvent ev;
     ev.id = st.id;
     ev.token = st.token;
     ev.logprob = o->logprob;
     ev.top_logprobs = o->top_logprobs;
-    ev.scheduled_time = it->second.scheduled;
-    it->second.sink(ev);
+    ev.scheduled_time = t->scheduled;
+    t->sink(ev);
     ++report.generated_tokens;
   }
   for (const auto& f : finished) {

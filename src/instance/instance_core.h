@@ -192,6 +192,7 @@ class InstanceCore {
   std::vector<policy::SampledToken> sampled_;  // step() scratch
   std::vector<const SeqOutput*> sampled_out_;  // step() scratch: the executor's output of sampled_[i]
   std::vector<uint64_t> stopped_;              // step() scratch: ids ended by a stop token, sorted
+  std::vector<Tracked*> step_tracked_;         // step() scratch: tracked_ entry of plan.seqs[i] (or null)
   int64_t prompt_tokens_total_ = 0;
   int64_t generation_tokens_total_ = 0;
 };

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+// Inlined (same hashes as the library's): a block's hash is a short call made per block.
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 namespace ecoserve::kv {
@@ -12,12 +14,11 @@ PrefixCache::PrefixCache(BlockAllocator* allocator, int32_t block_size)
   ECO_CHECK(allocator != nullptr);
   ECO_CHECK_MSG(block_size > 0, "block_size {} must be positive", block_size);
   const auto n = static_cast<size_t>(allocator->num_blocks());
-  hash_.assign(n, 0);
+  meta_.assign(n, Meta{});
   cached_.assign(n, 0);
   tokens_.assign(n * static_cast<size_t>(block_size), 0);
-  prev_.assign(n, -1);
-  next_.assign(n, -1);
   in_lru_.assign(n, 0);
+  lru_.reserve(n + 64);
   map_ = BlockHashTable(static_cast<int32_t>(n));
 }
 
@@ -85,23 +86,47 @@ int32_t PrefixCache::acquire(std::span<const BlockHash> hashes, std::span<const 
 
 StatusOr<BlockId> PrefixCache::allocate() {
   if (allocator_->num_free() == 0) {
-    if (head_ < 0) {
+    const int32_t victim = lru_head();
+    if (victim < 0) {
       return resource_exhausted_error("no free KV block (all {} in use, none evictable)", num_blocks());
     }
-    evict(head_);
+    evict(victim);
   }
   return allocator_->allocate();
 }
 
+Status PrefixCache::allocate_n(int32_t n, std::vector<BlockId>* out) {
+  if (n > num_free()) {
+    return resource_exhausted_error("need {} KV blocks, {} free of {}", n, num_free(), num_blocks());
+  }
+  // allocate() takes free blocks first, then evicts from the LRU head: the victims
+  // are the first n - num_free_raw() live LRU entries. Start loading their map
+  // slots (one miss each, overlapped here rather than one after another).
+  int32_t victims = n - allocator_->num_free();
+  if (victims > 1) {
+    for (size_t i = lru_head_; victims > 0 && i < lru_.size(); ++i) {
+      if (!lru_live(lru_[i])) continue;
+      map_.prefetch(meta_[lru_[i].block].hash);
+      --victims;
+    }
+  }
+  out->reserve(out->size() + static_cast<size_t>(std::max(n, 0)));
+  for (int32_t i = 0; i < n; ++i) out->push_back(*allocate());
+  return ok_status();
+}
+
 void PrefixCache::share(BlockId block) {
   allocator_->share(block);  // checks range and refcount > 0
-  if (in_lru_[block.value]) lru_remove(block.value);
+  const int32_t b = block.value;
+  if (in_lru_[b]) lru_remove(b);
+  if (allocator_->refcount(block) - cached_[b] == 2) ++num_shared_;
 }
 
 void PrefixCache::release(BlockId block) {
   const int32_t b = block.value;
   ECO_CHECK_MSG(b >= 0 && b < num_blocks(), "block {} out of range", b);
   ECO_CHECK_MSG(!in_lru_[b], "release() of evictable block {} (no user holds it)", b);
+  if (allocator_->refcount(block) - cached_[b] == 2) --num_shared_;
   allocator_->release(block);
   if (cached_[b] && allocator_->refcount(block) == 1) lru_push_back(b);
 }
@@ -115,16 +140,38 @@ bool PrefixCache::insert(BlockHash hash, BlockId block, std::span<const int32_t>
   if (cached_[b] || map_.contains(hash)) return false;
   allocator_->share(block);  // the cache's own reference
   map_.insert(hash, b);
-  hash_[b] = hash;
+  meta_[b].hash = hash;
   cached_[b] = 1;
   std::copy(tokens.begin(), tokens.end(), tokens_.begin() + static_cast<ptrdiff_t>(b) * block_size_);
   return true;
 }
 
+int32_t PrefixCache::insert_chain(std::span<const BlockHash> hashes, std::span<const BlockId> blocks,
+                                  std::span<const int32_t> tokens) {
+  ECO_CHECK_MSG(hashes.size() == blocks.size() && tokens.size() == hashes.size() * static_cast<size_t>(block_size_),
+                "insert_chain() of {} hashes, {} blocks, {} tokens", hashes.size(), blocks.size(), tokens.size());
+  if (hashes.size() > 1) {  // overlap the misses of the map slots and the token copies
+    for (size_t i = 0; i < hashes.size(); ++i) {
+      map_.prefetch(hashes[i]);
+      const int32_t b = blocks[i].value;
+      if (b >= 0 && b < num_blocks()) {
+        const int32_t* dst = tokens_.data() + static_cast<size_t>(b) * block_size_;
+        __builtin_prefetch(dst, 1);
+        __builtin_prefetch(dst + block_size_ - 1, 1);
+      }
+    }
+  }
+  int32_t n = 0;
+  for (size_t i = 0; i < hashes.size(); ++i) {
+    n += insert(hashes[i], blocks[i], tokens.subspan(i * block_size_, block_size_)) ? 1 : 0;
+  }
+  return n;
+}
+
 int32_t PrefixCache::evict_all() {
   int32_t n = 0;
-  while (head_ >= 0) {
-    evict(head_);
+  for (int32_t b = lru_head(); b >= 0; b = lru_head()) {
+    evict(b);
     n++;
   }
   return n;
@@ -132,7 +179,7 @@ int32_t PrefixCache::evict_all() {
 
 void PrefixCache::evict(int32_t b) {
   lru_remove(b);
-  map_.erase(hash_[b]);
+  map_.erase(meta_[b].hash);
   cached_[b] = 0;
   num_evictions_++;
   const bool freed = allocator_->release(BlockId(b));
@@ -140,20 +187,30 @@ void PrefixCache::evict(int32_t b) {
 }
 
 void PrefixCache::lru_push_back(int32_t b) {
-  prev_[b] = tail_;
-  next_[b] = -1;
-  if (tail_ >= 0) next_[tail_] = b; else head_ = b;
-  tail_ = b;
+  const uint32_t stamp = ++meta_[b].lru_stamp;
   in_lru_[b] = 1;
   num_evictable_++;
+  if (lru_.size() >= 64 && lru_.size() >= 2 * static_cast<size_t>(num_evictable_)) {
+    // At least half the entries are stale or consumed (before lru_head_): keep the
+    // live ones, in order. Amortized O(1) per push; at most 2 x num_evictable + 64 entries.
+    size_t n = 0;
+    for (size_t i = lru_head_; i < lru_.size(); ++i) {
+      if (lru_live(lru_[i])) lru_[n++] = lru_[i];
+    }
+    lru_.resize(n);
+    lru_head_ = 0;
+  }
+  lru_.push_back(LruEntry{b, stamp});
 }
 
 void PrefixCache::lru_remove(int32_t b) {
-  if (prev_[b] >= 0) next_[prev_[b]] = next_[b]; else head_ = next_[b];
-  if (next_[b] >= 0) prev_[next_[b]] = prev_[b]; else tail_ = prev_[b];
-  prev_[b] = next_[b] = -1;
-  in_lru_[b] = 0;
+  in_lru_[b] = 0;  // its entry goes stale
   num_evictable_--;
+}
+
+int32_t PrefixCache::lru_head() {
+  while (lru_head_ < lru_.size() && !lru_live(lru_[lru_head_])) ++lru_head_;
+  return lru_head_ < lru_.size() ? lru_[lru_head_].block : -1;
 }
 
 }  // namespace ecoserve::kv

@@ -19,6 +19,11 @@
 // Counters: queries and hits are counted in TOKENS (vLLM's convention), by
 // whoever calls record_query() (the scheduler, once per admission).
 //
+// Cost: every operation is O(1) per block. A large simulation (many instances,
+// millions of blocks inserted and evicted) is bound by cache misses here, so the
+// batch forms (allocate_n, insert_chain) first prefetch what their blocks will
+// touch and then do exactly what the single-block calls would, in the same order.
+//
 // Ownership: borrows the BlockAllocator, which must outlive the cache and must
 // only be used through the cache while the cache exists. Not thread-safe: owned
 // by one instance's scheduler thread.
@@ -71,6 +76,10 @@ class PrefixCache {
   // A block for new content (refcount 1): a free one, else the LRU evictable one
   // (dropped from the cache). RESOURCE_EXHAUSTED when every block is in use.
   StatusOr<BlockId> allocate();
+  // n blocks, appended to *out: exactly what n calls of allocate() would hand
+  // out, in that order (evicting the same blocks). All or nothing:
+  // RESOURCE_EXHAUSTED (and no change) when n > num_free().
+  Status allocate_n(int32_t n, std::vector<BlockId>* out);
   // Adds a user reference to a block the caller already holds (or to an evictable block).
   void share(BlockId block);
   // Drops one user reference. A cached block whose last user left becomes the
@@ -80,12 +89,20 @@ class PrefixCache {
   // its tokens. Returns false (and leaves the block uncached) when the key is
   // already cached (another copy of the same content) or the block already is.
   bool insert(BlockHash hash, BlockId block, std::span<const int32_t> tokens);
+  // insert(hashes[i], blocks[i], tokens[i * block_size, (i + 1) * block_size))
+  // for every i in order (hashes and blocks of one size, tokens block_size times
+  // that). Returns how many were inserted.
+  int32_t insert_chain(std::span<const BlockHash> hashes, std::span<const BlockId> blocks,
+                       std::span<const int32_t> tokens);
 
   bool is_cached(BlockId block) const { return cached_[block.value] != 0; }
   // References held by users (not counting the cache's own).
   int32_t user_refcount(BlockId block) const {
     return allocator_->refcount(block) - (cached_[block.value] ? 1 : 0);
   }
+  // Blocks with user_refcount() >= 2 (shared by prefix hits or pinned). When 0,
+  // every block a user holds is held by that user alone.
+  int32_t num_shared() const { return num_shared_; }
 
   int32_t num_blocks() const { return allocator_->num_blocks(); }
   // Blocks an allocate() can hand out: free plus evictable.
@@ -113,17 +130,35 @@ class PrefixCache {
   void lru_remove(int32_t b);
   void evict(int32_t b);
 
+  // Per block: its key while cached, and the stamp of its latest LRU entry.
+  struct Meta {
+    BlockHash hash = 0;
+    uint32_t lru_stamp = 0;
+  };
+  // The LRU list of evictable blocks is a FIFO queue (push at the tail, evict at
+  // the head) with lazy removal: a block taken out of it (a prefix hit) leaves a
+  // stale entry behind, skipped when it reaches the head; an entry is live when
+  // its block is in the LRU and the stamps agree. Victims sit side by side in
+  // memory instead of at the end of a chain of dependent loads.
+  struct LruEntry {
+    int32_t block;
+    uint32_t stamp;
+  };
+  bool lru_live(const LruEntry& e) const { return in_lru_[e.block] && meta_[e.block].lru_stamp == e.stamp; }
+  // The least recently used evictable block (-1 when none); drops stale entries before it.
+  int32_t lru_head();
+
   BlockAllocator* allocator_;
   int32_t block_size_;
   BlockHashTable map_;  // key -> block (at most one key per block)
-  std::vector<BlockHash> hash_;                 // per block, valid when cached
+  std::vector<Meta> meta_;                      // per block
   std::vector<uint8_t> cached_;
   std::vector<int32_t> tokens_;                 // per block, block_size ids, valid when cached
-  // Intrusive LRU list of evictable blocks: head = least recently used.
-  std::vector<int32_t> prev_, next_;
   std::vector<uint8_t> in_lru_;
-  int32_t head_ = -1, tail_ = -1;
+  std::vector<LruEntry> lru_;  // [lru_head_, size): live and stale entries, oldest first
+  size_t lru_head_ = 0;
   int32_t num_evictable_ = 0;
+  int32_t num_shared_ = 0;  // blocks with user_refcount() >= 2
   int64_t query_tokens_ = 0, hit_tokens_ = 0, num_evictions_ = 0;
 };
 

@@ -12,8 +12,8 @@ BatchBuilder::BatchBuilder(const InstanceView& view, const PolicyOptions& option
       token_budget_(options.max_num_batched_tokens),
       free_blocks_(view.num_free_blocks),
       num_running_(static_cast<int32_t>(view.running.size())),
-      alive_end_(view.running.size()),
-      slot_of_running_(view.running.size(), -1) {
+      alive_end_(view.running.size()) {
+  slot_of_running_.assign(view.running.size(), -1);
   slots_.reserve(view.running.size() + view.waiting.size() + view.swapped.size());
 }
 

@@ -6,10 +6,15 @@
 // in schedule order (lowest priority, latest arrival) that is still alive, so the
 // preempted requests form a suffix of view.running. A victim that was already
 // scheduled this step is unscheduled and its tokens and blocks refunded.
-// Plain value type used inside one plan() call; borrows the view.
+// Used inside one plan() call (not copyable); borrows the view. Its bookkeeping
+// lives in a small buffer inside the builder (the heap only for large batches),
+// so planning a step allocates nothing but the decision.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
+#include <memory_resource>
 #include <vector>
 
 #include "policy/instance_policy.h"
@@ -19,6 +24,8 @@ namespace ecoserve::policy {
 class BatchBuilder {
  public:
   BatchBuilder(const InstanceView& view, const PolicyOptions& options);
+  BatchBuilder(const BatchBuilder&) = delete;
+  BatchBuilder& operator=(const BatchBuilder&) = delete;
 
   int32_t token_budget() const { return token_budget_; }
   // Nothing scheduled so far (no tokens).
@@ -60,8 +67,10 @@ class BatchBuilder {
   int32_t num_scheduled_ = 0;
   int64_t scheduled_tokens_ = 0;
   size_t alive_end_;
-  std::vector<Slot> slots_;
-  std::vector<int32_t> slot_of_running_;  // index into slots_, or -1
+  alignas(std::max_align_t) std::array<std::byte, 2048> arena_;
+  std::pmr::monotonic_buffer_resource resource_{arena_.data(), arena_.size()};
+  std::pmr::vector<Slot> slots_{&resource_};
+  std::pmr::vector<int32_t> slot_of_running_{&resource_};  // index into slots_, or -1
   std::vector<RequestId> preempt_;
 };
 

@@ -380,7 +380,11 @@ void Scheduler::build_view() {
     RequestView v = base(*r);
     v.num_computed = r->num_computed;
     v.num_blocks = static_cast<int32_t>(r->blocks.size());
-    for (BlockId b : r->blocks) v.num_exclusive_blocks += cache_.user_refcount(b) == 1 ? 1 : 0;
+    if (cache_.num_shared() == 0) {  // no block has a second user: all of r's are its own
+      v.num_exclusive_blocks = v.num_blocks;
+    } else {
+      for (BlockId b : r->blocks) v.num_exclusive_blocks += cache_.user_refcount(b) == 1 ? 1 : 0;
+    }
     view_.running.push_back(v);
   }
   for (const Request* r : swapped_) {
@@ -468,7 +472,8 @@ bool Scheduler::setup_run(Request& r, int32_t num_tokens, StepPlan& plan) {
   } else {
     const int32_t need = std::max(0, total - static_cast<int32_t>(r.blocks.size()));
     if (need > cache_.num_free()) return false;
-    for (int32_t i = 0; i < need; ++i) r.blocks.push_back(*cache_.allocate());
+    const Status allocated = cache_.allocate_n(need, &r.blocks);
+    ECO_CHECK(allocated.ok());
     if (r.state == RequestState::kWaiting) {
       remove_from(waiting_, &r);
       r.state = RequestState::kRunning;
@@ -534,13 +539,8 @@ StepPlan Scheduler::schedule(TimePoint now) {
 
   // Pass A: newly admitted requests take their prefix-cache hits before any
   // allocation can evict them. Pass B: blocks and plan entries, in batch order.
-  struct Pending {
-    Request* r;
-    int32_t num_tokens;
-    int32_t hit_blocks;
-  };
-  std::vector<Pending> pending;
-  pending.reserve(d.runs.size());
+  std::vector<Pending>& pending = pending_;
+  pending.clear();
   for (const RunDecision& run : d.runs) {
     auto it = requests_.find(run.id);
     if (it == requests_.end() || run.num_tokens <= 0) continue;
@@ -598,8 +598,12 @@ void Scheduler::register_computed_blocks(Request& r) {
   const int32_t bs = options_.block_size;
   const int32_t upto = std::min({r.num_computed / bs, static_cast<int32_t>(r.hashes.size()),
                                  static_cast<int32_t>(r.blocks.size())});
-  for (int32_t i = r.num_registered; i < upto; ++i) {
-    cache_.insert(r.hashes[i], r.blocks[i], std::span<const int32_t>(r.tokens).subspan(size_t(i) * bs, bs));
+  if (upto > r.num_registered) {
+    const auto from = static_cast<size_t>(r.num_registered);
+    const auto n = static_cast<size_t>(upto - r.num_registered);
+    cache_.insert_chain(std::span<const kv::BlockHash>(r.hashes).subspan(from, n),
+                        std::span<const BlockId>(r.blocks).subspan(from, n),
+                        std::span<const int32_t>(r.tokens).subspan(from * bs, n * bs));
   }
   r.num_registered = std::max(r.num_registered, upto);
 }
@@ -681,10 +685,22 @@ std::vector<FinishedInfo> Scheduler::on_step_done(std::span<const SampledToken> 
     r.num_computed += f.num_tokens;
     r.awaiting_sample = f.sample;
   }
+  // Outputs come in plan order: find each one's request among the step's runs from
+  // where the last one was found. Only runs await a sample, so an id that is not
+  // among them is skipped, as a lookup in requests_ would skip it.
+  size_t cursor = 0;
   for (const SampledToken& o : outputs) {
-    auto it = requests_.find(o.id);
-    if (it == requests_.end()) continue;
-    Request& r = *it->second;
+    Request* found = nullptr;
+    for (size_t n = 0; n < in_flight_.size(); ++n) {
+      const size_t k = cursor + n < in_flight_.size() ? cursor + n : cursor + n - in_flight_.size();
+      if (in_flight_[k].req->id == o.id) {
+        found = in_flight_[k].req;
+        cursor = k + 1;
+        break;
+      }
+    }
+    if (found == nullptr) continue;
+    Request& r = *found;
     if (r.aborted || !r.awaiting_sample) continue;
     r.awaiting_sample = false;
     append_token(r, o.token);

@@ -232,6 +232,12 @@ class Scheduler {
     int32_t num_tokens;
     bool sample;
   };
+  // schedule(): a run taken in pass A, set up in pass B.
+  struct Pending {
+    Request* r;
+    int32_t num_tokens;
+    int32_t hit_blocks;
+  };
 
   static bool before(const Request* a, const Request* b);
   void insert_sorted(std::vector<Request*>& queue, Request* r);
@@ -272,6 +278,7 @@ class Scheduler {
   TimePoint step_time_{};  // `now` of the last schedule(): the time of the tokens it produces
   int64_t num_deferred_ = 0;
   std::vector<kv::BlockHash> computing_;  // schedule() scratch: blocks being prefilled this step
+  std::vector<Pending> pending_;          // schedule() scratch
   int64_t num_preemptions_ = 0;
   InstanceView view_;
 };

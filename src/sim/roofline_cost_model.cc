@@ -39,10 +39,30 @@ Status validate_options(const RooflineOptions& o) {
 
 }  // namespace
 
+namespace {
+
+// The compute efficiency at op.tokens (ce(tokens) in the header).
+double op_efficiency(const RooflineOp& op, const RooflineOptions& o) {
+  return o.compute_efficiency_max * (1.0 - std::exp(-op.tokens / o.compute_efficiency_tokens));
+}
+
+// roofline_op_seconds with ce = op_efficiency(op, o) given (ignored when op.flops <= 0).
+double op_seconds(const RooflineOp& op, double ce, const GpuSpec& gpu, const RooflineOptions& o,
+                  bool* compute_bound) {
+  double compute = 0.0;
+  if (op.flops > 0.0) compute = ce > 0.0 ? op.flops / (gpu.peak_flops * ce) : 0.0;
+  const double bytes = op.elementwise ? op.bytes * o.elementwise_traffic : op.bytes;
+  const double memory = bytes / (gpu.hbm_bytes_per_s * o.memory_efficiency);
+  if (compute_bound != nullptr) *compute_bound = compute > memory;
+  return std::max(compute, memory);
+}
+
+}  // namespace
+
 double roofline_op_seconds(const RooflineOp& op, const GpuSpec& gpu, const RooflineOptions& o, bool* compute_bound) {
   double compute = 0.0;
   if (op.flops > 0.0) {
-    const double ce = o.compute_efficiency_max * (1.0 - std::exp(-op.tokens / o.compute_efficiency_tokens));
+    const double ce = op_efficiency(op, o);
     compute = ce > 0.0 ? op.flops / (gpu.peak_flops * ce) : 0.0;
   }
   const double bytes = op.elementwise ? op.bytes * o.elementwise_traffic : op.bytes;
@@ -65,12 +85,21 @@ double RooflineCostModel::compute_efficiency(double tokens) const {
 }
 
 std::vector<RooflineOp> RooflineCostModel::layer_ops(const policy::StepShape& s) const {
+  RooflineOp ops[kMaxLayerOps];
+  const size_t n = fill_layer_ops(s, ops);
+  return std::vector<RooflineOp>(ops, ops + n);
+}
+
+size_t RooflineCostModel::fill_layer_ops(const policy::StepShape& s, RooflineOp* out) const {
   const double prefill = std::max(s.prefill_tokens, 0);
   const double decode = std::max(s.decode_seqs, 0);
   const double t = prefill + decode;
-  std::vector<RooflineOp> ops;
-  if (t <= 0.0) return ops;
-  ops.reserve(7);
+  if (t <= 0.0) return 0;
+  struct Ops {  // push_back onto the caller's array
+    RooflineOp* out;
+    size_t n = 0;
+    void push_back(const RooflineOp& op) { out[n++] = op; }
+  } ops{out};
   const double b = model_.dtype_bytes;
   const double h = model_.hidden;
   const double d = model_.head_dim();
@@ -107,7 +136,7 @@ std::vector<RooflineOp> RooflineCostModel::layer_ops(const policy::StepShape& s)
                            .flops = 0.0,
                            .bytes = b * t * (2.0 * 2.0 * h + 2.0 * 3.0 * h + activation),
                            .elementwise = true});
-  return ops;
+  return ops.n;
 }
 
 RooflineOp RooflineCostModel::lm_head_op(int64_t rows) const {
@@ -125,18 +154,25 @@ double RooflineCostModel::layer_seconds(const policy::StepShape& shape) const {
 
 RooflineBreakdown RooflineCostModel::totals(const policy::StepShape& s, bool with_ops) const {
   RooflineBreakdown out;
-  const std::vector<RooflineOp> ops = layer_ops(s);
-  if (ops.empty()) return out;
+  RooflineOp ops[kMaxLayerOps];
+  const size_t num_ops = fill_layer_ops(s, ops);
+  if (num_ops == 0) return out;
   const double layers = model_.layers;
+  // Most operators share a token count: compute each efficiency (an exp) once.
+  double ce_tokens = -1.0, ce = 0.0;
   auto add = [&](const RooflineOp& op, double times, double traffic) {
     RooflineOpTime t{.op = op};
-    t.seconds = roofline_op_seconds(op, gpu_, options_, &t.compute_bound);
+    if (op.flops > 0.0 && op.tokens != ce_tokens) {
+      ce_tokens = op.tokens;
+      ce = op_efficiency(op, options_);
+    }
+    t.seconds = op_seconds(op, ce, gpu_, options_, &t.compute_bound);
     (t.compute_bound ? out.compute_seconds : out.memory_seconds) += times * t.seconds;
     out.flops += times * op.flops;
     out.bytes += times * op.bytes * traffic;
     if (with_ops) out.layer_ops.push_back(std::move(t));
   };
-  for (const RooflineOp& op : ops) add(op, layers, op.elementwise ? options_.elementwise_traffic : 1.0);
+  for (size_t i = 0; i < num_ops; ++i) add(ops[i], layers, ops[i].elementwise ? options_.elementwise_traffic : 1.0);
   const int64_t rows =
       int64_t{std::max(s.prefill_tokens > 0 ? std::max(s.prefill_seqs, 1) : 0, 0)} + std::max(s.decode_seqs, 0);
   if (rows > 0) add(lm_head_op(rows), 1.0, 1.0);

@@ -137,8 +137,11 @@ class RooflineCostModel final : public policy::CostModel {
   const RooflineOptions& options() const { return options_; }
 
  private:
+  static constexpr size_t kMaxLayerOps = 7;
   // breakdown(), with its per-operator list only when `with_ops`.
   RooflineBreakdown totals(const policy::StepShape& shape, bool with_ops) const;
+  // layer_ops() into out[0, kMaxLayerOps) without allocating; returns the count.
+  size_t fill_layer_ops(const policy::StepShape& shape, RooflineOp* out) const;
   RooflineCostModel(ModelSpec model, GpuSpec gpu, Parallelism par, RooflineOptions options)
       : model_(std::move(model)), gpu_(std::move(gpu)), par_(par), options_(options) {}
 

@@ -115,12 +115,14 @@ instance::GenerationRequest SimCluster::make_request(size_t index) const {
   g.prompt.resize(static_cast<size_t>(r.input_tokens));
   const int32_t block = std::max(1, r.prefix_block_tokens);
   const uint64_t own = mix(options_.seed ^ (static_cast<uint64_t>(index) << 1 | 1));
-  for (int32_t p = 0; p < r.input_tokens; ++p) {
+  // Positions in the shared prefix blocks, then the request's own.
+  const auto shared = static_cast<int32_t>(
+      std::min<uint64_t>(static_cast<uint64_t>(r.input_tokens), uint64_t{r.prefix_blocks.size()} * block));
+  for (int32_t p = 0; p < shared; ++p) {
     const size_t b = static_cast<size_t>(p / block);
-    g.prompt[static_cast<size_t>(p)] =
-        b < r.prefix_blocks.size() ? token_of(mix(options_.seed ^ static_cast<uint64_t>(r.prefix_blocks[b]) << 1), p)
-                                   : token_of(own, p);
+    g.prompt[static_cast<size_t>(p)] = token_of(mix(options_.seed ^ static_cast<uint64_t>(r.prefix_blocks[b]) << 1), p);
   }
+  for (int32_t p = shared; p < r.input_tokens; ++p) g.prompt[static_cast<size_t>(p)] = token_of(own, p);
   g.sampling.max_tokens = r.output_tokens;
   g.sampling.ignore_eos = true;
   g.sampling.seed = own;
@@ -207,7 +209,7 @@ void SimCluster::account(const Flight& f, int sign) {
   r.predicted_prefill_seconds = f.predicted_prefill_seconds;
   r.slo_tpot_seconds = f.slo_tpot_seconds;
   r.first_token_seconds = f.first_token_seconds;
-  if (options_.strategy == "llumnix") {
+  if (planner_) {  // llumnix (init() sets planner_ for it alone)
     policy::RequestLoad l;
     l.priority = f.priority;
     l.num_tokens = f.prompt_tokens + f.generated;
@@ -224,6 +226,7 @@ void SimCluster::build_view(bool with_requests) {
   const TimePoint now = runtime_.now();
   view_.instances.resize(instances_.size());
   view_.with_requests = with_requests;
+  const bool llumnix = options_.strategy == "llumnix";
   for (size_t i = 0; i < instances_.size(); ++i) {
     policy::InstanceLoad& l = view_.instances[i];
     l = policy::InstanceLoad{};
@@ -237,10 +240,10 @@ void SimCluster::build_view(bool with_requests) {
     l.node = node_of_[i];
     l.phase = static_cast<policy::InstancePhase>(std::clamp(inst.phase(), 0, 2));
     l.last_phase_switch = inst.last_phase_switch();
-    loads_[i].fill(l, now, options_.strategy == "llumnix");
+    loads_[i].fill(l, now, llumnix);
     if (removed_[i]) {
-      l.healthy = options_.strategy == "llumnix";
-      l.draining = options_.strategy == "llumnix";  // its requests migrate away
+      l.healthy = llumnix;
+      l.draining = llumnix;  // its requests migrate away
     }
   }
   if (!with_requests) return;
