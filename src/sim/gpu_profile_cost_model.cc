@@ -441,7 +441,7 @@ Status GpuProfile::build(const std::string& dir, const FileReader& read) {
     ECO_ASSIGN_OR_RETURN(r.eager_us, positive_field(mixed, row, 4));
     ECO_ASSIGN_OR_RETURN(r.cuda_graph_us, positive_field(mixed, row, 5));
     ECO_ASSIGN_OR_RETURN(r.op_sum_us, positive_field(mixed, row, 6));
-    if (r.prefill_tokens + r.decode_batch == 0) {
+    if (r.prefill_tokens == 0 && r.decode_batch == 0) {  // (their sum may overflow an int32)
       return invalid_argument_error("{} line {}: a layer of no tokens", mixed.file, row.line);
     }
     auto t = tables(m->name, 1);
