@@ -4,12 +4,16 @@
 The seeds are small meaningful inputs (valid requests, edge cases, tiny GGUF
 files) from which libFuzzer mutates. They are committed; this script documents
 how they were made and re-creates them (it overwrites files of the same name and
-leaves other files, e.g. merged finds, alone). Usage: python3 fuzz/make_corpus.py
+leaves other files, e.g. merged finds, alone).
+Usage: python3 fuzz/make_corpus.py [TARGET...]   (default: every target)
 """
 import os
 import struct
+import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROFILE = os.path.join(REPO, "..", "shared", "data", "profiles", "h100-bf16")
 written = {}
 
 
@@ -461,12 +465,117 @@ def gguf_seeds():
                                             for x in kv], tensors))
 
 
+# ---------------------------------------------------------------- config_text
+def config_text():
+    t = "config_text"
+    for name in sorted(os.listdir(os.path.join(REPO, "configs", "sim"))):
+        with open(os.path.join(REPO, "configs", "sim", name), "rb") as f:
+            seed(t, "configs_sim_" + name.replace(".", "_"), f.read())
+    seed(t, "scalars", "strategy: padg\ninstances: 4\nrate: 6.5\nexp: -1e3\nprefix: true\nyes: yes\n"
+         "quoted: \"8\"\nsingle: '2.5'\ntagged: !!str 16\nempty:\ntilde: ~\nslo: null\nhex: 0x1F\n"
+         "inf_rate: inf\nnan: .nan\nbig: 99999999999999999999\ntiny: 1e-400\nplus: +5\n")
+    seed(t, "lists_and_maps", "percentiles: [90, 99]\nnested:\n  - a: 1\n    b: [x, {c: false}]\n"
+         "flow: {tp: 2, pp: [1, 2]}\nblock: |\n  12\n  13\nfolded: >\n  a\n  b\n")
+    seed(t, "anchors", "base: &b {tp: 2, pp: 1}\ncopy: *b\nlist: &l [1, 2]\nmore: [*l, *l]\n")
+    seed(t, "billion_laughs", "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+         "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+         "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n")
+    seed(t, "self_alias", "a: &a [*a, 1]\n")
+    seed(t, "deep_flow", "a: " + "[" * 70 + "]" * 70 + "\n")
+    seed(t, "deep_block", "".join(" " * (2 * i) + "k:\n" for i in range(70)))
+    seed(t, "complex_key", "? [1, 2]\n: x\n? {a: 1}\n: y\n")
+    seed(t, "null_key", "~: 1\n: 2\n")
+    seed(t, "duplicate_keys", "a: 1\na: 2\n")
+    seed(t, "top_list", "- a\n- b\n")
+    seed(t, "top_scalar", "just text")
+    seed(t, "empty", "")
+    seed(t, "comment_only", "# nothing\n")
+    seed(t, "documents", "---\na: 1\n---\nb: 2\n...\n")
+    seed(t, "malformed", "strategy: padg\ntp: [1, 2\npp: 1\n")
+    seed(t, "bad_indent", "a: 1\n b: 2\n")
+    seed(t, "undefined_alias", "a: *missing\n")
+    seed(t, "escapes", 'a: "\\x41\\u00e9\\U0001F600\\ud800\\0"\nb: \'it\'\'s\'\n')
+    seed(t, "invalid_utf8", b"a: \xff\xfe\nb: \xc3\n")
+    seed(t, "bom", b"\xef\xbb\xbfa: 1\n")
+    seed(t, "tags", "a: !!int 5\nb: !custom x\nc: !!map {x: 1}\nd: ! 12\n")
+    seed(t, "json", '{"strategy": "nodg", "rate": 2.0, "seed": 18446744073709551615, "n": "5", '
+         '"list": [1, [2]], "flag": true, "slo": null, "u": "\\u00e9\\ud83d\\ude00"}')
+    seed(t, "json_deep", '{"a": ' + "[" * 70 + "]" * 70 + "}")
+    seed(t, "json_huge_number", '{"a": 1e400, "b": -1e400}')
+    seed(t, "json_top_list", "[1, 2]")
+    seed(t, "json_null", "null")
+    seed(t, "json_broken", '{"a": 1,')
+    seed(t, "yaml_flow_map", "{strategy: padg, tp: 2}")
+
+
+# ---------------------------------------------------------------- gpu_profile
+GPU_PROFILE_FILES = ["meta.json", "linear.csv", "attn_prefill.csv", "attn_decode.csv", "elementwise.csv",
+                     "layer_mixed.csv"]
+
+
+def head(name, n):
+    """The header and the first n rows of one file of the real H100 profile (or None without it)."""
+    path = os.path.join(PROFILE, name)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return "".join(f.readlines()[:n + 1])
+
+
+def gpu_profile():
+    """Mode byte (see fuzz/gpu_profile_fuzz.cc): 0-5 one file over the toy profile, 6 all six files
+    separated by NUL, 7 one CSV against header number (next byte)."""
+    t = "gpu_profile"
+    meta = '{"gpu": "toy", "models": {"toy": [8, 2, 2, 2, 16, 32]}, "tps": {"toy": [1]}}'
+    linear = ("model,tp,op,tokens,k,n,time_us\n"
+              "toy,1,qkv,1,8,24,20\ntoy,1,qkv,2,8,24,30\ntoy,1,qkv,4,8,24,26\ntoy,1,o,1,8,8,12\ntoy,1,o,4,8,8,15\n"
+              "toy,1,gate_up,1,8,32,30\ntoy,1,gate_up,4,8,32,40\ntoy,1,down,1,16,8,14\ntoy,1,down,4,16,8,18\n"
+              "toy,1,lm_head,1,8,32,50\ntoy,1,lm_head,4,8,32,62\n")
+    prefill = "model,tp,q_len,kv_len,time_us\ntoy,1,16,16,10\ntoy,1,32,32,20\ntoy,1,16,32,14\ntoy,1,32,48,30\n"
+    decode = ("model,tp,batch,kv_len,time_us,kv_read_GBps\ntoy,1,1,128,10,1\ntoy,1,2,128,12,1\n"
+              "toy,1,1,256,11,1\ntoy,1,2,256,16,1\n")
+    elem = ("model,op,tokens,time_us\ntoy,rmsnorm,1,500\ntoy,rmsnorm,4096,100\ntoy,rmsnorm,8192,150\n"
+            "toy,residual_add,4096,20\ntoy,residual_add,8192,30\ntoy,silu_mul,4096,40\ntoy,silu_mul,8192,72\n")
+    mixed = ("model,prefill_tokens,decode_batch,decode_kv_len,measured_eager_us,measured_cuda_graph_us,op_sum_us\n"
+             "toy,0,2,128,100,79.740885,100\n")
+    toy = [meta, linear, prefill, decode, elem, mixed]
+    for i, (name, text) in enumerate(zip(GPU_PROFILE_FILES, toy)):
+        seed(t, "toy_" + name.replace(".", "_"), bytes([i]) + text.encode())
+    seed(t, "toy_all", b"\x06" + b"\0".join(x.encode() for x in toy))
+    seed(t, "toy_no_layer_mixed", b"\x06" + b"\0".join(x.encode() for x in toy[:5]))
+    # Variants of one file over the toy profile.
+    seed(t, "meta_two_models_tps", b"\x00" + b'{"models": {"toy": [8, 2, 2, 2, 16, 32], "big": [8192, 80, 64, 8, '
+         b'28672, 32000]}, "tps": {"toy": [1, 2], "big": [1, 2, 4, 8]}}')
+    seed(t, "meta_huge_dims", b"\x00" + b'{"models": {"toy": [4294967296, 2, 2, 2, 16, 32]}, "tps": {"toy": [1]}}')
+    seed(t, "meta_not_json", b"\x00" + b'{"models": [}')
+    seed(t, "linear_crlf_blank", b"\x01" + linear.replace("\n", "\r\n").encode() + b"\r\n\r\n")
+    seed(t, "linear_bad_fields", b"\x01" + b"model,tp,op,tokens,k,n,time_us\ntoy,1,qkv,1,8,24\ntoy,1,qkv,x,8,24,1\n")
+    seed(t, "prefill_huge_time", b"\x02" + b"model,tp,q_len,kv_len,time_us\ntoy,1,16,16,1e308\ntoy,1,32,32,1.7e308\n")
+    seed(t, "prefill_tiny_time", b"\x02" + b"model,tp,q_len,kv_len,time_us\ntoy,1,16,16,1e-300\ntoy,1,2147483647,"
+         b"2147483647,5e-324\n")
+    seed(t, "decode_big_context", b"\x03" + b"model,tp,batch,kv_len,time_us,kv_read_GBps\ntoy,1,1,2147483647,10,1\n"
+         b"toy,1,2147483647,1,999999999,1\n")
+    seed(t, "elementwise_large", b"\x04" + b"model,op,tokens,time_us\ntoy,rmsnorm,4096,1e9\ntoy,rmsnorm,2147483647,1e-9\n"
+         b"toy,residual_add,4096,20\ntoy,residual_add,4097,30\ntoy,silu_mul,4096,40\ntoy,silu_mul,8192,72\n")
+    seed(t, "mixed_prefill_rows", b"\x05" + mixed.encode() + b"toy,512,0,0,300,250,310\ntoy,100,16,4096,400,350,420\n")
+    seed(t, "mixed_no_tokens", b"\x05" + mixed.encode() + b"toy,0,0,0,1,1,1\n")
+    # The real profile's headers with a few rows (needs ../shared/data): all files, then each CSV alone.
+    real = [head(name, 40 if name == "meta.json" else 12) for name in GPU_PROFILE_FILES]
+    if all(x is not None for x in real):
+        with open(os.path.join(PROFILE, "meta.json")) as f:
+            real[0] = f.read()
+        seed(t, "h100_heads", b"\x06" + b"\0".join(x.encode() for x in real))
+        for i, name in enumerate(GPU_PROFILE_FILES[1:]):
+            seed(t, "csv_h100_" + name.replace(".", "_"), bytes([7, i]) + real[i + 1].encode())
+    seed(t, "csv_empty", b"\x07\x00")
+    seed(t, "csv_header_only", b"\x07\x03model,op,tokens,time_us\n")
+
+
 if __name__ == "__main__":
-    openai_request()
-    http_request()
-    sse_parser()
-    chat_template()
-    tokenizers()
-    gguf_seeds()
+    targets = {"openai_request": openai_request, "http_request": http_request, "sse_parser": sse_parser,
+               "chat_template": chat_template, "tokenizers": tokenizers, "gguf": gguf_seeds,
+               "config_text": config_text, "gpu_profile": gpu_profile}
+    for name in sys.argv[1:] or targets:
+        targets[name]()
     for target, n in sorted(written.items()):
         print(f"{target}: {n} seeds")

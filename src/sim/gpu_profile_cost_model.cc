@@ -8,9 +8,12 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "sim/profile_csv.h"
 
 namespace ecoserve::sim {
 
@@ -18,60 +21,16 @@ namespace {
 
 // ---- CSV reading ----------------------------------------------------------------
 
-struct CsvRow {
-  int32_t line = 0;
-  std::vector<std::string> fields;
-};
+using Csv = ProfileCsv;
+using CsvRow = ProfileCsvRow;
 
-struct Csv {
-  std::string file;  // base name, for messages
-  std::vector<std::string> columns;
-  std::vector<CsvRow> rows;
-};
+// The text of one file of the profile (GpuProfile::load reads DIR/FILE, parse takes
+// them from a map); NOT_FOUND naming the file when there is none.
+using FileReader = std::function<StatusOr<std::string>(const std::string& file)>;
 
-std::vector<std::string> split(const std::string& line) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : line) {
-    if (c == ',') {
-      out.push_back(cur);
-      cur.clear();
-    } else {
-      cur.push_back(c);
-    }
-  }
-  out.push_back(cur);
-  return out;
-}
-
-StatusOr<Csv> read_csv(const std::string& dir, const std::string& file, std::string_view header) {
-  const std::string path = (std::filesystem::path(dir) / file).string();
-  std::ifstream in(path);
-  if (!in) return not_found_error("gpu profile: cannot open {}", path);
-  Csv csv;
-  csv.file = file;
-  std::string line;
-  int32_t n = 0;
-  while (std::getline(in, line)) {
-    ++n;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (n == 1) {
-      if (line != header) {
-        return invalid_argument_error("{} line 1: header is '{}', expected '{}'", file, line, header);
-      }
-      csv.columns = split(line);
-      continue;
-    }
-    if (line.empty()) continue;
-    CsvRow row{.line = n, .fields = split(line)};
-    if (row.fields.size() != csv.columns.size()) {
-      return invalid_argument_error("{} line {}: {} fields, expected {} ({})", file, n, row.fields.size(),
-                                    csv.columns.size(), header);
-    }
-    csv.rows.push_back(std::move(row));
-  }
-  if (n == 0) return invalid_argument_error("{} line 1: empty file, expected header '{}'", file, header);
-  return csv;
+StatusOr<Csv> read_csv(const FileReader& read, const std::string& file, std::string_view header) {
+  ECO_ASSIGN_OR_RETURN(const std::string text, read(file));
+  return parse_profile_csv(text, header, file);
 }
 
 StatusOr<int32_t> int_field(const Csv& csv, const CsvRow& row, size_t i, int32_t min_value) {
@@ -92,6 +51,10 @@ StatusOr<double> positive_field(const Csv& csv, const CsvRow& row, size_t i) {
   if (ec != std::errc() || p != s.data() + s.size() || !(v > 0.0) || !std::isfinite(v)) {
     return invalid_argument_error("{} line {}: {} '{}' is not a positive number", csv.file, row.line, csv.columns[i],
                                   s);
+  }
+  if (v > kMaxProfileTimeUs) {  // keeps every sum and fit of the predictor finite
+    return invalid_argument_error("{} line {}: {} '{}' is more than {:g} us", csv.file, row.line, csv.columns[i], s,
+                                  kMaxProfileTimeUs);
   }
   return v;
 }
@@ -233,8 +196,30 @@ ModelSpec ProfiledModel::spec() const {
 // ---- loading --------------------------------------------------------------------
 
 StatusOr<std::shared_ptr<const GpuProfile>> GpuProfile::load(const std::string& dir) {
+  const FileReader read = [&dir](const std::string& file) -> StatusOr<std::string> {
+    const std::string path = (std::filesystem::path(dir) / file).string();
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return not_found_error("gpu profile: cannot open {}", path);
+    std::ostringstream text;
+    text << in.rdbuf();
+    return std::move(text).str();
+  };
   std::shared_ptr<GpuProfile> p(new GpuProfile());
-  ECO_RETURN_IF_ERROR(p->build(dir));
+  ECO_RETURN_IF_ERROR(p->build(dir, read));
+  return std::shared_ptr<const GpuProfile>(std::move(p));
+}
+
+StatusOr<std::shared_ptr<const GpuProfile>> GpuProfile::parse(const std::map<std::string, std::string>& files,
+                                                              const std::string& name) {
+  const FileReader read = [&](const std::string& file) -> StatusOr<std::string> {
+    auto it = files.find(file);
+    if (it == files.end()) {
+      return not_found_error("gpu profile: no file {}", (std::filesystem::path(name) / file).string());
+    }
+    return it->second;
+  };
+  std::shared_ptr<GpuProfile> p(new GpuProfile());
+  ECO_RETURN_IF_ERROR(p->build(name, read));
   return std::shared_ptr<const GpuProfile>(std::move(p));
 }
 
@@ -281,13 +266,12 @@ StatusOr<const ProfileTables*> GpuProfile::tables(std::string_view model, int32_
   return &t;
 }
 
-Status GpuProfile::build(const std::string& dir) {
+Status GpuProfile::build(const std::string& dir, const FileReader& read) {
   dir_ = dir;
   // meta.json: the model shapes and the tps.
   const std::string meta_path = (std::filesystem::path(dir) / "meta.json").string();
-  std::ifstream meta_in(meta_path);
-  if (!meta_in) return not_found_error("gpu profile: cannot open {}", meta_path);
-  const nlohmann::ordered_json meta = nlohmann::ordered_json::parse(meta_in, nullptr, false);
+  ECO_ASSIGN_OR_RETURN(const std::string meta_text, read("meta.json"));
+  const nlohmann::ordered_json meta = nlohmann::ordered_json::parse(meta_text, nullptr, false);
   if (meta.is_discarded() || !meta.is_object() || !meta.contains("models") || !meta["models"].is_object() ||
       !meta.contains("tps") || !meta["tps"].is_object()) {
     return invalid_argument_error("{}: not JSON with objects 'models' and 'tps'", meta_path);
@@ -295,7 +279,9 @@ Status GpuProfile::build(const std::string& dir) {
   for (const auto& [name, dims] : meta["models"].items()) {
     if (!dims.is_array() || dims.size() != 6 ||
         !std::all_of(dims.begin(), dims.end(),
-                     [](const nlohmann::ordered_json& d) { return d.is_number_integer() && d > 0; })) {
+                     [](const nlohmann::ordered_json& d) {
+                       return d.is_number_integer() && d > 0 && d <= kMaxProfiledModelDim;
+                     })) {
       return invalid_argument_error("{}: models.{} is not [hidden, layers, heads, kv_heads, ffn, vocab]", meta_path,
                                     name);
     }
@@ -310,7 +296,9 @@ Status GpuProfile::build(const std::string& dir) {
     const nlohmann::ordered_json& tps =
         meta["tps"].contains(name) ? meta["tps"][name] : nlohmann::ordered_json::array();
     for (const auto& tp : tps) {
-      if (!tp.is_number_integer() || tp < 1) return invalid_argument_error("{}: tps.{} has a bad tp", meta_path, name);
+      if (!tp.is_number_integer() || tp < 1 || tp > kMaxProfiledTp) {
+        return invalid_argument_error("{}: tps.{} has a bad tp", meta_path, name);
+      }
       m.tps.push_back(tp);
     }
     if (m.tps.empty()) return invalid_argument_error("{}: no tps listed for model {}", meta_path, name);
@@ -328,7 +316,7 @@ Status GpuProfile::build(const std::string& dir) {
   };
 
   // linear.csv: GEMM rows; a shape's time is the smallest over its repeats.
-  ECO_ASSIGN_OR_RETURN(const Csv linear, read_csv(dir, "linear.csv", "model,tp,op,tokens,k,n,time_us"));
+  ECO_ASSIGN_OR_RETURN(const Csv linear, read_csv(read, "linear.csv", "model,tp,op,tokens,k,n,time_us"));
   std::map<std::tuple<std::string, int32_t, int32_t>, Points> series;  // (model, tp, op) -> tokens -> (us, line)
   std::map<std::tuple<int32_t, int32_t, int32_t>, double> by_shape;    // (k, n, tokens) -> min us
   std::map<std::tuple<std::string, int32_t, int32_t>, std::pair<int32_t, int32_t>> shape_of;  // -> (k, n)
@@ -364,7 +352,7 @@ Status GpuProfile::build(const std::string& dir) {
   }
 
   // attn_prefill.csv: by cached context (kv_len - q_len), then q_len.
-  ECO_ASSIGN_OR_RETURN(const Csv prefill, read_csv(dir, "attn_prefill.csv", "model,tp,q_len,kv_len,time_us"));
+  ECO_ASSIGN_OR_RETURN(const Csv prefill, read_csv(read, "attn_prefill.csv", "model,tp,q_len,kv_len,time_us"));
   std::map<std::pair<std::string, int32_t>, std::map<double, Points>> prefill_rows;
   for (const CsvRow& row : prefill.rows) {
     ECO_ASSIGN_OR_RETURN(const ProfiledModel* m, model_of(prefill, row));
@@ -378,7 +366,7 @@ Status GpuProfile::build(const std::string& dir) {
 
   // attn_decode.csv: by kv_len, then batch.
   ECO_ASSIGN_OR_RETURN(const Csv decode,
-                       read_csv(dir, "attn_decode.csv", "model,tp,batch,kv_len,time_us,kv_read_GBps"));
+                       read_csv(read, "attn_decode.csv", "model,tp,batch,kv_len,time_us,kv_read_GBps"));
   std::map<std::pair<std::string, int32_t>, std::map<double, Points>> decode_rows;
   for (const CsvRow& row : decode.rows) {
     ECO_ASSIGN_OR_RETURN(const ProfiledModel* m, model_of(decode, row));
@@ -391,7 +379,7 @@ Status GpuProfile::build(const std::string& dir) {
   for (const auto& [key, rows] : decode_rows) tables_[key].decode = monotone_grid(rows);
 
   // elementwise.csv: per op, the median over models of the bandwidth-bound slope.
-  ECO_ASSIGN_OR_RETURN(const Csv elem, read_csv(dir, "elementwise.csv", "model,op,tokens,time_us"));
+  ECO_ASSIGN_OR_RETURN(const Csv elem, read_csv(read, "elementwise.csv", "model,op,tokens,time_us"));
   std::map<std::pair<std::string, int32_t>, Points> elem_series;  // (model, op) -> tokens -> us
   for (const CsvRow& row : elem.rows) {
     ECO_ASSIGN_OR_RETURN(const ProfiledModel* m, model_of(elem, row));
@@ -437,7 +425,7 @@ Status GpuProfile::build(const std::string& dir) {
   }
 
   // layer_mixed.csv: the CUDA-graph truth the launch overhead is fitted on.
-  ECO_ASSIGN_OR_RETURN(const Csv mixed, read_csv(dir, "layer_mixed.csv",
+  ECO_ASSIGN_OR_RETURN(const Csv mixed, read_csv(read, "layer_mixed.csv",
                                                  "model,prefill_tokens,decode_batch,decode_kv_len,measured_eager_us,"
                                                  "measured_cuda_graph_us,op_sum_us"));
   std::vector<ProfileLayerOps> ops;
@@ -453,7 +441,7 @@ Status GpuProfile::build(const std::string& dir) {
     ECO_ASSIGN_OR_RETURN(r.eager_us, positive_field(mixed, row, 4));
     ECO_ASSIGN_OR_RETURN(r.cuda_graph_us, positive_field(mixed, row, 5));
     ECO_ASSIGN_OR_RETURN(r.op_sum_us, positive_field(mixed, row, 6));
-    if (r.prefill_tokens + r.decode_batch == 0) {
+    if (r.prefill_tokens == 0 && r.decode_batch == 0) {  // (their sum may overflow an int32)
       return invalid_argument_error("{} line {}: a layer of no tokens", mixed.file, row.line);
     }
     auto t = tables(m->name, 1);

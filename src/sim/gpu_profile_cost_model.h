@@ -61,6 +61,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -81,6 +82,12 @@ inline constexpr int32_t kElementwiseFitMinTokens = 4096;
 // The launch-overhead fit's search range and step (seconds).
 inline constexpr double kLaunchOverheadFitMaxSeconds = 50e-6;
 inline constexpr double kLaunchOverheadFitStepSeconds = 0.01e-6;
+// Bounds of what a profile may hold (far beyond any real GPU or model; they keep
+// every sum, fit and prediction finite): an operator time in us, a model dimension
+// of meta.json, a tp.
+inline constexpr double kMaxProfileTimeUs = 1e9;
+inline constexpr int64_t kMaxProfiledModelDim = int64_t{1} << 24;
+inline constexpr int64_t kMaxProfiledTp = 1024;
 
 // A model shape of meta.json ("models": hidden, layers, heads, kv heads, ffn, vocab)
 // and the tps it was profiled at ("tps").
@@ -145,10 +152,16 @@ class GpuProfile {
  public:
   // Reads DIR/meta.json and the CSVs. NOT_FOUND naming the path of a missing file;
   // INVALID_ARGUMENT "FILE line N: ..." for a bad header, field count, number,
-  // non-positive time, duplicate row or a model meta.json does not list; then fits
-  // the elementwise slopes and the launch overhead (an error if there is nothing
-  // to fit them on).
+  // time not in (0, kMaxProfileTimeUs], duplicate row or a model meta.json does not
+  // list, and "DIR/meta.json: ..." for a model dimension or tp out of bounds; then
+  // fits the elementwise slopes and the launch overhead (an error if there is
+  // nothing to fit them on).
   static StatusOr<std::shared_ptr<const GpuProfile>> load(const std::string& dir);
+  // The same from the files' contents ("meta.json", "linear.csv", ... -> text) with
+  // `name` in place of the directory (messages, dir()); a missing file is NOT_FOUND
+  // "gpu profile: no file NAME/FILE". Pure: no I/O (the fuzz target's entry).
+  static StatusOr<std::shared_ptr<const GpuProfile>> parse(const std::map<std::string, std::string>& files,
+                                                           const std::string& name);
   GpuProfile(const GpuProfile&) = delete;
   GpuProfile& operator=(const GpuProfile&) = delete;
 
@@ -168,8 +181,10 @@ class GpuProfile {
   const std::vector<LayerMixedRow>& layer_mixed() const { return layer_mixed_; }
 
  private:
+  // The text of one file of the profile, by name; NOT_FOUND when there is none.
+  using FileReader = std::function<StatusOr<std::string>(const std::string& file)>;
   GpuProfile() = default;
-  Status build(const std::string& dir);
+  Status build(const std::string& dir, const FileReader& read);
 
   std::string dir_;
   std::vector<ProfiledModel> models_;
