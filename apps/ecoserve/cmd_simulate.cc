@@ -17,7 +17,6 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <yaml-cpp/yaml.h>
 
 #include "apps/ecoserve/cmd_simulate_settings.h"
 #include "apps/ecoserve/commands.h"
@@ -30,6 +29,7 @@
 #include "loadgen/run_verdict.h"
 #include "loadgen/timeline_svg.h"
 #include "policy/profiled_cost_model.h"
+#include "sim/config_text.h"
 #include "sim/deployment.h"
 #include "sim/sim_cluster.h"
 
@@ -41,50 +41,16 @@ namespace {
 
 using nlohmann::json;
 
-// YAML -> JSON (scalars that read as numbers or booleans become them).
-json yaml_to_json(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Map: {
-      json j = json::object();
-      for (const auto& kv : n) j[kv.first.as<std::string>()] = yaml_to_json(kv.second);
-      return j;
-    }
-    case YAML::NodeType::Sequence: {
-      json j = json::array();
-      for (const auto& v : n) j.push_back(yaml_to_json(v));
-      return j;
-    }
-    case YAML::NodeType::Scalar: {
-      const std::string s = n.as<std::string>();
-      if (n.Tag() == "!") return s;  // quoted
-      if (s == "true" || s == "false") return s == "true";
-      char* end = nullptr;
-      const long long i = std::strtoll(s.c_str(), &end, 10);
-      if (!s.empty() && end == s.c_str() + s.size()) return i;
-      const double d = std::strtod(s.c_str(), &end);
-      if (!s.empty() && end == s.c_str() + s.size()) return d;
-      return s;
-    }
-    default:
-      return nullptr;
-  }
-}
-
 StatusOr<json> load_config(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return not_found_error("cannot read config '{}'", path);
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string text = ss.str();
-  try {
-    if (path.size() >= 5 && path.substr(path.size() - 5) == ".json") return json::parse(text);
-    json j = yaml_to_json(YAML::Load(text));
-    if (j.is_null()) return json::object();
-    if (!j.is_object()) return invalid_argument_error("config '{}' is not a mapping of settings", path);
-    return j;
-  } catch (const std::exception& e) {
-    return invalid_argument_error("config '{}': {}", path, e.what());
-  }
+  auto j = sim::parse_config_text(text, path.ends_with(".json") ? sim::ConfigFormat::kJson : sim::ConfigFormat::kAuto);
+  if (!j.ok()) return j.status().with_prefix(fmt::format("config '{}'", path));
+  if (!j->is_object()) return invalid_argument_error("config '{}' is not a mapping of settings", path);
+  return j;
 }
 
 struct SimulateArgs {
