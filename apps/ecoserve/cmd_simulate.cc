@@ -20,7 +20,6 @@
 
 #include "apps/ecoserve/cmd_simulate_settings.h"
 #include "apps/ecoserve/commands.h"
-#include "engine/cost_profiler.h"
 #include "loadgen/arrival_process.h"
 #include "loadgen/dataset.h"
 #include "loadgen/goodput_search.h"
@@ -28,7 +27,6 @@
 #include "loadgen/report.h"
 #include "loadgen/run_verdict.h"
 #include "loadgen/timeline_svg.h"
-#include "policy/profiled_cost_model.h"
 #include "sim/config_text.h"
 #include "sim/deployment.h"
 #include "sim/sim_cluster.h"
