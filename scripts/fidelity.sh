@@ -24,8 +24,13 @@
 #     steps cost beyond the profile on this machine, measured once and applied to every
 #     strategy (in-sample for the first strategy only); "own": the same with each
 #     strategy's own K (in-sample: the error left when the mean step time is right, i.e.
-#     what scheduling and queueing contribute). All add --step-overhead-ms (default: the
-#     median idle gap between back-to-back steps of the first live run).
+#     what scheduling and queueing contribute); "host": bench's flags and seed like raw, the
+#     profile as measured, plus the simulator's host model (--host-step-scale-alone/-shared:
+#     a step takes A x its profiled time when no other instance of the machine is mid-step as
+#     it starts, S x when one is), A and S measured once per machine from the first strategy's
+#     live runs: the median live/profile time of their prefill-only steps of one fresh prompt,
+#     split the same way (in-sample for the first strategy only). All add --step-overhead-ms
+#     (default: the median idle gap between back-to-back steps of the first live run).
 #  4. Print and save (OUT_DIR/table.txt, OUT_DIR/summary.json) the table strategy x
 #     {TTFT P50, TTFT P90, TPOT P50, TPOT P90}: live (the mean of the runs, and their
 #     spread: half their range as a % of the mean), raw, replay, cal and own with their
@@ -66,7 +71,9 @@
 #                                          needs root; 0 = unchanged): concurrent builds then take
 #                                          less CPU from the measured runs
 #   LIVE_TIMEOUT_S [300]                   bench's time limit per run
+#   HOST_SCALES [auto]                     "A S" of the "host" simulations, or auto (above)
 #   ANALYZE_ONLY [0]                       1: run nothing; print the table of the results in OUT_DIR
+#   SIM_ONLY [0]                           1: no live runs: simulate again against the live runs in OUT_DIR
 #
 # Exit status: 0 when every run happened (whatever the errors); 1 on a setup failure
 # (missing binary, model or tools, a profiler or server that fails, failed requests,
@@ -109,6 +116,8 @@ repeats=${REPEATS:-2}
 profile_repeats=${PROFILE_REPEATS:-5}
 live_timeout=${LIVE_TIMEOUT_S:-300}
 analyze_only=${ANALYZE_ONLY:-0}
+sim_only=${SIM_ONLY:-0}
+host_scales=${HOST_SCALES:-auto}
 niceness=${NICE:--10}
 
 die() { echo "[fidelity] setup failure: $*" >&2; exit 1; }
@@ -181,7 +190,7 @@ cleanup() { for p in "${started[@]:-}"; do [ -n "$p" ] && kill -TERM "$p" 2>/dev
 trap cleanup EXIT
 trap 'exit 143' TERM INT
 
-{
+[ "$sim_only" = 1 ] || {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "cpu: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1) ($(nproc) vCPUs)"
   echo "git: $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
@@ -192,7 +201,9 @@ trap 'exit 143' TERM INT
 } >"$out/machine.txt"
 
 # (1) The cost profile.
-if [ -n "${PROFILE:-}" ]; then
+if [ "$sim_only" = 1 ]; then
+  [ -f "$out/profile.json" ] || die "SIM_ONLY: no $out/profile.json"
+elif [ -n "${PROFILE:-}" ]; then
   cp "$PROFILE" "$out/profile.json" || die "PROFILE=$PROFILE not readable"
   echo "profile: $PROFILE (given)" >>"$out/machine.txt"
 else
@@ -286,6 +297,7 @@ live_run() {
 # workload: "flags" (bench's flags, the same seed) or a Mooncake-format trace file to replay.
 sim_run() {
   local s=$1 blocks=$2 profile=$3 ms=$4 json=$5 load=$6 wl
+  shift 6  # the rest: extra simulate flags
   read -r -a flags <<<"$(sim_flags "$s")"
   if [ "$load" = flags ]; then
     read -r -a wl <<<"$workload"
@@ -294,7 +306,7 @@ sim_run() {
   fi
   "$bin" simulate --cost-model cpu-profile --cost-profile "$profile" --kv-blocks "$blocks" \
     --max-context "$ctx" --kv-bytes-per-token "$kv_bytes_per_token" $common_sched "${flags[@]}" "${wl[@]}" \
-    --step-overhead-ms "$ms" --percentiles 90,99 --quiet --result-json "$json" >"${json%.json}.txt" 2>&1 ||
+    --step-overhead-ms "$ms" --percentiles 90,99 --quiet --result-json "$json" "$@" >"${json%.json}.txt" 2>&1 ||
     die "$s: simulate failed (see ${json%.json}.txt)"
 }
 # The requests a live run sent, as a Mooncake trace: send times, and the prompt and output
@@ -330,13 +342,44 @@ print(f"{sum(s[1] for i in t.get('instances', []) for s in i['steps']):.4f}")
 EOF
 }
 
+# The host model's "A S" from live timelines: prefill-only steps of one fresh prompt (>= 16
+# tokens) over the profile's context-0 prediction, median, split by whether another instance
+# was mid-step when the step started (the simulator's rule).
+host_factors() {  # timeline files...
+  python3 - "$out/profile.json" "$@" <<'EOF'
+import bisect, json, statistics, sys
+p = json.load(open(sys.argv[1]))
+row = sorted((x["tokens"], x["seconds"]) for x in p["prefill"] if x["context"] == 0)
+xs = [x for x, _ in row]
+def predict(n):
+    i = max(1, min(len(xs) - 1, bisect.bisect_left(xs, n)))
+    (x0, y0), (x1, y1) = row[i - 1], row[i]
+    return y0 * n / x0 if n < x0 else y0 + (y1 - y0) * (n - x0) / (x1 - x0)
+alone, shared = [], []
+for path in sys.argv[2:]:
+    lanes = [i["steps"] for i in json.load(open(path)).get("instances", [])]
+    for i, lane in enumerate(lanes):
+        others = sorted((s[0], s[0] + s[1]) for j, l in enumerate(lanes) if j != i for s in l)
+        starts = [a for a, _ in others]
+        for s in lane:
+            if s[3] == 0 and s[4] == 1 and s[2] >= 16:
+                k = bisect.bisect_right(starts, s[0]) - 1
+                busy = any(b > s[0] for _, b in others[max(0, k - 8):k + 1])
+                (shared if busy else alone).append(s[1] / predict(s[2]))
+a = statistics.median(alone) if alone else 1.0
+print(f"{a:.4f} {statistics.median(shared) if shared else a:.4f} {len(alone)} {len(shared)}")
+EOF
+}
+
 overhead_ms=""
 case "$overhead" in auto) ;; *) overhead_ms=$overhead ;; esac
 live_files="live.json serve.log serve.stdout bench.txt bench.err bench.cpu machine.json timeline.json metrics.txt cluster.json top.txt"
 # REPEATS rounds over the strategies (interleaved, so a slow drift of the machine touches all).
 # In each, attempts until one is undisturbed (or RETRIES more were made): every attempt is kept
 # as $s.r<R>.attempt<N>.*, the least disturbed one as $s.r<R>.*.
+[ "$sim_only" = 1 ] && log "SIM_ONLY: simulating against the live runs in $out"
 for r in $(seq 1 "$repeats"); do
+  [ "$sim_only" = 1 ] && break
   for s in $strategies; do
     attempt=1 best="" best_other=""
     while :; do
@@ -395,6 +438,15 @@ EOF
   sim_run "$s" "$blocks" "$out/profile.cal.json" "$overhead_ms" "$out/$s.sim.cal.json" "$out/$s.trace.jsonl"
   scaled_profile "$own" "$out/$s.profile.own.json"
   sim_run "$s" "$blocks" "$out/$s.profile.own.json" "$overhead_ms" "$out/$s.sim.own.json" "$out/$s.trace.jsonl"
+  if [ "$host_scales" = auto ]; then
+    read -r ha hs na ns < <(host_factors $(for r in $(seq 1 "$repeats"); do echo "$out/$s.r$r.timeline.json"; done))
+    host_scales="$ha $hs"
+    echo "$ha $hs $s $na $ns" >"$out/host_scales"
+    log "host model from $s: a step alone x$ha ($na steps), with another instance mid-step x$hs ($ns steps)"
+  fi
+  read -r ha hs _ <<<"$host_scales"
+  sim_run "$s" "$blocks" "$out/profile.json" "$overhead_ms" "$out/$s.sim.host.json" flags \
+    --host-step-scale-alone "$ha" --host-step-scale-shared "$hs"
 done
 fi  # ANALYZE_ONLY
 
@@ -402,7 +454,7 @@ fi  # ANALYZE_ONLY
 python3 - "$out" "$strategies" <<'EOF' | tee "$out/table.txt"
 import bisect, json, os, statistics, sys
 out, strategies = sys.argv[1], sys.argv[2].split()
-variants, primary = ["raw", "replay", "cal", "own"], "raw"
+variants, primary = ["raw", "replay", "cal", "own", "host"], "raw"
 metrics = [("ttft_ms", "median", "TTFT P50"), ("ttft_ms", "p90", "TTFT P90"),
            ("tpot_ms", "median", "TPOT P50"), ("tpot_ms", "p90", "TPOT P90")]
 def load(p):

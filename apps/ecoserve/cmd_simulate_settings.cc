@@ -67,6 +67,10 @@ constexpr Setting kSettings[] = {
     {"preemption_mode", "recompute | swap", Setting::kString},
     {"memory_fraction", "share of GPU memory for weights + KV", Setting::kDouble},
     {"step_overhead_ms", "added to every step (scheduler and launch time)", Setting::kDouble},
+    {"host_step_scale_alone", "instances of a node share one host (CPU deployments): a step takes this times its "
+                              "profiled time when no other instance of the node is mid-step as it starts",
+     Setting::kDouble},
+    {"host_step_scale_shared", "... and this times when one is (memory-bandwidth interference)", Setting::kDouble},
     {"router", "nodg: round-robin | least-loaded | cache-aware; llumnix: freeness (empty: freeness under llumnix, "
                "else least-loaded)", Setting::kString},
     {"remote_prefill_min_tokens", "fudg: shorter prompts prefill on their decode instance", Setting::kInt},
@@ -135,6 +139,7 @@ json default_simulate_settings() {
       {"policy", serve.policy}, {"max_num_seqs", nullptr}, {"max_num_batched_tokens", nullptr},
       {"chunk_size", nullptr}, {"block_size", serve.block_size}, {"enable_prefix_caching", serve.prefix_caching},
       {"preemption_mode", serve.preemption_mode}, {"memory_fraction", 0.9}, {"step_overhead_ms", 0.0},
+      {"host_step_scale_alone", 1.0}, {"host_step_scale_shared", 1.0},
       {"router", serve.router}, {"remote_prefill_min_tokens", serve.remote_prefill_min_tokens},
       {"slo_ttft_ms", nullptr}, {"slo_tpot_ms", nullptr},
       {"macro_min", serve.macro_min}, {"macro_max", serve.macro_max}, {"padg_reject_unmeetable", serve.reject_unmeetable},
@@ -341,6 +346,8 @@ StatusOr<SimulateDeployment> simulate_deployment(const json& s, bool record_step
     c.scale_by_freeness = ro.scale_by_freeness;
     c.freeness_scaling = ro.freeness_scaling;
   }
+  ECO_ASSIGN_OR_RETURN(c.host_step_scale_alone, setting<double>(s, "host_step_scale_alone"));
+  ECO_ASSIGN_OR_RETURN(c.host_step_scale_shared, setting<double>(s, "host_step_scale_shared"));
   ECO_ASSIGN_OR_RETURN(c.seed, setting<uint64_t>(s, "seed"));
   d.record_steps = record_steps;
   return out;

@@ -68,6 +68,14 @@ Status SimCluster::init() {
   ECO_ASSIGN_OR_RETURN(Topology topo, Topology::create(*network_, options_.topology));
   topology_ = std::make_unique<Topology>(std::move(topo));
   gpu_used_.assign(static_cast<size_t>(topology_->num_gpus()), false);
+  if (!(options_.host_step_scale_alone > 0) || !(options_.host_step_scale_shared > 0)) {
+    return invalid_argument_error("host step scales must be > 0 ({}, {})", options_.host_step_scale_alone,
+                                  options_.host_step_scale_shared);
+  }
+  if (options_.host_step_scale_alone != 1.0 || options_.host_step_scale_shared != 1.0) {
+    hosts_.assign(static_cast<size_t>(topology_->num_nodes()),
+                  SimHost{.alone = options_.host_step_scale_alone, .shared = options_.host_step_scale_shared});
+  }
   std::vector<SimInstanceSpec> specs = std::move(options_.instances);
   options_.instances.clear();
   int32_t prefill = 0, decode = 0;
@@ -595,11 +603,14 @@ Status SimCluster::add_instance(const SimInstanceSpec& given) {
     return invalid_argument_error("instances must share one KV block size ({} vs {})",
                                   spec.options.executor.block_size, block_size_);
   }
-  auto inst = SimInstance::create(InstanceId(static_cast<int32_t>(i)), spec.options, spec.cost_model, runtime_,
+  const int32_t node = topology_->node_of(spec.gpus.front());
+  SimInstanceOptions inst_options = spec.options;
+  inst_options.host = hosts_.empty() ? nullptr : &hosts_[static_cast<size_t>(node)];
+  auto inst = SimInstance::create(InstanceId(static_cast<int32_t>(i)), std::move(inst_options), spec.cost_model, runtime_,
                                   [this](InstanceId from, const instance::TokenEvent& ev) { on_event(from, ev); });
   if (!inst.ok()) return inst.status();
   for (GpuId g : spec.gpus) gpu_used_[static_cast<size_t>(g.value)] = true;
-  node_of_.push_back(spec.gpus.empty() ? -1 : topology_->node_of(spec.gpus.front()));
+  node_of_.push_back(node);
   instances_.push_back(std::move(inst).value());
   options_.instances.push_back(std::move(spec));
   loads_.emplace_back();

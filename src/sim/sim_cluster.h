@@ -143,6 +143,12 @@ struct SimClusterOptions {
   // "timeout" (ecoserve bench's --request-timeout; 0 = never). It bounds the queues of
   // an overloaded run, where every later request misses its SLOs anyway.
   double request_timeout_s = 0.0;
+  // Instances on one node share a host (SimHost): a step is host_step_scale_alone
+  // times its cost-model time when no other instance of the node is mid-step as it
+  // starts, host_step_scale_shared times when one is. 1 and 1: independent (GPUs).
+  // For CPU deployments, where the instances of a machine share its memory bandwidth.
+  double host_step_scale_alone = 1.0;
+  double host_step_scale_shared = 1.0;
   // The run stops (requests still running fail with "error") at this simulated time.
   Duration max_time = std::chrono::hours(24 * 30);
 };
@@ -278,6 +284,7 @@ class SimCluster {
   std::vector<policy::LoadAccount> loads_;
   std::vector<bool> removed_;  // taken out of routing by a remove action
   std::vector<int32_t> node_of_;  // each instance's node (of its first GPU; -1: none placed)
+  std::vector<SimHost> hosts_;    // one per node when the host step scales are not 1 (stable addresses)
   std::vector<bool> gpu_used_;
   // Autoscaling state.
   TimePoint window_start_{};

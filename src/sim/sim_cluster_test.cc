@@ -86,6 +86,32 @@ TEST(SimClusterGolden, OneInstanceTwoRequestsExactTimes) {
   EXPECT_EQ(r.stats.completed, 2);
 }
 
+TEST(SimClusterGolden, InstancesSharingAHostSlowEachOtherDown) {
+  // Two instances on one node (host), round robin; a step is x1.1 when it starts with
+  // the other instance idle and x1.5 when the other is mid-step.
+  SimClusterOptions o = one_node(2);
+  o.instances = {mixed_instance(0), mixed_instance(1)};
+  o.router = "round-robin";
+  o.host_step_scale_alone = 1.1;
+  o.host_step_scale_shared = 1.5;
+  // A (100 tokens, 1 output) on i0 at t=0: alone, 20 ms x 1.1 -> first token at 0.022.
+  // B (100 tokens, 1 output) on i1 at t=0.010: i0 is mid-step, 20 ms x 1.5 -> 0.040.
+  // C (100 tokens, 1 output) on i0 at t=0.100: both idle again, 0.122.
+  SimResult r = run(o, {req(0.0, 100, 1), req(0.010, 100, 1), req(0.100, 100, 1)});
+  ASSERT_EQ(r.requests.size(), 3u);
+  EXPECT_NEAR(r.requests[0].first_token_s, 0.022, 1e-9);
+  EXPECT_NEAR(r.requests[1].first_token_s, 0.040, 1e-9);
+  EXPECT_NEAR(r.requests[2].first_token_s, 0.122, 1e-9);
+  // Without the host model: 0.020, 0.030, 0.120.
+  o.host_step_scale_alone = o.host_step_scale_shared = 1.0;
+  r = run(o, {req(0.0, 100, 1), req(0.010, 100, 1), req(0.100, 100, 1)});
+  EXPECT_NEAR(r.requests[0].first_token_s, 0.020, 1e-9);
+  EXPECT_NEAR(r.requests[1].first_token_s, 0.030, 1e-9);
+  EXPECT_NEAR(r.requests[2].first_token_s, 0.120, 1e-9);
+  o.host_step_scale_shared = 0;
+  EXPECT_EQ(SimCluster::create(o).status().message(), "host step scales must be > 0 (1, 0)");
+}
+
 TEST(SimClusterGolden, PrefillFirstRunsTheNewPromptAlone) {
   SimClusterOptions o = one_node(1);
   o.instances = {mixed_instance(0, "prefill-first")};

@@ -110,7 +110,11 @@ void SimInstance::try_step() {
     }
     return;
   }
-  const double seconds = executor_.last_seconds();
+  double seconds = executor_.last_seconds();
+  if (SimHost* host = options_.host) {
+    seconds *= host->busy > 0 ? host->shared : host->alone;
+    ++host->busy;
+  }
   busy_ = true;
   ++counters_.steps;
   counters_.busy_seconds += seconds;
@@ -132,6 +136,7 @@ void SimInstance::try_step() {
 
 void SimInstance::finish_step() {
   busy_ = false;
+  if (options_.host) --options_.host->busy;
   delivering_.swap(buffer_);  // both keep their capacity from step to step
   deliver(delivering_);
   if (!posted_.empty()) {

@@ -33,8 +33,19 @@
 
 namespace ecoserve::sim {
 
+// Instances that share one host's memory system (CPU deployments: every instance of
+// a node) slow each other down. A step's cost-model time is multiplied by `alone`
+// when no other instance of the host is mid-step as it starts, else by `shared`.
+// Owned by the cluster; the instances count their running steps in `busy`.
+struct SimHost {
+  double alone = 1.0;
+  double shared = 1.0;
+  int32_t busy = 0;  // instances of the host mid-step
+};
+
 struct SimInstanceOptions {
   std::string name;
+  SimHost* host = nullptr;  // nullptr: the step times as the cost model gives them
   instance::InstanceCoreOptions core;
   CostModelExecutorOptions executor;
   Duration idle_poll = std::chrono::milliseconds(1);
