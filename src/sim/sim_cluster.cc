@@ -226,25 +226,31 @@ void SimCluster::build_view(bool with_requests) {
   const TimePoint now = runtime_.now();
   view_.instances.resize(instances_.size());
   view_.with_requests = with_requests;
-  const bool llumnix = options_.strategy == "llumnix";
-  for (size_t i = 0; i < instances_.size(); ++i) {
+  const bool llumnix = planner_.has_value();  // init() sets planner_ for llumnix alone
+  // The fixed fields of an instance's entry are set once (policies read the view
+  // through const references); every field that changes is set on every call.
+  for (size_t i = view_fixed_; i < instances_.size(); ++i) {
     policy::InstanceLoad& l = view_.instances[i];
     l = policy::InstanceLoad{};
     const SimInstance& inst = *instances_[i];
     l.id = inst.id();
     l.role = options_.instances[i].role;
     l.block_size = block_size_;
-    l.num_free_blocks = inst.num_free_blocks();
     l.num_total_blocks = inst.num_total_blocks();
     l.max_num_seqs = options_.instances[i].options.core.max_num_seqs;
     l.node = node_of_[i];
+  }
+  view_fixed_ = instances_.size();
+  for (size_t i = 0; i < instances_.size(); ++i) {
+    policy::InstanceLoad& l = view_.instances[i];
+    const SimInstance& inst = *instances_[i];
+    l.num_free_blocks = inst.num_free_blocks();
     l.phase = static_cast<policy::InstancePhase>(std::clamp(inst.phase(), 0, 2));
     l.last_phase_switch = inst.last_phase_switch();
     loads_[i].fill(l, now, llumnix);
-    if (removed_[i]) {
-      l.healthy = llumnix;
-      l.draining = llumnix;  // its requests migrate away
-    }
+    l.healthy = !removed_[i] || llumnix;
+    l.draining = removed_[i] && llumnix;  // a removed instance's requests migrate away
+    l.requests.clear();
   }
   if (!with_requests) return;
   flights_.live_indices(&order_);  // arrival order: deterministic

@@ -24,7 +24,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -236,7 +235,8 @@ class SimCluster {
   };
   // The live requests' flights by workload index: slots reused through a free list
   // (memory linear in the live requests) plus a slot per workload index (4 bytes a
-  // request). A flight stays at its address until erased (slots sit in a deque).
+  // request). insert() may move the flights (one vector of slots): nobody holds a
+  // Flight reference across it (only dispatch() inserts, in its own event).
   class FlightTable {
    public:
     // Empty, for workload indices [0, num_requests).
@@ -258,7 +258,7 @@ class SimCluster {
       size_t index = kFree;
       Flight flight;
     };
-    std::deque<Slot> slots_;
+    std::vector<Slot> slots_;
     std::vector<int32_t> free_;     // free slots (the last freed is reused first)
     std::vector<int32_t> slot_of_;  // workload index -> slot, -1 when not live
   };
@@ -319,6 +319,7 @@ class SimCluster {
   std::optional<policy::MigrationPlanner> planner_;
   policy::ClusterView view_;
   std::vector<size_t> order_;  // build_view scratch: live workload indices
+  size_t view_fixed_ = 0;      // view_.instances[0, view_fixed_) have their fixed fields set
   std::vector<kv::BlockHash> hashes_;
   // fudg: which prompt blocks each decode instance probably caches (as the live router keeps it).
   policy::PrefixIndex decode_index_;
