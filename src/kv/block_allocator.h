@@ -31,6 +31,10 @@ class BlockAllocator {
   void share(BlockId id);
   // Drops one reference; returns true when the block became free.
   bool release(BlockId id);
+  // A hint: starts loading the block's refcount (no effect; out of range: nothing).
+  void prefetch(BlockId id) const {
+    if (id.value >= 0 && static_cast<size_t>(id.value) < refcount_.size()) __builtin_prefetch(&refcount_[id.value]);
+  }
   int32_t refcount(BlockId id) const {
     ECO_CHECK_MSG(id.value >= 0 && id.value < num_blocks(), "block {} out of range", id.value);
     return refcount_[id.value];

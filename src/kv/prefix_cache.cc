@@ -90,6 +90,7 @@ StatusOr<BlockId> PrefixCache::allocate() {
     if (victim < 0) {
       return resource_exhausted_error("no free KV block (all {} in use, none evictable)", num_blocks());
     }
+    prefetch_lru_ahead();
     evict(victim);
   }
   return allocator_->allocate();
@@ -106,7 +107,7 @@ Status PrefixCache::allocate_n(int32_t n, std::vector<BlockId>* out) {
   if (victims > 1) {
     for (size_t i = lru_head_; victims > 0 && i < lru_.size(); ++i) {
       if (!lru_live(lru_[i])) continue;
-      map_.prefetch(meta_[lru_[i].block].hash);
+      map_.prefetch(lru_[i].hash);
       --victims;
     }
   }
@@ -150,22 +151,25 @@ int32_t PrefixCache::insert_chain(std::span<const BlockHash> hashes, std::span<c
                                   std::span<const int32_t> tokens) {
   ECO_CHECK_MSG(hashes.size() == blocks.size() && tokens.size() == hashes.size() * static_cast<size_t>(block_size_),
                 "insert_chain() of {} hashes, {} blocks, {} tokens", hashes.size(), blocks.size(), tokens.size());
-  if (hashes.size() > 1) {  // overlap the misses of the map slots and the token copies
-    for (size_t i = 0; i < hashes.size(); ++i) {
-      map_.prefetch(hashes[i]);
-      const int32_t b = blocks[i].value;
-      if (b >= 0 && b < num_blocks()) {
-        const int32_t* dst = tokens_.data() + static_cast<size_t>(b) * block_size_;
-        __builtin_prefetch(dst, 1);
-        __builtin_prefetch(dst + block_size_ - 1, 1);
-      }
-    }
-  }
+  if (hashes.size() > 1) prefetch_chain(hashes, blocks);  // overlap the misses of the map slots and token copies
   int32_t n = 0;
   for (size_t i = 0; i < hashes.size(); ++i) {
     n += insert(hashes[i], blocks[i], tokens.subspan(i * block_size_, block_size_)) ? 1 : 0;
   }
   return n;
+}
+
+void PrefixCache::prefetch_chain(std::span<const BlockHash> hashes, std::span<const BlockId> blocks) const {
+  const size_t n = std::min(hashes.size(), blocks.size());
+  for (size_t i = 0; i < n; ++i) {
+    map_.prefetch(hashes[i]);
+    const int32_t b = blocks[i].value;
+    if (b >= 0 && b < num_blocks()) {
+      const int32_t* dst = tokens_.data() + static_cast<size_t>(b) * block_size_;
+      __builtin_prefetch(dst, 1);
+      __builtin_prefetch(dst + block_size_ - 1, 1);
+    }
+  }
 }
 
 int32_t PrefixCache::evict_all() {
@@ -199,13 +203,26 @@ void PrefixCache::lru_push_back(int32_t b) {
     }
     lru_.resize(n);
     lru_head_ = 0;
+    lru_prefetched_ = 0;
   }
-  lru_.push_back(LruEntry{b, stamp});
+  lru_.push_back(LruEntry{b, stamp, meta_[b].hash});
 }
 
 void PrefixCache::lru_remove(int32_t b) {
   in_lru_[b] = 0;  // its entry goes stale
   num_evictable_--;
+}
+
+void PrefixCache::prefetch_lru_ahead() {
+  const size_t end = std::min(lru_.size(), lru_head_ + kLruPrefetch);
+  for (size_t i = std::max(lru_prefetched_, lru_head_); i < end; ++i) {
+    const LruEntry& e = lru_[i];
+    map_.prefetch(e.hash);
+    __builtin_prefetch(&meta_[static_cast<size_t>(e.block)]);
+    __builtin_prefetch(&in_lru_[static_cast<size_t>(e.block)]);
+    allocator_->prefetch(BlockId(e.block));
+  }
+  lru_prefetched_ = std::max(lru_prefetched_, end);
 }
 
 int32_t PrefixCache::lru_head() {

@@ -94,6 +94,11 @@ class PrefixCache {
   // that). Returns how many were inserted.
   int32_t insert_chain(std::span<const BlockHash> hashes, std::span<const BlockId> blocks,
                        std::span<const int32_t> tokens);
+  // A hint for a coming insert_chain(hashes, blocks, ...): starts loading the map
+  // slots and token rows it will touch (a scheduler calls it when it plans the
+  // step that computes the blocks, so the loads land while the step runs). No
+  // effect on contents; blocks out of range are skipped.
+  void prefetch_chain(std::span<const BlockHash> hashes, std::span<const BlockId> blocks) const;
 
   bool is_cached(BlockId block) const { return cached_[block.value] != 0; }
   // References held by users (not counting the cache's own).
@@ -143,10 +148,16 @@ class PrefixCache {
   struct LruEntry {
     int32_t block;
     uint32_t stamp;
+    BlockHash hash;  // the block's key when pushed (its key while the entry is live)
   };
   bool lru_live(const LruEntry& e) const { return in_lru_[e.block] && meta_[e.block].lru_stamp == e.stamp; }
   // The least recently used evictable block (-1 when none); drops stale entries before it.
   int32_t lru_head();
+  // Starts loading what evicting the next kLruPrefetch LRU entries will touch (their
+  // map slots and per-block state), so single-block allocations that evict do not
+  // each wait for a cache miss. A hint only: no effect on contents.
+  void prefetch_lru_ahead();
+  static constexpr size_t kLruPrefetch = 16;
 
   BlockAllocator* allocator_;
   int32_t block_size_;
@@ -157,6 +168,7 @@ class PrefixCache {
   std::vector<uint8_t> in_lru_;
   std::vector<LruEntry> lru_;  // [lru_head_, size): live and stale entries, oldest first
   size_t lru_head_ = 0;
+  size_t lru_prefetched_ = 0;  // entries before this one were prefetched (prefetch_lru_ahead)
   int32_t num_evictable_ = 0;
   int32_t num_shared_ = 0;  // blocks with user_refcount() >= 2
   int64_t query_tokens_ = 0, hit_tokens_ = 0, num_evictions_ = 0;

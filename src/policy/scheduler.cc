@@ -480,6 +480,14 @@ bool Scheduler::setup_run(Request& r, int32_t num_tokens, StepPlan& plan) {
       insert_sorted(running_, &r);
     }
   }
+  if (options_.enable_prefix_caching) {  // the blocks this run completes are registered after the step
+    const auto from = static_cast<size_t>(r.num_computed / bs);
+    const size_t upto = std::min({static_cast<size_t>((r.num_computed + n) / bs), r.hashes.size(), r.blocks.size()});
+    if (upto > from) {
+      cache_.prefetch_chain(std::span<const kv::BlockHash>(r.hashes).subspan(from, upto - from),
+                            std::span<const BlockId>(r.blocks).subspan(from, upto - from));
+    }
+  }
   SeqStep s;
   if (!spare_tokens_.empty()) {  // reuse a recycled sequence's vectors
     s.tokens = std::move(spare_tokens_.back());

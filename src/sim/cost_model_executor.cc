@@ -38,6 +38,7 @@ StatusOr<StepOutput> CostModelExecutor::execute(const StepPlan& plan) {
   if (!plan.seqs.empty()) seconds += options_.step_overhead_seconds;
   last_seconds_ = seconds;
   StepOutput out;
+  out.seqs.reserve(plan.seqs.size());
   for (const SeqStep& s : plan.seqs) {
     if (static_cast<int64_t>(s.block_table.size()) * options_.block_size <
         s.num_computed + static_cast<int64_t>(s.tokens.size())) {

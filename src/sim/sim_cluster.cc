@@ -146,6 +146,7 @@ StatusOr<SimResult> SimCluster::run(std::span<const SimRequest> requests, const 
   progress_ = progress;
   progress_every_ = std::max<int64_t>(1, static_cast<int64_t>(requests.size()) / 200);
   result_.requests.resize(requests.size());
+  flights_.reset(requests.size());
   const int32_t max_context = instances_[0]->executor().max_context();
   for (size_t i = 0; i < requests.size(); ++i) {
     const SimRequest& r = requests[i];
@@ -179,8 +180,7 @@ StatusOr<SimResult> SimCluster::run(std::span<const SimRequest> requests, const 
   }
   // Whatever is still running at the deadline fails.
   std::vector<size_t> left;
-  for (const auto& [index, f] : flights_) left.push_back(index);
-  std::sort(left.begin(), left.end());
+  flights_.live_indices(&left);
   for (size_t index : left) reject(index, "error", "the simulation reached its time limit");
   result_.duration_s = to_seconds(runtime_.now().time_since_epoch());
   SimStats& st = result_.stats;
@@ -234,33 +234,36 @@ void SimCluster::build_view(bool with_requests) {
   const TimePoint now = runtime_.now();
   view_.instances.resize(instances_.size());
   view_.with_requests = with_requests;
-  const bool llumnix = options_.strategy == "llumnix";
-  for (size_t i = 0; i < instances_.size(); ++i) {
+  const bool llumnix = planner_.has_value();  // init() sets planner_ for llumnix alone
+  // The fixed fields of an instance's entry are set once (policies read the view
+  // through const references); every field that changes is set on every call.
+  for (size_t i = view_fixed_; i < instances_.size(); ++i) {
     policy::InstanceLoad& l = view_.instances[i];
     l = policy::InstanceLoad{};
     const SimInstance& inst = *instances_[i];
     l.id = inst.id();
     l.role = options_.instances[i].role;
     l.block_size = block_size_;
-    l.num_free_blocks = inst.num_free_blocks();
     l.num_total_blocks = inst.num_total_blocks();
     l.max_num_seqs = options_.instances[i].options.core.max_num_seqs;
     l.node = node_of_[i];
+  }
+  view_fixed_ = instances_.size();
+  for (size_t i = 0; i < instances_.size(); ++i) {
+    policy::InstanceLoad& l = view_.instances[i];
+    const SimInstance& inst = *instances_[i];
+    l.num_free_blocks = inst.num_free_blocks();
     l.phase = static_cast<policy::InstancePhase>(std::clamp(inst.phase(), 0, 2));
     l.last_phase_switch = inst.last_phase_switch();
     loads_[i].fill(l, now, llumnix);
-    if (removed_[i]) {
-      l.healthy = llumnix;
-      l.draining = llumnix;  // its requests migrate away
-    }
+    l.healthy = !removed_[i] || llumnix;
+    l.draining = removed_[i] && llumnix;  // a removed instance's requests migrate away
+    l.requests.clear();
   }
   if (!with_requests) return;
-  std::vector<size_t> order;
-  order.reserve(flights_.size());
-  for (const auto& [index, f] : flights_) order.push_back(index);
-  std::sort(order.begin(), order.end());  // arrival order: deterministic
-  for (size_t index : order) {
-    const Flight& f = flights_.at(index);
+  flights_.live_indices(&order_);  // arrival order: deterministic
+  for (size_t index : order_) {
+    const Flight& f = *flights_.find(index);
     policy::RequestLoad r;
     r.id = id_of(index);
     r.priority = f.priority;
@@ -324,22 +327,22 @@ void SimCluster::dispatch(size_t index) {
   account(f, +1);
   if (options_.request_timeout_s > 0) {
     f.timeout = runtime_.schedule_at(TimePoint(from_seconds(req.arrival_s + options_.request_timeout_s)), [this, index] {
-      auto it = flights_.find(index);
-      if (it == flights_.end()) return;
-      it->second.timeout = SimRuntime::kNoEvent;
+      Flight* fl = flights_.find(index);
+      if (fl == nullptr) return;
+      fl->timeout = SimRuntime::kNoEvent;
       end_migration(index, "cancelled");  // a migration under way ends with it (frees the reservation)
       reject(index, "timeout", fmt::format("no answer within {} s", options_.request_timeout_s));
     });
   }
-  flights_.emplace(index, std::move(f));
+  flights_.insert(index, std::move(f));
   instances_[member]->add_request(std::move(g));
 }
 
 void SimCluster::on_event(InstanceId from, const instance::TokenEvent& ev) {
   const size_t index = static_cast<size_t>(ev.id.value - 1);
-  auto it = flights_.find(index);
-  if (it == flights_.end()) return;
-  Flight& f = it->second;
+  Flight* found = flights_.find(index);
+  if (found == nullptr) return;
+  Flight& f = *found;
   if (f.member != static_cast<size_t>(from.value)) return;  // a superseded holder (should not happen)
   const double now_s = to_seconds(runtime_.now().time_since_epoch());
   SimRequestResult& out = result_.requests[index];
@@ -366,27 +369,26 @@ void SimCluster::on_event(InstanceId from, const instance::TokenEvent& ev) {
 }
 
 void SimCluster::finish(size_t index, const instance::TokenEvent& ev) {
-  auto it = flights_.find(index);
+  Flight& f = *flights_.find(index);
   SimRequestResult& out = result_.requests[index];
   out.end_s = to_seconds(runtime_.now().time_since_epoch());
-  out.instance = static_cast<int32_t>(it->second.member);
+  out.instance = static_cast<int32_t>(f.member);
   out.finish_reason = ev.finish_reason;
   out.error = ev.error;
   out.success = ev.finish_reason == "length" || ev.finish_reason == "stop";
   ++(out.success ? result_.stats.completed : result_.stats.failed);
   record_finish(index, out.success);
-  if (it->second.timeout != SimRuntime::kNoEvent) runtime_.cancel(it->second.timeout);
-  flights_.erase(it);
+  if (f.timeout != SimRuntime::kNoEvent) runtime_.cancel(f.timeout);
+  flights_.erase(index);
   ++done_;
   if (progress_ && done_ % progress_every_ == 0) progress_(done_, static_cast<int64_t>(requests_.size()));
 }
 
 void SimCluster::reject(size_t index, const std::string& finish_reason, const std::string& error) {
-  auto it = flights_.find(index);
-  if (it != flights_.end()) {
-    account(it->second, -1);
-    instances_[it->second.member]->abort(id_of(index));
-    flights_.erase(it);
+  if (Flight* f = flights_.find(index)) {
+    account(*f, -1);
+    instances_[f->member]->abort(id_of(index));
+    flights_.erase(index);
   }
   SimRequestResult& out = result_.requests[index];
   out.end_s = to_seconds(runtime_.now().time_since_epoch());
@@ -413,16 +415,16 @@ void SimCluster::transfer(size_t from, size_t to, int64_t bytes, std::function<v
 // --- fudg ---
 
 void SimCluster::hand_off(size_t index) {
-  Flight& f = flights_.at(index);
+  const Flight& f = *flights_.find(index);
   const size_t source = f.member, destination = f.decode_member;
   const TimePoint started = runtime_.now();
   instances_[source]->post([this, index, source, destination, started](instance::InstanceCore& core, Executor& exec) {
     auto blob = core.export_held(id_of(index), exec);
     if (!blob.ok()) {
       (void)core.release_held(id_of(index));
-      auto it = flights_.find(index);
-      if (it == flights_.end()) return;
-      account(it->second, -1);
+      Flight* fl = flights_.find(index);
+      if (fl == nullptr) return;
+      account(*fl, -1);
       instance::TokenEvent ev;
       ev.id = id_of(index);
       ev.finished = true;
@@ -439,9 +441,9 @@ void SimCluster::hand_off(size_t index) {
                result_.stats.kv_transfer_seconds += to_seconds(runtime_.now() - started);
                instances_[source]->post(
                    [index](instance::InstanceCore& c, Executor&) { (void)c.release_held(id_of(index)); });
-               auto it = flights_.find(index);
-               if (it == flights_.end()) return;
-               Flight& fl = it->second;
+               Flight* found = flights_.find(index);
+               if (found == nullptr) return;
+               Flight& fl = *found;
                account(fl, -1);
                fl.member = destination;
                fl.in_decode = true;
@@ -449,6 +451,44 @@ void SimCluster::hand_off(size_t index) {
                instances_[destination]->add_prefilled_request(make_request(index), fl.output_tokens, std::move(kv));
              });
   });
+}
+
+// --- the flight table ---
+
+void SimCluster::FlightTable::reset(size_t num_requests) {
+  slots_.clear();
+  free_.clear();
+  slot_of_.assign(num_requests, -1);
+}
+
+void SimCluster::FlightTable::insert(size_t index, Flight flight) {
+  int32_t slot;
+  if (!free_.empty()) {
+    slot = free_.back();
+    free_.pop_back();
+  } else {
+    slot = static_cast<int32_t>(slots_.size());
+    slots_.emplace_back();
+  }
+  slots_[static_cast<size_t>(slot)] = Slot{index, std::move(flight)};
+  slot_of_[index] = slot;
+}
+
+void SimCluster::FlightTable::erase(size_t index) {
+  const int32_t slot = slot_of_[index];
+  if (slot < 0) return;
+  slot_of_[index] = -1;
+  slots_[static_cast<size_t>(slot)] = Slot{};  // frees what the flight held
+  free_.push_back(slot);
+}
+
+void SimCluster::FlightTable::live_indices(std::vector<size_t>* out) const {
+  out->clear();
+  out->reserve(size());
+  for (const Slot& s : slots_) {
+    if (s.index != kFree) out->push_back(s.index);
+  }
+  std::sort(out->begin(), out->end());
 }
 
 // --- llumnix ---
@@ -467,9 +507,9 @@ void SimCluster::plan_migrations() {
 }
 
 Status SimCluster::start_migration(size_t index, size_t destination, const std::string& reason) {
-  auto it = flights_.find(index);
-  if (it == flights_.end()) return not_found_error("request {} is not running", index);
-  Flight& f = it->second;
+  Flight* found = flights_.find(index);
+  if (found == nullptr) return not_found_error("request {} is not running", index);
+  Flight& f = *found;
   if (f.generated == 0) return failed_precondition_error("request {} has no first token yet", index);
   if (f.migrating) return failed_precondition_error("request {} is already being migrated", index);
   if (f.member == destination) return failed_precondition_error("request {} already runs there", index);
@@ -503,9 +543,9 @@ void SimCluster::migration_stage(size_t index) {
     auto mit = migrations_.find(index);
     if (mit == migrations_.end()) return;
     Migration& m = mit->second;
-    auto it = flights_.find(index);
-    if (it == flights_.end()) return end_migration(index, "finished");
-    const Flight& f = it->second;
+    const Flight* found = flights_.find(index);
+    if (found == nullptr) return end_migration(index, "finished");
+    const Flight& f = *found;
     const int32_t computed = f.prompt_tokens + f.generated - 1;
     const int32_t last_stage = options_.migrate_last_stage_tokens > 0 ? options_.migrate_last_stage_tokens : block_size_;
     const bool stop = policy::migration_stage_is_last(m.record.stages, computed, m.loaded, options_.migrate_max_stages,
@@ -540,9 +580,8 @@ void SimCluster::migration_stage(size_t index) {
           });
           return end_migration(index, "destination_failed");
         }
-        auto it = flights_.find(index);
-        if (it != flights_.end()) {
-          Flight& f = it->second;
+        if (Flight* found = flights_.find(index)) {
+          Flight& f = *found;
           account(f, -1);
           f.member = dst;
           f.migrating = false;
@@ -567,11 +606,11 @@ void SimCluster::end_migration(size_t index, const std::string& outcome) {
   if (outcome != "completed") {
     instances_[m.destination]->post(
         [index](instance::InstanceCore& core, Executor&) { core.migrate_in_cancel(id_of(index)); });
-    auto it = flights_.find(index);
-    if (it != flights_.end() && it->second.migrating) {
-      account(it->second, -1);
-      it->second.migrating = false;
-      account(it->second, +1);
+    Flight* f = flights_.find(index);
+    if (f != nullptr && f->migrating) {
+      account(*f, -1);
+      f->migrating = false;
+      account(*f, +1);
     }
   } else {
     ++result_.stats.migrations_completed;

@@ -239,6 +239,35 @@ class SimCluster {
     bool migrating = false;              // llumnix
     SimRuntime::EventId timeout = SimRuntime::kNoEvent;
   };
+  // The live requests' flights by workload index: slots reused through a free list
+  // (memory linear in the live requests) plus a slot per workload index (4 bytes a
+  // request). insert() may move the flights (one vector of slots): nobody holds a
+  // Flight reference across it (only dispatch() inserts, in its own event).
+  class FlightTable {
+   public:
+    // Empty, for workload indices [0, num_requests).
+    void reset(size_t num_requests);
+    Flight* find(size_t index) {
+      const int32_t slot = index < slot_of_.size() ? slot_of_[index] : -1;
+      return slot < 0 ? nullptr : &slots_[static_cast<size_t>(slot)].flight;
+    }
+    // `index` must not be live.
+    void insert(size_t index, Flight flight);
+    void erase(size_t index);  // no-op when not live
+    size_t size() const { return slots_.size() - free_.size(); }
+    // The live indices, ascending, into *out (replacing its contents).
+    void live_indices(std::vector<size_t>* out) const;
+
+   private:
+    static constexpr size_t kFree = static_cast<size_t>(-1);
+    struct Slot {
+      size_t index = kFree;
+      Flight flight;
+    };
+    std::vector<Slot> slots_;
+    std::vector<int32_t> free_;     // free slots (the last freed is reused first)
+    std::vector<int32_t> slot_of_;  // workload index -> slot, -1 when not live
+  };
   struct Migration {
     size_t source = 0, destination = 0;
     int32_t loaded = 0;  // positions copied so far
@@ -296,6 +325,8 @@ class SimCluster {
   policy::MacroLayout layout_;
   std::optional<policy::MigrationPlanner> planner_;
   policy::ClusterView view_;
+  std::vector<size_t> order_;  // build_view scratch: live workload indices
+  size_t view_fixed_ = 0;      // view_.instances[0, view_fixed_) have their fixed fields set
   std::vector<kv::BlockHash> hashes_;
   // fudg: which prompt blocks each decode instance probably caches (as the live router keeps it).
   policy::PrefixIndex decode_index_;
@@ -304,7 +335,7 @@ class SimCluster {
   std::span<const SimRequest> requests_;
   SimResult result_;
   // Live requests and migrations by workload index (a request's id is index + 1).
-  std::unordered_map<size_t, Flight> flights_;
+  FlightTable flights_;
   std::unordered_map<size_t, Migration> migrations_;
   int64_t done_ = 0;
   Progress progress_;
