@@ -325,15 +325,6 @@ StatusOr<std::shared_ptr<const policy::CostModel>> load_cost_model(const ServeAr
   return std::shared_ptr<const policy::CostModel>(std::move(cm));
 }
 
-// padg's default SLOs when none are given: TPOT 5x a batch-1 decode step and TTFT
-// 5x the prefill of a half-context prompt (at least 1 s), in ms.
-void derive_slos(ServeArgs& a, const policy::CostModel& cm, int32_t max_context) {
-  const policy::SloTargets t =
-      policy::padg_default_slos(cm, max_context, a.chunk_size > 0 ? a.chunk_size : a.max_num_batched_tokens);
-  if (a.slo_tpot_ms <= 0) a.slo_tpot_ms = 1e3 * t.tpot_seconds;
-  if (a.slo_ttft_ms <= 0) a.slo_ttft_ms = 1e3 * t.ttft_seconds;
-}
-
 // Serves `backend` over HTTP until SIGINT/SIGTERM, then drains. Returns the exit code.
 int serve_http(const ServeArgs& a, std::unique_ptr<cluster::GenerationBackend> backend_owner,
                const std::string& served_model_name, std::shared_ptr<server::ServerMetrics> step_metrics,

@@ -4,6 +4,7 @@
 
 #include "apps/ecoserve/commands.h"
 #include "apps/ecoserve/serve_args.h"
+#include "policy/cost_model.h"
 #include "policy/migration_planner.h"
 
 namespace ecoserve::apps {
@@ -46,6 +47,13 @@ cluster::RouterOptions router_options(const ServeArgs& a) {
     ro.freeness_scaling.max_instances = a.autoscale_max;
   }
   return ro;
+}
+
+void derive_slos(ServeArgs& a, const policy::CostModel& cm, int32_t max_context) {
+  const policy::SloTargets t =
+      policy::padg_default_slos(cm, max_context, a.chunk_size > 0 ? a.chunk_size : a.max_num_batched_tokens);
+  if (a.slo_tpot_ms <= 0) a.slo_tpot_ms = 1e3 * t.tpot_seconds;
+  if (a.slo_ttft_ms <= 0) a.slo_ttft_ms = 1e3 * t.ttft_seconds;
 }
 
 // Checks the cross-flag rules of the cluster flags and fills in the router's

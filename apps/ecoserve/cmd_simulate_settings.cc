@@ -320,9 +320,7 @@ StatusOr<SimulateDeployment> simulate_deployment(const json& s, bool record_step
       ECO_ASSIGN_OR_RETURN(sim::ModelSpec m, sim::model_preset(d.model));
       context = m.max_context;
     }
-    const policy::SloTargets t = policy::padg_default_slos(*cm, context, a.chunk_size > 0 ? a.chunk_size : a.max_num_batched_tokens);
-    if (a.slo_ttft_ms <= 0) a.slo_ttft_ms = 1e3 * t.ttft_seconds;
-    if (a.slo_tpot_ms <= 0) a.slo_tpot_ms = 1e3 * t.tpot_seconds;
+    derive_slos(a, *cm, context);
   }
   out.request_slo_ttft_s = a.slo_ttft_ms / 1e3;
   out.request_slo_tpot_s = a.slo_tpot_ms / 1e3;

@@ -97,6 +97,9 @@ void add_cluster_flags(CLI::App* cmd, const std::shared_ptr<ServeArgs>& a);
 // Checks the cross-flag rules of the cluster flags and fills in the router's
 // default; an error message, or empty.
 std::string resolve_cluster_flags(ServeArgs& a);
+// padg's default SLOs when none are given (slo_*_ms <= 0), from `cm`
+// (policy::padg_default_slos with the flags' chunk), in ms.
+void derive_slos(ServeArgs& a, const policy::CostModel& cm, int32_t max_context);
 // The router's options the flags ask for (strategy, routing, padg, autoscaling, llumnix).
 cluster::RouterOptions router_options(const ServeArgs& a);
 
