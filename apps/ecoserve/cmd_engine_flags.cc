@@ -21,4 +21,21 @@ CLI::Option* add_kv_cache_dtype_option(CLI::App* cmd, engine::KvCacheType& out) 
       ->default_str(engine::kv_cache_type_name(out));
 }
 
+CLI::Option* add_isa_option(CLI::App* cmd, kernels::Isa& out) {
+  CLI::Validator valid(
+      [](std::string& name) {
+        auto isa = kernels::resolve_isa(name, kernels::detect_cpu_features());
+        return isa.ok() ? std::string() : isa.status().message();
+      },
+      "avx2|avxvnni|avx512vnni|native");
+  return cmd
+      ->add_option_function<std::string>(
+          "--isa",
+          [&out](const std::string& name) { out = *kernels::resolve_isa(name, kernels::detect_cpu_features()); },
+          "kernel instruction-set path: avx2, avxvnni, avx512vnni or native (the best this CPU has; also capped by "
+          "the environment variable ECOSERVE_ISA)")
+      ->check(valid)
+      ->default_str(std::string(kernels::isa_name(out)));
+}
+
 }  // namespace ecoserve::apps

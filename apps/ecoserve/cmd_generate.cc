@@ -31,6 +31,7 @@ struct GenerateArgs {
   int32_t ctx = 0;
   int32_t block_size = 16;
   engine::KvCacheType kv_cache_type = engine::KvCacheType::kF32;
+  kernels::Isa isa = kernels::default_isa();
   bool no_bos = false;
   bool ignore_eos = false;
   bool quiet = false;
@@ -54,6 +55,7 @@ int run_generate(const GenerateArgs& a) {
   eo.block_size = a.block_size;
   eo.max_context = a.ctx;
   eo.kv_cache_type = a.kv_cache_type;
+  eo.isa = a.isa;
   const int64_t ctx = a.ctx > 0 ? a.ctx : (*model)->config().n_ctx_train;
   // Enough KV for one sequence of the whole context.
   eo.num_kv_blocks = static_cast<int32_t>((ctx + a.block_size - 1) / a.block_size);
@@ -152,6 +154,7 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("-c,--ctx-size", args->ctx, "context length; 0 = the model's")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--block-size", args->block_size, "KV block size in tokens")->capture_default_str()->check(CLI::Range(1, 4096));
   add_kv_cache_dtype_option(cmd, args->kv_cache_type);
+  add_isa_option(cmd, args->isa);
   cmd->add_flag("--no-bos", args->no_bos, "do not add the BOS token");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "keep generating after end-of-generation tokens");
   cmd->add_flag("-q,--quiet", args->quiet, "no timing line on stderr");

@@ -34,6 +34,7 @@ struct ProfileArgs {
   int32_t repeats = 2;
   int32_t block_size = 16;
   engine::KvCacheType kv_cache_type = engine::KvCacheType::kF32;
+  kernels::Isa isa = kernels::default_isa();
   bool json = false;
   bool roofline = false;  // also print each figure's roofline bound from measured machine peaks
 };
@@ -165,6 +166,7 @@ int run_profile(const ProfileArgs& a) {
     eo.block_size = a.block_size;
     eo.num_kv_blocks = need_blocks;
     eo.kv_cache_type = kv_type;
+    eo.isa = a.isa;
     auto runner = engine::ModelRunner::create(*model, eo);
     if (!runner.ok()) {
       std::fprintf(stderr, "error: %s\n", runner.status().message().c_str());
@@ -238,6 +240,7 @@ struct CostArgs {
   std::string model;
   int32_t threads = 0;  // 0 = all hardware threads
   engine::KvCacheType kv_cache_type = engine::KvCacheType::kF32;
+  kernels::Isa isa = kernels::default_isa();
   std::string out;      // empty: engine::default_cost_profile_path(model)
   int32_t max_prefill = 512;
   int32_t max_batch = 32;
@@ -295,6 +298,7 @@ int run_profile_cost(const CostArgs& a) {
   eo.num_threads = a.threads;
   eo.block_size = a.block_size;
   eo.kv_cache_type = a.kv_cache_type;
+  eo.isa = a.isa;
   const int32_t max_context = (*model)->config().n_ctx_train;
   eo.num_kv_blocks = std::max(1, engine::cost_profile_blocks_needed(po, a.block_size, max_context));
   auto runner = engine::ModelRunner::create(*model, eo);
@@ -400,6 +404,7 @@ void add_profile_command(CLI::App& app, int& exit_code) {
   eng->add_option("--repeats", args->repeats, "prefill repetitions (best is reported)")->capture_default_str()->check(CLI::Range(1, 100));
   eng->add_option("--block-size", args->block_size, "KV block size")->capture_default_str()->check(CLI::Range(1, 4096));
   add_kv_cache_dtype_option(eng, args->kv_cache_type);
+  add_isa_option(eng, args->isa);
   eng->add_flag("--json", args->json, "print JSON instead of a table");
   eng->add_flag("--roofline", args->roofline,
                 "measure this machine's peak multiply-add rate and read bandwidth, and print beside each figure the "
@@ -420,6 +425,7 @@ void add_profile_command(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(CLI::Range(0, 1024));
   add_kv_cache_dtype_option(cost, cost_args->kv_cache_type);
+  add_isa_option(cost, cost_args->isa);
   cost->add_option("-o,--output", cost_args->out, "where to save the profile (default: MODEL.profile.json beside the model)");
   cost->add_option("--max-prefill", cost_args->max_prefill, "largest prefill chunk measured (tokens)")
       ->capture_default_str()

@@ -101,6 +101,7 @@ void engine_and_instance_options(const ServeArgs& a, const model::LlamaModel& m,
   eo.block_size = a.block_size;
   eo.max_context = a.ctx;
   eo.kv_cache_type = a.kv_cache_type;
+  eo.isa = a.isa;
   const auto& cfg = m.config();
   const int64_t context = a.ctx > 0 ? a.ctx : cfg.n_ctx_train;
   const int64_t block_bytes = engine::ModelRunner::kv_bytes_per_block(cfg, a.block_size, eo.kv_cache_type);
@@ -180,7 +181,8 @@ StatusOr<std::string> spawn_instance(const ServeArgs& a, const engine::EngineOpt
       "--max-num-seqs", std::to_string(a.max_num_seqs), "--max-num-batched-tokens",
       std::to_string(a.max_num_batched_tokens), "--chunk-size", std::to_string(a.chunk_size),
       "--kv-cache-mb", std::to_string(std::max<int64_t>(1, eo.kv_cache_bytes >> 20)), "--block-size",
-      std::to_string(a.block_size), "--kv-cache-dtype", engine::kv_cache_type_name(a.kv_cache_type), "-c",
+      std::to_string(a.block_size), "--kv-cache-dtype", engine::kv_cache_type_name(a.kv_cache_type), "--isa",
+      std::string(kernels::isa_name(a.isa)), "-c",
       std::to_string(a.ctx), "--max-waiting", std::to_string(a.max_waiting),
       a.prefix_caching ? "--enable-prefix-caching" : "--no-prefix-caching", "--preemption-mode",
       a.preemption_mode, "--swap-space-mb", std::to_string(a.swap_mb), "--name", std::to_string(i)};

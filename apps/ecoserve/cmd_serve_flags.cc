@@ -101,6 +101,7 @@ void add_engine_flags(CLI::App* cmd, const std::shared_ptr<ServeArgs>& a) {
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--block-size", a->block_size, "KV block size in tokens")->capture_default_str()->check(CLI::Range(1, 4096));
   add_kv_cache_dtype_option(cmd, a->kv_cache_type);
+  add_isa_option(cmd, a->isa);
   cmd->add_option("-c,--ctx-size", a->ctx, "context length per request; 0 = the model's")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);

@@ -24,5 +24,7 @@ void add_model_tokenize_subcommand(CLI::App* model_cmd, int& exit_code);
 // `--kv-cache-dtype f32|f16` on cmd, stored into `out` (whose value is the default).
 // cmd_engine_flags.cc.
 CLI::Option* add_kv_cache_dtype_option(CLI::App* cmd, engine::KvCacheType& out);
+// --isa: which kernel build runs (kernels/cpu_features.h); refuses levels this CPU lacks.
+CLI::Option* add_isa_option(CLI::App* cmd, kernels::Isa& out);
 
 }  // namespace ecoserve::apps

@@ -28,6 +28,7 @@ struct ServeArgs {
   int32_t kv_cache_mb = 0;  // 0 = auto
   int32_t block_size = 16;
   engine::KvCacheType kv_cache_type = engine::KvCacheType::kF32;
+  kernels::Isa isa = kernels::default_isa();
   int32_t ctx = 0;
   int32_t max_waiting = 256;
   std::string api_key;

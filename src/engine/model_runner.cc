@@ -40,7 +40,7 @@ struct AttnUnit {
 constexpr int64_t kChunkAttentionMinTokens = 8;
 
 struct ModelRunner::Impl {
-  explicit Impl(ThreadPool* pool) : kctx(pool), attn_scratch(pool->num_threads()) {}
+  Impl(ThreadPool* pool, kernels::Isa isa) : kctx(pool, isa), attn_scratch(pool->num_threads()) {}
 
   kernels::KernelContext kctx;
   // Per layer: [block][slot][kv_head][head_dim] values of elem_bytes each.
@@ -84,6 +84,9 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(std::shared_ptr<const
   if (options.block_size <= 0 || options.block_size > 4096) {
     return invalid_argument_error("engine: block_size {} must be in [1, 4096]", options.block_size);
   }
+  if (!kernels::isa_supported(options.isa, kernels::detect_cpu_features())) {
+    return invalid_argument_error("engine: this CPU cannot run the {} kernels", kernels::isa_name(options.isa));
+  }
   std::unique_ptr<ModelRunner> r(new ModelRunner());
   r->model_ = std::move(model);
   r->options_ = options;
@@ -100,7 +103,7 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(std::shared_ptr<const
                                   r->kv_bytes_per_block());
   }
   r->pool_ = std::make_unique<ThreadPool>(options.num_threads);
-  r->impl_ = std::make_unique<Impl>(r->pool_.get());
+  r->impl_ = std::make_unique<Impl>(r->pool_.get(), options.isa);
   r->impl_->elem_bytes = kv_elem_bytes(options.kv_cache_type);
   const size_t per_layer = static_cast<size_t>(r->num_blocks_) * options.block_size * c.kv_dim() * r->impl_->elem_bytes;
   if (options.num_host_blocks < 0) return invalid_argument_error("engine: negative num_host_blocks");

@@ -23,6 +23,7 @@
 #include "base/executor.h"
 #include "base/ids.h"
 #include "base/status.h"
+#include "kernels/cpu_features.h"
 #include "base/thread_pool.h"
 #include "engine/sampler.h"
 #include "kernels/matmul.h"
@@ -49,6 +50,8 @@ struct EngineOptions {
   int32_t max_context = 0;            // 0 = the model's training context
   int32_t num_host_blocks = 0;        // host-memory swap pool (StepPlan::swap_out / swap_in)
   KvCacheType kv_cache_type = KvCacheType::kF32;
+  // Kernel path (kernels/cpu_features.h): default the best this CPU has, capped by ECOSERVE_ISA.
+  kernels::Isa isa = kernels::default_isa();
 };
 
 // Header of an exported sequence's KV (little-endian, fixed layout).

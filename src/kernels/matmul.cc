@@ -64,7 +64,7 @@ void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y
     });
   };
 
-  if (n_tokens >= detail::kBlasMinTokens) {
+  if (n_tokens >= detail::kBlasMinTokens && is_float_type(w.type)) {
     float* panels = nullptr;
     const std::size_t panel_floats = detail::blas_panel_floats(w.cols);
     if (w.type != GgmlType::kF32) {
@@ -98,7 +98,7 @@ void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y
 
   const std::size_t need = detail::quantized_acts_bytes(n_tokens, w.cols);
   if (ctx.scratch.size() < need) ctx.scratch.resize(need);
-  const detail::QuantizedActs acts = detail::layout_quantized_acts(ctx.scratch.data(), n_tokens, w.cols);
+  const detail::QuantizedActs acts = detail::layout_quantized_acts(ctx.scratch.data(), n_tokens, w.cols, detail::takes_k_format(w.type));
   if (nthreads > 1 && n_tokens > 1 && n_tokens * w.cols >= kParallelQuantizeElems) {
     pool.run([&](int i, int parts) {
       std::int64_t t0, t1;
@@ -108,8 +108,21 @@ void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y
   } else {
     detail::quantize_acts(x, w.cols, 0, n_tokens, acts);
   }
-  run([&](std::int64_t r0, std::int64_t r1, std::int64_t t0, std::int64_t t1) {
-    detail::matmul_quantized_rows(w.type, wdata, w.row_bytes, w.cols, acts, r0, r1, t0, t1, y, w.rows);
+  const std::size_t per_thread = static_cast<std::size_t>(detail::kQuantScratchFloatsPerBlock * (w.cols / 32) + 128);
+  if (ctx.tile_scratch.size() < per_thread * nthreads) ctx.tile_scratch.resize(per_thread * nthreads);
+  const detail::QuantRowsFn kernel = detail::quant_rows_kernel(ctx.isa, w.type);
+  if (nthreads == 1) {
+    kernel(wdata, w.row_bytes, acts, 0, w.rows, 0, n_tokens, y, w.rows, ctx.tile_scratch.data());
+    return;
+  }
+  pool.run([&](int i, int parts) {
+    std::int64_t r0 = 0, r1 = w.rows, t0 = 0, t1 = n_tokens;
+    if (split_rows) {
+      share(w.rows, kRowUnit, i, parts, &r0, &r1);
+    } else {
+      share(n_tokens, 1, i, parts, &t0, &t1);
+    }
+    if (r0 < r1 && t0 < t1) kernel(wdata, w.row_bytes, acts, r0, r1, t0, t1, y, w.rows, ctx.tile_scratch.data() + per_thread * i);
   });
 }
 

@@ -5,7 +5,7 @@
 // W is a weight matrix as stored in GGUF: w.rows output features, each row of
 // w.cols input values encoded in w.type (ggml's ne0 = cols). x is row-major
 // [n_tokens, cols] float, y is row-major [n_tokens, rows] float.
-// The work is split over ctx.pool's threads. ctx.scratch is reused between
+// The work is split over ctx.pool's threads, with the kernels of ctx.isa. ctx.scratch is reused between
 // calls (quantized activations); a KernelContext belongs to one engine and is
 // used by one thread at a time.
 #pragma once
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "kernels/cpu_features.h"
 #include "kernels/ggml_type.h"
 
 namespace ecoserve::kernels {
@@ -27,10 +28,14 @@ struct WeightView {
   std::size_t row_bytes = 0;   // bytes of one stored row
 };
 
+// isa: which kernel build runs (default: the best this CPU supports, capped by
+// ECOSERVE_ISA); it must be one the CPU supports (isa_supported).
 struct KernelContext {
-  explicit KernelContext(ThreadPool* p) : pool(p) {}
+  explicit KernelContext(ThreadPool* p, Isa i = default_isa()) : pool(p), isa(i) {}
   ThreadPool* pool;
+  Isa isa;
   std::vector<std::uint8_t> scratch;
+  std::vector<float> tile_scratch;  // per thread: the quantized kernels' block scales
 };
 
 void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y, KernelContext& ctx);

@@ -14,39 +14,73 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/isa.h"
 #include "kernels/ggml_type.h"
 
 namespace ecoserve::kernels::detail {
 
-// matmul uses the tile kernels below this many tokens (decode batches up to 64:
-// results bitwise independent of n_tokens and thread count) and OpenBLAS from
-// it on (prefill), where sgemm is faster (measured crossover: ~64 tokens).
+// Float weights: matmul uses the tile kernels below this many tokens (decode
+// batches up to 64: results bitwise independent of n_tokens and thread count)
+// and OpenBLAS from it on (prefill), where sgemm is faster (measured
+// crossover: ~64 tokens). Quantized weights always take the int8 kernels: at
+// pp512 they beat dequantize + sgemm (Zen 4, 1 thread, 2048x2048: Q8_0 57 vs
+// 43 GMAC/s with VNNI, 44 vs 44 on AVX2; Q4_K 76 vs 45; Q6_K 74 vs 43), and
+// a prompt's rows are then bitwise those of the same tokens decoded one by one.
 constexpr std::int64_t kBlasMinTokens = 65;
 
-// Activations quantized to int8 in blocks of 32 (one float scale per block),
-// the operand of every quantized-weight kernel. Row t of token data:
-// q + t * q_stride (32-byte aligned), d + t * nb, s + t * nb.
+// Activations quantized to int8, the operand of every quantized-weight kernel.
+// Row t of token data: q + t * q_stride (64-byte aligned).
+//  - Block format (Q8_0, Q4_0 weights): one float scale per block of 32:
+//    d + t * nb, and s + t * nb = d * sum(q) of each block.
+//  - K format (Q4_K, Q6_K weights; ggml's Q8_K): one float scale per 256
+//    values, d + t * (nb / 8), and bsums + t * 2 * nb: the sum of each 16 q.
 struct QuantizedActs {
-  const std::int8_t* q = nullptr;  // [n_tokens][cols] int8, x ~ q * d
-  const float* d = nullptr;        // [n_tokens][nb] block scales
-  const float* s = nullptr;        // [n_tokens][nb] d * sum(q) of each block
-  std::int64_t q_stride = 0;       // bytes between token rows of q
-  std::int64_t nb = 0;             // blocks of 32 per token row
+  const std::int8_t* q = nullptr;   // [n_tokens][cols] int8, x ~ q * d
+  const float* d = nullptr;         // block scales
+  const float* s = nullptr;         // block format: d * sum(q) of each block
+  const std::int16_t* bsums = nullptr;  // K format: [n_tokens][cols / 16] sums of 16 q
+  std::int64_t q_stride = 0;        // bytes between token rows of q
+  std::int64_t nb = 0;              // blocks of 32 per token row
+  bool k_format = false;
 };
 
-// Bytes of scratch quantize_acts needs for n_tokens x cols (cols % 32 == 0), alignment included.
+// Whether weights of `type` take K-format activations (Q4_K, Q6_K).
+constexpr bool takes_k_format(GgmlType type) { return type == GgmlType::kQ4_K || type == GgmlType::kQ6_K; }
+
+// Bytes of scratch quantize_acts needs for n_tokens x cols (cols % 32 == 0; % 256 for the K format), alignment included.
 std::size_t quantized_acts_bytes(std::int64_t n_tokens, std::int64_t cols);
 // Quantizes tokens [t0, t1) of x [n_tokens, cols] into the layout described by
 // `acts` (whose pointers point into scratch laid out by layout_quantized_acts).
 void quantize_acts(const float* x, std::int64_t cols, std::int64_t t0, std::int64_t t1, const QuantizedActs& acts);
 // Lays out QuantizedActs for n_tokens x cols inside scratch (quantized_acts_bytes long).
-QuantizedActs layout_quantized_acts(std::uint8_t* scratch, std::int64_t n_tokens, std::int64_t cols);
+QuantizedActs layout_quantized_acts(std::uint8_t* scratch, std::int64_t n_tokens, std::int64_t cols,
+                                    bool k_format = false);
+
+// Floats of per-call scratch the quantized kernels need per block of 32 columns
+// (weight block scales and the tiles' combined scales).
+constexpr std::int64_t kQuantScratchFloatsPerBlock = 96;
 
 // Weight rows [r0, r1) times tokens [t0, t1) of acts; y is [n_tokens][y_stride].
-// type is one of Q8_0, Q4_0, Q4_K, Q6_K.
-void matmul_quantized_rows(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols,
+// One function per weight type, per ISA level (kernels/matmul_quant_<isa>.cc).
+// scratch: kQuantScratchFloatsPerBlock * (cols / 32) floats private to the caller.
+using QuantRowsFn = void (*)(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& acts, std::int64_t r0,
+                             std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride,
+                             float* scratch);
+struct QuantRowKernels {
+  QuantRowsFn q8_0, q4_0, q4_k, q6_k;
+};
+const QuantRowKernels* quant_row_kernels_avx2();
+const QuantRowKernels* quant_row_kernels_avxvnni();
+const QuantRowKernels* quant_row_kernels_avx512vnni();
+
+// The kernel for `type` (one of Q8_0, Q4_0, Q4_K, Q6_K) at ISA level `isa`
+// (which the CPU must support: the kernels use its instructions).
+QuantRowsFn quant_rows_kernel(Isa isa, GgmlType type);
+
+// Weight rows [r0, r1) times tokens [t0, t1) of acts with quant_rows_kernel(isa, type).
+void matmul_quantized_rows(Isa isa, GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols,
                            const QuantizedActs& acts, std::int64_t r0, std::int64_t r1, std::int64_t t0,
-                           std::int64_t t1, float* y, std::int64_t y_stride);
+                           std::int64_t t1, float* y, std::int64_t y_stride, float* scratch);
 
 // Same for float-like weights (F32, F16, BF16) against float activations x [n_tokens][cols].
 void matmul_float_rows(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const float* x,

@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "kernels/cpu_features.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/quant.h"
 
@@ -55,8 +57,9 @@ bool is_float(GgmlType t) { return t == GgmlType::kF32 || t == GgmlType::kF16 ||
 
 // Checks y against the float64 product of the dequantized weights and x.
 // Float types: |err| <= 1e-5 * sum|w*x|. Quantized types, whose activations are
-// rounded to int8 per block of 32 (scale amax/127, so each x moves by at most
-// amax/254): |err| <= 1.02 * sum_blocks (amax_b / 254) * sum_b |w| + 1e-5 * sum|w*x|.
+// rounded to int8 per block of 32 (per 256 for Q4_K/Q6_K; scale amax/127, so
+// each x moves by at most amax/254):
+// |err| <= 1.02 * sum_blocks (amax_b / 254) * sum_b |w| + 1e-5 * sum|w*x|.
 void expect_matches_reference(const Matrix& m, const std::vector<float>& x, std::int64_t n, const std::vector<float>& y,
                               const std::string& label) {
   const std::int64_t cols = m.cols;
@@ -71,12 +74,13 @@ void expect_matches_reference(const Matrix& m, const std::vector<float>& x, std:
         abs_sum += std::fabs(double(wr[c]) * xt[c]);
       }
       if (!is_float(m.type)) {
+        // Activations share a scale per 32 values, or per 256 for K-quant weights.
+        const std::int64_t group = detail::takes_k_format(m.type) ? 256 : 32;
         for (std::int64_t b = 0; b < cols / 32; ++b) {
           double amax = 0, wabs = 0;
-          for (int j = 0; j < 32; ++j) {
-            amax = std::max(amax, std::fabs(double(xt[32 * b + j])));
-            wabs += std::fabs(double(wr[32 * b + j]));
-          }
+          const std::int64_t g0 = 32 * b / group * group;
+          for (std::int64_t j = g0; j < g0 + group; ++j) amax = std::max(amax, std::fabs(double(xt[j])));
+          for (int j = 0; j < 32; ++j) wabs += std::fabs(double(wr[32 * b + j]));
           quant_bound += amax / 254.0 * wabs;
         }
       }
@@ -112,13 +116,16 @@ TEST(MatmulTest, MatchesFloat64ReferenceForEveryTypeShapeAndThreadCount) {
       for (std::int64_t n : {1, 2, 3, 4, 7, 32, 65, 130}) {  // 65, 130: the OpenBLAS path
         const std::vector<float> x = make_acts(n, c.cols, seed++);
         for (ThreadPool* pool : {&pool1, &pool2}) {
-          KernelContext ctx(pool);
-          std::vector<float> y(n * rows, NAN);
-          matmul(m.view(), x.data(), n, y.data(), ctx);
-          expect_matches_reference(m, x, n, y,
-                                   std::string(type_name(c.type)) + " rows=" + std::to_string(rows) +
-                                       " cols=" + std::to_string(c.cols) + " n=" + std::to_string(n) +
-                                       " threads=" + std::to_string(pool->num_threads()));
+          for (Isa isa : supported_isas(detect_cpu_features())) {
+            KernelContext ctx(pool, isa);
+            std::vector<float> y(n * rows, NAN);
+            matmul(m.view(), x.data(), n, y.data(), ctx);
+            expect_matches_reference(m, x, n, y,
+                                     std::string(type_name(c.type)) + " rows=" + std::to_string(rows) +
+                                         " cols=" + std::to_string(c.cols) + " n=" + std::to_string(n) +
+                                         " threads=" + std::to_string(pool->num_threads()) + " isa=" +
+                                         std::string(isa_name(isa)));
+          }
         }
       }
     }
@@ -153,6 +160,47 @@ TEST(MatmulTest, BitwiseSameAloneOrBatchedAndAtAnyThreadCount) {
         matmul(m.view(), x.data() + 11 * cols, k, sub.data(), *ctx);
         EXPECT_EQ(std::memcmp(sub.data(), batched.data() + 11 * rows, sub.size() * 4), 0)
             << type_name(type) << " sub-batch of " << k << " threads " << ctx->pool->num_threads();
+      }
+    }
+  }
+}
+
+// Integer dot products are exact, and every ISA level's kernels do the same
+// float arithmetic around them: results are bitwise equal across levels, for
+// decode batches (gemv) and tiles alike. Levels this CPU lacks are skipped
+// (and named in the test's output).
+TEST(MatmulTest, EveryIsaLevelGivesBitwiseTheSameResults) {
+  const CpuFeatures cpu = detect_cpu_features();
+  const std::vector<Isa> isas = supported_isas(cpu);
+  ASSERT_FALSE(isas.empty());
+  ASSERT_EQ(isas.front(), Isa::kAvx2);
+  for (Isa isa : all_isas()) {
+    if (!isa_supported(isa, cpu)) std::printf("[ SKIPPED  ] ISA level %s: not supported by this CPU\n", std::string(isa_name(isa)).c_str());
+  }
+  ThreadPool pool1(1), pool2(2);
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    for (std::int64_t cols : {256, 768}) {  // 768: nb % 8 == 0 but 3 super-blocks; 256: one
+      const std::int64_t rows = 67;
+      const Matrix m = make_matrix(type, rows, cols, 41);
+      for (std::int64_t n : {1, 2, 3, 4, 5, 13, 64, 130}) {  // 130: a prompt, also on the int8 kernels
+        const std::vector<float> x = make_acts(n, cols, 43);
+        std::vector<float> ref(n * rows);
+        KernelContext base(&pool1, Isa::kAvx2);
+        matmul(m.view(), x.data(), n, ref.data(), base);
+        std::vector<float> alone(rows);
+        matmul(m.view(), x.data() + (n - 1) * cols, 1, alone.data(), base);
+        EXPECT_EQ(std::memcmp(alone.data(), ref.data() + (n - 1) * rows, rows * 4), 0)
+            << type_name(type) << " cols=" << cols << ": last of " << n << " tokens differs from it alone";
+        for (Isa isa : isas) {
+          for (ThreadPool* pool : {&pool1, &pool2}) {
+            KernelContext ctx(pool, isa);
+            std::vector<float> y(n * rows, NAN);
+            matmul(m.view(), x.data(), n, y.data(), ctx);
+            EXPECT_EQ(std::memcmp(y.data(), ref.data(), y.size() * 4), 0)
+                << type_name(type) << " cols=" << cols << " n=" << n << " isa=" << isa_name(isa)
+                << " threads=" << pool->num_threads();
+          }
+        }
       }
     }
   }

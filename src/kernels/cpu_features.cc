@@ -1,0 +1,172 @@
+#include "kernels/cpu_features.h"
+
+#include <cpuid.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+namespace ecoserve::kernels {
+namespace {
+
+struct Regs {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+};
+
+Regs cpuid(unsigned leaf, unsigned sub) {
+  Regs r;
+  if (!__get_cpuid_count(leaf, sub, &r.a, &r.b, &r.c, &r.d)) return Regs{};
+  return r;
+}
+
+std::uint64_t xgetbv0() {
+  std::uint32_t lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (static_cast<std::uint64_t>(hi) << 32) | lo;
+}
+
+bool bit(unsigned v, int i) { return (v >> i) & 1u; }
+
+}  // namespace
+
+std::string CpuFeatures::flags() const {
+  std::string s;
+  auto add = [&](bool on, const char* name) {
+    if (!on) return;
+    if (!s.empty()) s += ' ';
+    s += name;
+  };
+  add(avx2, "avx2");
+  add(fma, "fma");
+  add(f16c, "f16c");
+  add(avx512f, "avx512f");
+  add(avx512bw, "avx512bw");
+  add(avx512vl, "avx512vl");
+  add(avx512dq, "avx512dq");
+  add(avx512_vnni, "avx512_vnni");
+  add(avx512_bf16, "avx512_bf16");
+  add(avx_vnni, "avx_vnni");
+  add(amx_tile, "amx_tile");
+  add(amx_int8, "amx_int8");
+  add(amx_bf16, "amx_bf16");
+  return s;
+}
+
+CpuFeatures detect_cpu_features() {
+  CpuFeatures f;
+  const Regs l1 = cpuid(1, 0);
+  const bool osxsave = bit(l1.c, 27);
+  const std::uint64_t xcr0 = osxsave ? xgetbv0() : 0;
+  const bool os_avx = (xcr0 & 0x6) == 0x6;            // XMM and YMM state
+  const bool os_avx512 = os_avx && (xcr0 & 0xe0) == 0xe0;  // opmask, ZMM_Hi256, Hi16_ZMM
+  const bool os_amx = (xcr0 & 0x60000) == 0x60000;     // XTILECFG, XTILEDATA
+  const Regs l7 = cpuid(7, 0);
+  const Regs l71 = l7.a >= 1 ? cpuid(7, 1) : Regs{};
+  f.fma = os_avx && bit(l1.c, 12);
+  f.f16c = os_avx && bit(l1.c, 29);
+  f.avx2 = os_avx && bit(l7.b, 5);
+  f.avx512f = os_avx512 && bit(l7.b, 16);
+  f.avx512dq = os_avx512 && bit(l7.b, 17);
+  f.avx512bw = os_avx512 && bit(l7.b, 30);
+  f.avx512vl = os_avx512 && bit(l7.b, 31);
+  f.avx512_vnni = os_avx512 && bit(l7.c, 11);
+  f.avx512_bf16 = os_avx512 && bit(l71.a, 5);
+  f.avx_vnni = os_avx && bit(l71.a, 4);
+  f.amx_bf16 = os_amx && bit(l7.d, 22);
+  f.amx_tile = os_amx && bit(l7.d, 24);
+  f.amx_int8 = os_amx && bit(l7.d, 25);
+  // Brand string: leaves 0x80000002..4.
+  if (cpuid(0x80000000u, 0).a >= 0x80000004u) {
+    char brand[49] = {};
+    for (unsigned i = 0; i < 3; ++i) {
+      const Regs r = cpuid(0x80000002u + i, 0);
+      std::memcpy(brand + 16 * i, &r.a, 4);
+      std::memcpy(brand + 16 * i + 4, &r.b, 4);
+      std::memcpy(brand + 16 * i + 8, &r.c, 4);
+      std::memcpy(brand + 16 * i + 12, &r.d, 4);
+    }
+    f.brand = brand;
+    while (!f.brand.empty() && f.brand.back() == ' ') f.brand.pop_back();
+    while (!f.brand.empty() && f.brand.front() == ' ') f.brand.erase(f.brand.begin());
+  }
+  return f;
+}
+
+std::string_view isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvxVnni: return "avxvnni";
+    case Isa::kAvx512Vnni: return "avx512vnni";
+  }
+  return "unknown";
+}
+
+std::vector<Isa> all_isas() { return {Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512Vnni}; }
+
+std::string_view isa_int8_dot(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx2: return "vpmaddubsw+vpmaddwd (ymm)";
+    case Isa::kAvxVnni: return "vpdpbusd (VEX, ymm)";
+    case Isa::kAvx512Vnni: return "vpdpbusd (EVEX, ymm, 32 registers)";
+  }
+  return "unknown";
+}
+
+bool isa_supported(Isa isa, const CpuFeatures& cpu) {
+  const bool base = cpu.avx2 && cpu.fma && cpu.f16c;
+  switch (isa) {
+    case Isa::kAvx2: return base;
+    case Isa::kAvxVnni: return base && cpu.avx_vnni;
+    case Isa::kAvx512Vnni:
+      return base && cpu.avx512f && cpu.avx512bw && cpu.avx512vl && cpu.avx512dq && cpu.avx512_vnni;
+  }
+  return false;
+}
+
+std::vector<Isa> supported_isas(const CpuFeatures& cpu) {
+  std::vector<Isa> out;
+  for (Isa i : all_isas()) {
+    if (isa_supported(i, cpu)) out.push_back(i);
+  }
+  return out;
+}
+
+Isa best_isa(const CpuFeatures& cpu) {
+  Isa best = Isa::kAvx2;
+  for (Isa i : all_isas()) {
+    if (isa_supported(i, cpu)) best = i;
+  }
+  return best;
+}
+
+StatusOr<Isa> resolve_isa(std::string_view name, const CpuFeatures& cpu) {
+  if (name.empty() || name == "native" || name == "best") return best_isa(cpu);
+  for (Isa i : all_isas()) {
+    if (name != isa_name(i)) continue;
+    if (!isa_supported(i, cpu)) {
+      std::string have;
+      for (Isa j : supported_isas(cpu)) have += (have.empty() ? "" : ", ") + std::string(isa_name(j));
+      return invalid_argument_error("ISA level '{}' is not supported by this CPU ({}; flags: {}); supported here: {}",
+                                    name, cpu.brand.empty() ? "unknown model" : cpu.brand, cpu.flags(), have);
+    }
+    return i;
+  }
+  return invalid_argument_error("unknown ISA level '{}' (valid: avx2, avxvnni, avx512vnni, native)", name);
+}
+
+StatusOr<Isa> isa_from_env() {
+  const char* v = std::getenv("ECOSERVE_ISA");
+  StatusOr<Isa> r = resolve_isa(v == nullptr ? "" : v, detect_cpu_features());
+  if (!r.ok()) return invalid_argument_error("ECOSERVE_ISA: {}", r.status().message());
+  return r;
+}
+
+Isa default_isa() {
+  static const Isa kIsa = [] {
+    StatusOr<Isa> r = isa_from_env();
+    return r.ok() ? *r : best_isa(detect_cpu_features());
+  }();
+  return kIsa;
+}
+
+}  // namespace ecoserve::kernels

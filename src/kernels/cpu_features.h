@@ -1,0 +1,65 @@
+// Which x86 instruction sets this CPU (and OS) supports, and which kernel
+// path ("ISA level") the engine runs.
+//
+// ecoserve is one binary for every x86-64 CPU with AVX2 (x86-64-v3). The
+// matmul kernels come in several builds (kernels/matmul_quant_<isa>.cc), each
+// compiled for one ISA level; KernelContext picks one per engine at run time.
+// The default is the best level this CPU supports, capped by the environment
+// variable ECOSERVE_ISA (or the CLI's --isa), so a lower path can be run and
+// compared on the same machine.
+//
+// Levels, lowest first (each needs everything the previous one needs except
+// where noted):
+//   avx2        AVX2 + FMA + F16C: int8 dots as vpmaddubsw + vpmaddwd.
+//   avxvnni     + AVX-VNNI (VEX vpdpbusd on 256-bit vectors; Alder Lake+, Zen 5).
+//   avx512vnni  AVX-512 F/BW/VL/DQ + AVX512_VNNI (EVEX vpdpbusd, 32 vector
+//               registers; Ice Lake+, Zen 4+). Does not need AVX-VNNI.
+//
+// Results of int8 kernels are bitwise identical on every level (the integer
+// dot products are exact and the float arithmetic around them is the same).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "kernels/isa.h"
+
+namespace ecoserve::kernels {
+
+struct CpuFeatures {
+  std::string brand;  // e.g. "AMD EPYC 9R14 96-Core Processor" (empty when the CPU does not say)
+  bool avx2 = false, fma = false, f16c = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
+  bool avx512_vnni = false, avx512_bf16 = false, avx_vnni = false;
+  bool amx_tile = false, amx_int8 = false, amx_bf16 = false;
+  // The flags above that are set, in a fixed order ("avx2 fma f16c avx512f ...").
+  std::string flags() const;
+};
+
+// This CPU's features (cpuid, with xgetbv for the OS's save of AVX/AVX-512 state). Cheap; no caching.
+CpuFeatures detect_cpu_features();
+
+std::string_view isa_name(Isa isa);  // "avx2", "avxvnni", "avx512vnni"
+// Every level, lowest first.
+std::vector<Isa> all_isas();
+bool isa_supported(Isa isa, const CpuFeatures& cpu);
+// The levels `cpu` can run, lowest first (always starts with avx2 on a supported CPU).
+std::vector<Isa> supported_isas(const CpuFeatures& cpu);
+Isa best_isa(const CpuFeatures& cpu);
+// What a one-line description of the instructions a level uses for int8 dots says ("vpmaddubsw+vpmaddwd", ...).
+std::string_view isa_int8_dot(Isa isa);
+
+// Parses a level name ("avx2", "avxvnni", "avx512vnni"; "native" or "" = best
+// for cpu). Errors name the valid levels, or say which feature the CPU lacks.
+StatusOr<Isa> resolve_isa(std::string_view name, const CpuFeatures& cpu);
+
+// The level from ECOSERVE_ISA (unset = best). An invalid or unsupported value
+// is an error here; default_isa() below falls back to the best level instead.
+StatusOr<Isa> isa_from_env();
+// isa_from_env(), or the best level when it fails. Computed once per process
+// (immutable afterwards).
+Isa default_isa();
+
+}  // namespace ecoserve::kernels

@@ -1,0 +1,74 @@
+#include "kernels/cpu_features.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <string>
+
+namespace ecoserve::kernels {
+namespace {
+
+CpuFeatures avx2_only() {
+  CpuFeatures f;
+  f.brand = "Test CPU";
+  f.avx2 = f.fma = f.f16c = true;
+  return f;
+}
+
+TEST(CpuFeaturesTest, ThisCpuRunsTheBaselineAndReportsItsFlags) {
+  const CpuFeatures cpu = detect_cpu_features();
+  EXPECT_TRUE(cpu.avx2 && cpu.fma && cpu.f16c) << cpu.flags();  // the build targets x86-64-v3
+  EXPECT_TRUE(isa_supported(Isa::kAvx2, cpu));
+  EXPECT_NE(cpu.flags().find("avx2"), std::string::npos);
+  // avx512vnni needs the AVX-512 foundation and its VNNI extension.
+  EXPECT_EQ(isa_supported(Isa::kAvx512Vnni, cpu), cpu.avx512f && cpu.avx512bw && cpu.avx512vl && cpu.avx512dq &&
+                                                    cpu.avx512_vnni);
+  EXPECT_EQ(isa_supported(Isa::kAvxVnni, cpu), cpu.avx_vnni);
+  EXPECT_TRUE(isa_supported(best_isa(cpu), cpu));
+}
+
+TEST(CpuFeaturesTest, LevelsAreChosenFromTheFeatures) {
+  CpuFeatures f = avx2_only();
+  EXPECT_EQ(best_isa(f), Isa::kAvx2);
+  EXPECT_EQ(supported_isas(f), std::vector<Isa>{Isa::kAvx2});
+  f.avx_vnni = true;
+  EXPECT_EQ(best_isa(f), Isa::kAvxVnni);
+  f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = true;
+  EXPECT_EQ(best_isa(f), Isa::kAvxVnni);  // AVX-512 without VNNI has no int8 dot instruction
+  f.avx512_vnni = true;
+  EXPECT_EQ(best_isa(f), Isa::kAvx512Vnni);
+  EXPECT_EQ(supported_isas(f), (std::vector<Isa>{Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512Vnni}));
+  f.avx_vnni = false;  // Zen 4: AVX-512 VNNI but no AVX-VNNI
+  EXPECT_EQ(supported_isas(f), (std::vector<Isa>{Isa::kAvx2, Isa::kAvx512Vnni}));
+  EXPECT_EQ(f.flags(), "avx2 fma f16c avx512f avx512bw avx512vl avx512dq avx512_vnni");
+}
+
+TEST(CpuFeaturesTest, ResolveNamesLevelsAndExplainsRefusals) {
+  const CpuFeatures f = avx2_only();
+  EXPECT_EQ(*resolve_isa("avx2", f), Isa::kAvx2);
+  EXPECT_EQ(*resolve_isa("native", f), Isa::kAvx2);
+  EXPECT_EQ(*resolve_isa("", f), Isa::kAvx2);
+  const StatusOr<Isa> bad = resolve_isa("sse2", f);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(), "unknown ISA level 'sse2' (valid: avx2, avxvnni, avx512vnni, native)");
+  const StatusOr<Isa> missing = resolve_isa("avx512vnni", f);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().message(),
+            "ISA level 'avx512vnni' is not supported by this CPU (Test CPU; flags: avx2 fma f16c); supported here: "
+            "avx2");
+}
+
+TEST(CpuFeaturesTest, EnvironmentCapsTheLevel) {
+  ASSERT_EQ(setenv("ECOSERVE_ISA", "avx2", 1), 0);
+  EXPECT_EQ(*isa_from_env(), Isa::kAvx2);
+  ASSERT_EQ(setenv("ECOSERVE_ISA", "avx9000", 1), 0);
+  const StatusOr<Isa> bad = isa_from_env();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message().rfind("ECOSERVE_ISA: unknown ISA level 'avx9000'", 0), 0u) << bad.status().message();
+  ASSERT_EQ(unsetenv("ECOSERVE_ISA"), 0);
+  EXPECT_EQ(*isa_from_env(), best_isa(detect_cpu_features()));
+}
+
+}  // namespace
+}  // namespace ecoserve::kernels

@@ -1,0 +1,15 @@
+// The quantized matmul kernels (matmul_quant_impl.h) built for ISA level "avx2"
+// (kernels/cpu_features.h); its compile flags are set in CMakeLists.txt.
+#define ECO_QUANT_ISA 0
+#define ECO_QUANT_NS isa_avx2
+#include "kernels/matmul_quant_impl.h"
+
+namespace ecoserve::kernels::detail {
+
+const QuantRowKernels* quant_row_kernels_avx2() {
+  static constexpr QuantRowKernels kKernels{&isa_avx2::rows_q8_0, &isa_avx2::rows_q4_0, &isa_avx2::rows_q4_k,
+                                            &isa_avx2::rows_q6_k};
+  return &kKernels;
+}
+
+}  // namespace ecoserve::kernels::detail

@@ -1,0 +1,744 @@
+// Quantized-weight matmul kernels (Q8_0, Q4_0, Q4_K, Q6_K), written once and
+// compiled once per ISA level. Included only by kernels/matmul_quant_<isa>.cc,
+// which define ECO_QUANT_ISA (0 = AVX2, 1 = AVX-VNNI, 2 = AVX-512 VNNI) and
+// ECO_QUANT_NS (the namespace of that build) and are compiled with that
+// level's -m flags.
+//
+// One-definition safety: everything here has internal linkage (an unnamed
+// namespace) and calls no inline function with external linkage (no std::
+// algorithms or containers, no base/ helpers): a weak symbol compiled with
+// AVX-512 flags could otherwise be picked by the linker for the AVX2 build
+// and crash an AVX2-only CPU. scripts/check_isa_objects.sh (a ctest) checks
+// the objects have no weak symbols.
+//
+// Arithmetic (identical in every build, every tile shape, every thread count,
+// so results are bitwise equal across ISA levels and batch sizes):
+//  - activations are int8 blocks of 32 with a float scale dx (QuantizedActs);
+//  - each weight block of 32 becomes int8 (signed, or unsigned 0..15 for Q4_0
+//    and Q4_K, whose offset goes into a "min" term); its integer dot with the
+//    activation block is kept as 8 int32 lanes (lane i: values 4i..4i+3;
+//    Q6_K: times its 16-value sub-block scale). These lanes are exact, so
+//    vpmaddubsw+vpmaddwd (AVX2) and vpdpbusd (VNNI) give the same ints;
+//  - per block, ascending: acc = fma(float(lanes), dw * dx, acc) (8 lanes);
+//  - min term (Q4_0, Q4_K): 8 lanes over blocks b % 8 of fma(m_b, xs_b), the
+//    last nb % 8 blocks added one by one after its horizontal sum;
+//  - y = hsum(acc) - min term, with a fixed reduction tree.
+#pragma once
+
+#ifndef ECO_QUANT_ISA
+#error "define ECO_QUANT_ISA before including matmul_quant_impl.h"
+#endif
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/ggml_type.h"
+#include "kernels/matmul_kernels.h"
+
+namespace ecoserve::kernels::detail::ECO_QUANT_NS {
+namespace {
+
+#if ECO_QUANT_ISA == 2
+// 32 vector registers: a bigger register tile.
+constexpr int kRows = 4;
+constexpr int kTokens = 4;
+#else
+// 3x3 measured best on AVX2 among 4x2, 3x3, 2x3, 2x4 (16 registers).
+constexpr int kRows = 3;
+constexpr int kTokens = 3;
+#endif
+static_assert(2 * kRows + kRows * kTokens <= kQuantScratchFloatsPerBlock);
+// krows_impl: 4 unpacked rows of <= 2.2 bytes per value, + 64 alignment, fit in 4 * kQuantScratchFloatsPerBlock
+// bytes per 32 values plus the 128 floats matmul adds.
+static_assert(4 * 32 * 22 / 10 <= 4 * kQuantScratchFloatsPerBlock);
+
+
+// Tokens whose quantized activations stay hot (L2) while weight rows stream past.
+constexpr std::int64_t kActChunkBytes = 128 * 1024;
+// Software prefetch distance of the tiles (without it, short Q8_0 rows stream
+// at a third of the bandwidth; 2-8 KiB measured alike).
+constexpr std::int64_t kPrefetchBytes = 4096;
+// Weight-row streams gemv reads at once for 1, 2, 3, 4 tokens (4 streams of a
+// single-token Q8_0 matmul read at ~23 GB/s vs ~15 GB/s for one).
+constexpr int kGemvStreams[] = {4, 4, 3, 2};
+
+inline std::int64_t imin(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
+inline std::int64_t imax(std::int64_t a, std::int64_t b) { return a > b ? a : b; }
+inline float h2f(std::uint16_t h) { return _cvtsh_ss(h); }
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// ---- The ISA-specific part: int8 dot products as 8 exact int32 lanes ----
+
+// Lane i = sum_{k<4} au[4i+k] * sx[4i+k] (au unsigned, sx signed bytes).
+inline __m256i idot(__m256i au, __m256i sx) {
+#if ECO_QUANT_ISA == 0
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(au, sx), _mm256_set1_epi16(1));
+#elif ECO_QUANT_ISA == 1
+  return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), au, sx);
+#else
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), au, sx);
+#endif
+}
+
+// Multipliers for idot_scaled: lanes 0-3 times s0, lanes 4-7 times s1.
+inline __m256i sub_scales(int s0, int s1) {
+#if ECO_QUANT_ISA == 0
+  return _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(s1)), _mm_set1_epi16(static_cast<short>(s0)));
+#else
+  return _mm256_set_m128i(_mm_set1_epi32(s1), _mm_set1_epi32(s0));
+#endif
+}
+
+// idot(au, sx) with lanes 0-3 times s0 and 4-7 times s1 (sv from sub_scales).
+// AVX2's vpmaddwd of the int16 pair sums by s equals s times their sum: exact.
+inline __m256i idot_scaled(__m256i au, __m256i sx, __m256i sv) {
+#if ECO_QUANT_ISA == 0
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(au, sx), sv);
+#else
+  return _mm256_mullo_epi32(idot(au, sx), sv);
+#endif
+}
+
+// ---- Weight formats: int8 block unpackers and per-block float scales ----
+//
+// U::row_scales(row, nb, dw, m): dw[b] = float scale of block b of the row;
+// m[b] = its min coefficient (kHasMin: the block contributes -m[b] * xs[b]).
+// U::unpack(row, b, &sv) -> the 32 weight values of block b as bytes (signed
+// when kSigned, else unsigned); sv = sub-block multipliers when kScaled.
+
+struct FmtQ8_0 {
+  static constexpr std::size_t kBlockBytes = sizeof(BlockQ8_0);
+  static constexpr bool kSigned = true, kScaled = false, kHasMin = false;
+  static void row_scales(const std::uint8_t* row, std::int64_t nb, float* dw, float*) {
+    const auto* blk = reinterpret_cast<const BlockQ8_0*>(row);
+    for (std::int64_t b = 0; b < nb; ++b) dw[b] = h2f(blk[b].d);
+  }
+  static __m256i unpack(const std::uint8_t* row, std::int64_t b, __m256i*) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>((reinterpret_cast<const BlockQ8_0*>(row) + b)->qs));
+  }
+};
+
+// Q4_0: value = (q - 8) * d with q in 0..15: unsigned q, and 8 * d as the min.
+struct FmtQ4_0 {
+  static constexpr std::size_t kBlockBytes = sizeof(BlockQ4_0);
+  static constexpr bool kSigned = false, kScaled = false, kHasMin = true;
+  static void row_scales(const std::uint8_t* row, std::int64_t nb, float* dw, float* m) {
+    const auto* blk = reinterpret_cast<const BlockQ4_0*>(row);
+    for (std::int64_t b = 0; b < nb; ++b) {
+      dw[b] = h2f(blk[b].d);
+      m[b] = 8.0f * dw[b];
+    }
+  }
+  static __m256i unpack(const std::uint8_t* row, std::int64_t b, __m256i*) {
+    const auto* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs));
+    const __m128i mask = _mm_set1_epi8(0x0F);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), mask), _mm_and_si128(v, mask));
+  }
+};
+
+// ---- K-quants (Q4_K, Q6_K) against K-format activations ----
+//
+// A tile of rows is first unpacked (UnpackedK) into unsigned bytes q, int16
+// multipliers per 16 values, an offset term per super-block, and float
+// scales; then, per super-block s of 256 values, output (r, t) gets
+//   isum = sum_j lanes(maddubs(q_j, x_j) * mult_j)    8 exact int32 lanes, j < 8 blocks of 32
+//   olanes = madd(bsums_s, mo_s)                        8 exact int32 lanes
+//   acc = fma(float(isum), d_s * dx_s, acc); acc = fnmadd(float(olanes), off_s * dx_s, acc)
+// and y = hsum(acc). vpmaddwd + vpaddd (AVX2) and vpdpwssd (VNNI) give the
+// same ints. Q4_K (value d*sc*q - dmin*mn, q in 0..15): mult = sc of the
+// 32-block, mo = its mn, off = dmin. Q6_K (value d*sc16*(q - 32), q in
+// 0..63): mult = sc16, mo = 32 * sc16, off = d.
+
+#if ECO_QUANT_ISA == 2
+constexpr int kRowsK = 4;
+constexpr int kTokensK = 4;
+#else
+constexpr int kRowsK = 2;
+constexpr int kTokensK = 4;
+#endif
+
+// One row, unpacked: q[cols], mult[nb][16], mo[nsb][16], d[nsb], off[nsb].
+struct UnpackedK {
+  std::uint8_t* q;
+  std::int16_t* mult;
+  std::int16_t* mo;
+  float* d;
+  float* off;
+};
+
+// Bytes of one unpacked row of cols values (64-byte multiple).
+inline std::int64_t unpacked_k_bytes(std::int64_t cols) { return (2 * cols + cols / 8 + cols / 32 + 127) / 64 * 64; }
+
+inline UnpackedK unpacked_k_at(std::uint8_t* base, std::int64_t cols) {
+  UnpackedK u;
+  u.q = base;
+  u.mult = reinterpret_cast<std::int16_t*>(base + cols);
+  u.mo = reinterpret_cast<std::int16_t*>(base + 2 * cols);
+  u.d = reinterpret_cast<float*>(base + 2 * cols + cols / 8);
+  u.off = u.d + cols / 256;
+  return u;
+}
+
+// Super-block s of a row decoded in registers (the gemv path): the
+// multipliers of block j come from mult(j); the rest as in UnpackedK.
+struct KSuper {
+  __m256i sc;  // Q4_K: the 8 scales as int16 in both 128-bit halves; Q6_K: the 16 sub-block scales as int16
+  __m256i mo;
+  float d, off;
+};
+
+inline __m256i shuffle_pair_mask(int lo, int hi) {
+  return _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(hi * 0x0202 + 0x0100)),
+                          _mm_set1_epi16(static_cast<short>(lo * 0x0202 + 0x0100)));
+}
+
+struct FmtQ4_K {
+  static constexpr std::size_t kBlockBytes = sizeof(BlockQ4_K) / 8;
+  static KSuper super(const std::uint8_t* row, std::int64_t s) {
+    const auto& blk = reinterpret_cast<const BlockQ4_K*>(row)[s];
+    std::uint32_t u[3];
+    __builtin_memcpy(u, blk.scales, 12);
+    // 6-bit scales and mins of the 8 blocks (ggml's get_scale_min_k4, four at a time).
+    const std::uint32_t sc_lo = u[0] & 0x3f3f3f3fu;
+    const std::uint32_t sc_hi = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+    const std::uint32_t mn_lo = u[1] & 0x3f3f3f3fu;
+    const std::uint32_t mn_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+    const __m128i sc8 = _mm_set_epi32(0, 0, static_cast<int>(sc_hi), static_cast<int>(sc_lo));
+    const __m128i mn8 = _mm_set_epi32(0, 0, static_cast<int>(mn_hi), static_cast<int>(mn_lo));
+    KSuper k;
+    k.sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8));
+    k.mo = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8));
+    k.d = h2f(blk.d);
+    k.off = h2f(blk.dmin);
+    return k;
+  }
+  static __m256i mult(const KSuper& k, int j) { return _mm256_shuffle_epi8(k.sc, shuffle_pair_mask(j, j)); }
+  static __m256i q(const std::uint8_t* row, std::int64_t s, int j) {
+    const auto& blk = reinterpret_cast<const BlockQ4_K*>(row)[s];
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * (j / 2)));
+    return _mm256_and_si256((j & 1) ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(0x0F));
+  }
+  static void unpack_row(const std::uint8_t* row, std::int64_t nsb, const UnpackedK& u) {
+    const auto* blk = reinterpret_cast<const BlockQ4_K*>(row);
+    const __m256i mask = _mm256_set1_epi8(0x0F);
+    for (std::int64_t s = 0; s < nsb; ++s) {
+      const std::uint8_t* sq = blk[s].scales;
+      alignas(32) std::int16_t mn16[16];
+      for (int j = 0; j < 8; ++j) {
+        int sc, mn;
+        if (j < 4) {
+          sc = sq[j] & 63;
+          mn = sq[j + 4] & 63;
+        } else {
+          sc = (sq[j + 4] & 0xF) | ((sq[j - 4] >> 6) << 4);
+          mn = (sq[j + 4] >> 4) | ((sq[j] >> 6) << 4);
+        }
+        _mm256_store_si256(reinterpret_cast<__m256i*>(u.mult + 16 * (8 * s + j)),
+                           _mm256_set1_epi16(static_cast<short>(sc)));
+        mn16[2 * j] = mn16[2 * j + 1] = static_cast<std::int16_t>(mn);
+      }
+      _mm256_store_si256(reinterpret_cast<__m256i*>(u.mo + 16 * s), _mm256_load_si256(reinterpret_cast<__m256i*>(mn16)));
+      for (int jp = 0; jp < 4; ++jp) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[s].qs + 32 * jp));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 256 * s + 64 * jp), _mm256_and_si256(v, mask));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 256 * s + 64 * jp + 32),
+                           _mm256_and_si256(_mm256_srli_epi16(v, 4), mask));
+      }
+      u.d[s] = h2f(blk[s].d);
+      u.off[s] = h2f(blk[s].dmin);
+    }
+  }
+};
+
+struct FmtQ6_K {
+  static constexpr std::size_t kBlockBytes = sizeof(BlockQ6_K) / 8;
+  static KSuper super(const std::uint8_t* row, std::int64_t s) {
+    const auto& blk = reinterpret_cast<const BlockQ6_K*>(row)[s];
+    KSuper k;
+    k.sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
+    k.mo = _mm256_slli_epi16(k.sc, 5);
+    k.d = k.off = h2f(blk.d);
+    return k;
+  }
+  // Lanes 0-7: scale 2j, lanes 8-15: scale 2j + 1.
+  static __m256i mult(const KSuper& k, int j) {
+    const __m256i pair = _mm256_permutevar8x32_epi32(k.sc, _mm256_set1_epi32(j));
+    return _mm256_shuffle_epi8(pair, shuffle_pair_mask(0, 1));
+  }
+  static __m256i q(const std::uint8_t* row, std::int64_t s, int j) {
+    const auto& blk = reinterpret_cast<const BlockQ6_K*>(row)[s];
+    const int h = j / 4, jj = j % 4;
+    const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h + 32 * (jj % 2)));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
+    const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(ql, 4 * (jj / 2)), _mm256_set1_epi8(0x0F));
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * jj), _mm256_set1_epi8(3));
+    return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+  }
+  static void unpack_row(const std::uint8_t* row, std::int64_t nsb, const UnpackedK& u) {
+    const auto* blk = reinterpret_cast<const BlockQ6_K*>(row);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
+    for (std::int64_t s = 0; s < nsb; ++s) {
+      const std::int8_t* sc = blk[s].scales;
+      for (int h = 0; h < 2; ++h) {
+        const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[s].ql + 64 * h));
+        const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[s].ql + 64 * h + 32));
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[s].qh + 32 * h));
+        const __m256i lo[4] = {_mm256_and_si256(ql0, m4), _mm256_and_si256(ql1, m4),
+                               _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                               _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4)};
+#pragma GCC unroll 4
+        for (int jj = 0; jj < 4; ++jj) {
+          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * jj), m2);
+          const int j = 4 * h + jj;
+          _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 256 * s + 32 * j),
+                             _mm256_or_si256(lo[jj], _mm256_slli_epi16(hi, 4)));
+          _mm256_store_si256(reinterpret_cast<__m256i*>(u.mult + 16 * (8 * s + j)),
+                             _mm256_set_m128i(_mm_set1_epi16(sc[2 * j + 1]), _mm_set1_epi16(sc[2 * j])));
+        }
+      }
+      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(u.mo + 16 * s), _mm256_slli_epi16(sc16, 5));
+      u.d[s] = u.off[s] = h2f(blk[s].d);
+    }
+  }
+};
+
+// isum + the 8 int32 lanes of maddubs(q, x) times the int16 multipliers m.
+inline __m256i kdot_acc(__m256i isum, __m256i q, __m256i x, __m256i m) {
+  const __m256i p = _mm256_maddubs_epi16(q, x);
+#if ECO_QUANT_ISA == 0
+  return _mm256_add_epi32(isum, _mm256_madd_epi16(p, m));
+#elif ECO_QUANT_ISA == 1
+  return _mm256_dpwssd_avx_epi32(isum, p, m);
+#else
+  return _mm256_dpwssd_epi32(isum, p, m);
+#endif
+}
+
+// R unpacked rows (row i at urows[i]) times T tokens from t0; y as in tile().
+template <int R, int T>
+void ktile(const UnpackedK* urows, const QuantizedActs& a, std::int64_t t0, float* y, std::int64_t y_stride) {
+  const std::int64_t nsb = a.nb / 8;
+  __m256 acc[R][T];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  const std::int8_t* xq = a.q + t0 * a.q_stride;
+  const float* dx = a.d + t0 * nsb;
+  const std::int16_t* bs = a.bsums + t0 * 2 * a.nb;
+  for (std::int64_t s = 0; s < nsb; ++s) {
+    __m256i isum[R][T];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) isum[r][t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      __m256i xv[T];
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t)
+        xv[t] = _mm256_load_si256(reinterpret_cast<const __m256i*>(xq + t * a.q_stride + 256 * s + 32 * j));
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m256i q = _mm256_load_si256(reinterpret_cast<const __m256i*>(urows[r].q + 256 * s + 32 * j));
+        const __m256i m = _mm256_load_si256(reinterpret_cast<const __m256i*>(urows[r].mult + 16 * (8 * s + j)));
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) isum[r][t] = kdot_acc(isum[r][t], q, xv[t], m);
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m256i mo = _mm256_load_si256(reinterpret_cast<const __m256i*>(urows[r].mo + 16 * s));
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const __m256i b16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bs + t * 2 * a.nb + 16 * s));
+        const __m256i ol = _mm256_madd_epi16(b16, mo);
+        const float dxs = dx[t * nsb + s];
+        acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][t]), _mm256_set1_ps(urows[r].d[s] * dxs), acc[r][t]);
+        acc[r][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ol), _mm256_set1_ps(urows[r].off[s] * dxs), acc[r][t]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) y[t * y_stride + r] = hsum(acc[r][t]);
+}
+
+using KTileFn = void (*)(const UnpackedK*, const QuantizedActs&, std::int64_t, float*, std::int64_t);
+
+template <int R, int... Ts>
+constexpr void fill_krow(KTileFn* out, std::integer_sequence<int, Ts...>) {
+  ((out[Ts] = &ktile<R, Ts + 1>), ...);
+}
+
+template <int... Rs>
+struct KTileTable {
+  KTileFn fns[kRowsK][kTokensK];
+  constexpr KTileTable() : fns{} { (fill_krow<Rs + 1>(fns[Rs], std::make_integer_sequence<int, kTokensK>{}), ...); }
+};
+
+template <int... Rs>
+constexpr KTileTable<Rs...> make_ktable(std::integer_sequence<int, Rs...>) {
+  return KTileTable<Rs...>();
+}
+
+// 1-4 tokens: kStreams far-apart streams of rows (as gemv()), decoded in
+// registers without the unpack buffer; the same arithmetic as ktile().
+template <class F, int kStreams, int T>
+void kgemv(const std::uint8_t* w, std::size_t row_bytes, std::int64_t stream_rows, std::int64_t count,
+           const QuantizedActs& a, std::int64_t t0, float* y, std::int64_t y_stride) {
+  const std::int64_t nsb = a.nb / 8;
+  const std::int8_t* xq = a.q + t0 * a.q_stride;
+  const float* dx = a.d + t0 * nsb;
+  const std::int16_t* bs = a.bsums + t0 * 2 * a.nb;
+  for (std::int64_t i = 0; i < count; ++i) {
+    const std::uint8_t* rows[kStreams];
+    __m256 acc[kStreams][T];
+#pragma GCC unroll 8
+    for (int r = 0; r < kStreams; ++r) {
+      rows[r] = w + (r * stream_rows + i) * row_bytes;
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+    }
+    for (std::int64_t s = 0; s < nsb; ++s) {
+#pragma GCC unroll 8
+      for (int r = 0; r < kStreams; ++r) {
+        const KSuper k = F::super(rows[r], s);
+        __m256i isum[T];
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {
+          const __m256i q = F::q(rows[r], s, j);
+          const __m256i m = F::mult(k, j);
+#pragma GCC unroll 8
+          for (int t = 0; t < T; ++t) {
+            const __m256i xv =
+                _mm256_load_si256(reinterpret_cast<const __m256i*>(xq + t * a.q_stride + 256 * s + 32 * j));
+            isum[t] = kdot_acc(isum[t], q, xv, m);
+          }
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          const __m256i b16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bs + t * 2 * a.nb + 16 * s));
+          const __m256i ol = _mm256_madd_epi16(b16, k.mo);
+          const float dxs = dx[t * nsb + s];
+          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(k.d * dxs), acc[r][t]);
+          acc[r][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ol), _mm256_set1_ps(k.off * dxs), acc[r][t]);
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < kStreams; ++r)
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) y[t * y_stride + r * stream_rows + i] = hsum(acc[r][t]);
+  }
+}
+
+template <class F, int kStreams, int T>
+void kgemv_rows(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0, std::int64_t r1,
+                std::int64_t t0, float* y, std::int64_t y_stride) {
+  const std::int64_t m = (r1 - r0) / kStreams;
+  float* yt = y + t0 * y_stride;
+  if (m > 0) kgemv<F, kStreams, T>(w + r0 * row_bytes, row_bytes, m, m, a, t0, yt + r0, y_stride);
+  const std::int64_t rest = r0 + kStreams * m;
+  if (rest < r1) kgemv<F, 1, T>(w + rest * row_bytes, row_bytes, 0, r1 - rest, a, t0, yt + rest, y_stride);
+}
+
+// Weight rows [r0, r1) times tokens [t0, t1): kRowsK rows at a time are
+// unpacked into scratch (kRowsK * unpacked_k_bytes(cols) <= the scratch of
+// kQuantScratchFloatsPerBlock floats per 32 columns), then every token tile
+// runs over them. The next rows' bytes are prefetched while unpacking.
+template <class F>
+void krows_impl(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
+                std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride, float* scratch) {
+  switch (t1 - t0) {
+    case 1:
+      return kgemv_rows<F, kGemvStreams[0], 1>(w, row_bytes, a, r0, r1, t0, y, y_stride);
+    case 2:
+      return kgemv_rows<F, kGemvStreams[1], 2>(w, row_bytes, a, r0, r1, t0, y, y_stride);
+    case 3:
+      return kgemv_rows<F, kGemvStreams[2], 3>(w, row_bytes, a, r0, r1, t0, y, y_stride);
+    case 4:
+      return kgemv_rows<F, kGemvStreams[3], 4>(w, row_bytes, a, r0, r1, t0, y, y_stride);
+    default:
+      break;
+  }
+  static constexpr auto kTable = make_ktable(std::make_integer_sequence<int, kRowsK>{});
+  const std::int64_t cols = a.nb * 32, nsb = a.nb / 8;
+  const std::int64_t ub = unpacked_k_bytes(cols);
+  auto* base = reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(scratch) + 63) / 64 * 64);
+  UnpackedK urows[kRowsK];
+  for (int i = 0; i < kRowsK; ++i) urows[i] = unpacked_k_at(base + i * ub, cols);
+  const std::int64_t pf_rows = imax(1, kPrefetchBytes / static_cast<std::int64_t>(row_bytes));
+  for (std::int64_t r = r0; r < r1; r += kRowsK) {
+    const int nr = static_cast<int>(imin(kRowsK, r1 - r));
+    for (int i = 0; i < nr; ++i) {
+      const std::uint8_t* row = w + (r + i) * row_bytes;
+      if (r + i + pf_rows < r1) {
+        const std::uint8_t* p = row + pf_rows * row_bytes;
+        for (std::size_t off = 0; off < row_bytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
+      }
+      F::unpack_row(row, nsb, urows[i]);
+    }
+    for (std::int64_t t = t0; t < t1; t += kTokensK) {
+      const int nt = static_cast<int>(imin(kTokensK, t1 - t));
+      kTable.fns[nr - 1][nt - 1](urows, a, t, y + t * y_stride + r, y_stride);
+    }
+  }
+}
+
+// The exact int32 lanes of one weight block (q, |q| and sv from unpack) with one activation block.
+template <class U>
+inline __m256i block_dot(__m256i q, __m256i aq, __m256i sv, __m256i x) {
+  const __m256i sx = U::kSigned ? _mm256_sign_epi8(x, q) : x;
+  if constexpr (U::kScaled) {
+    return idot_scaled(aq, sx, sv);
+  } else {
+    return idot(aq, sx);
+  }
+}
+
+// Min term of one output: sum_b m[b] * xs[b] in the fixed order described above.
+inline float min_term(const float* m, const float* xs, std::int64_t nb) {
+  __m256 acc = _mm256_setzero_ps();
+  const std::int64_t nb8 = nb & ~std::int64_t{7};
+  for (std::int64_t b = 0; b < nb8; b += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(m + b), _mm256_loadu_ps(xs + b), acc);
+  __m128 s = _mm_set_ss(hsum(acc));
+  for (std::int64_t b = nb8; b < nb; ++b) s = _mm_fmadd_ss(_mm_set_ss(m[b]), _mm_set_ss(xs[b]), s);
+  return _mm_cvtss_f32(s);
+}
+
+// ---- Tiles (several tokens) ----
+
+// Register tile: R weight rows x T tokens starting at token t0. dw, m: [R][nb]
+// (row_scales of the R rows). kPre: the combined scales dw * dx are computed
+// into `scales` ([R][T][nb]) first, 8 at a time; otherwise each in the loop.
+// Both compute the same float product, so results do not depend on kPre.
+template <class U, bool kPre, int R, int T>
+void tile(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t t0, const float* dw,
+          const float* m, float* scales, float* y, std::int64_t y_stride, std::int64_t pf_ahead) {
+  const std::int64_t nb = a.nb;
+  const std::int64_t nb8 = nb & ~std::int64_t{7};
+#pragma GCC unroll 8
+  for (int r = 0; r < (kPre ? R : 0); ++r) {
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const float* dxt = a.d + (t0 + t) * nb;
+      float* st = scales + (r * T + t) * nb;
+      std::int64_t b = 0;
+      for (; b < nb8; b += 8) {
+        _mm256_storeu_ps(st + b, _mm256_mul_ps(_mm256_loadu_ps(dw + r * nb + b), _mm256_loadu_ps(dxt + b)));
+      }
+      for (; b < nb; ++b) st[b] = dw[r * nb + b] * dxt[b];
+    }
+  }
+  __m256 acc[R][T];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  const std::int8_t* xq = a.q + t0 * a.q_stride;
+  for (std::int64_t b = 0; b < nb; ++b) {
+    if (pf_ahead > 0) {
+      const std::uint8_t* p = w + pf_ahead + b * R * U::kBlockBytes;
+#pragma GCC unroll 8
+      for (std::size_t off = 0; off < R * U::kBlockBytes + 63; off += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      __m256i sv = _mm256_setzero_si256();
+      const __m256i q = U::unpack(w + r * row_bytes, b, &sv);
+      const __m256i aq = U::kSigned ? _mm256_sign_epi8(q, q) : q;
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(xq + t * a.q_stride + 32 * b));
+        const __m256i iv = block_dot<U>(q, aq, sv, xv);
+        __m256 scale;
+        if constexpr (kPre) {
+          scale = _mm256_broadcast_ss(scales + (r * T + t) * nb + b);
+        } else {
+          scale = _mm256_set1_ps(dw[r * nb + b] * a.d[(t0 + t) * nb + b]);
+        }
+        acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iv), scale, acc[r][t]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      float v = hsum(acc[r][t]);
+      if constexpr (U::kHasMin) v -= min_term(m + r * nb, a.s + (t0 + t) * nb, nb);
+      y[t * y_stride + r] = v;
+    }
+}
+
+// ---- GEMV (1 to 4 tokens) ----
+
+// kTokens tokens (t0..) against kStreams streams of consecutive weight rows:
+// stream s is rows s * stream_rows + i, i < count (w points at row 0, y at its
+// output for token t0). The same arithmetic per output as tile(). Several
+// far-apart streams keep more DRAM requests in flight than one sequential
+// sweep. scratch: 2 * kStreams * nb floats.
+template <class U, int kStreams, int kTokens>
+void gemv(const std::uint8_t* w, std::size_t row_bytes, std::int64_t stream_rows, std::int64_t count,
+          const QuantizedActs& a, std::int64_t t0, float* y, std::int64_t y_stride, float* scratch) {
+  const std::int64_t nb = a.nb;
+  const std::int8_t* xq = a.q + t0 * a.q_stride;
+  const float* dx = a.d + t0 * nb;
+  const float* xs = a.s + t0 * nb;
+  float* dw = scratch;
+  float* m = scratch + kStreams * nb;
+  for (std::int64_t i = 0; i < count; ++i) {
+    const std::uint8_t* rows[kStreams];
+    __m256 acc[kStreams][kTokens];
+#pragma GCC unroll 8
+    for (int s = 0; s < kStreams; ++s) {
+      rows[s] = w + (s * stream_rows + i) * row_bytes;
+      U::row_scales(rows[s], nb, dw + s * nb, m + s * nb);
+#pragma GCC unroll 8
+      for (int t = 0; t < kTokens; ++t) acc[s][t] = _mm256_setzero_ps();
+    }
+    for (std::int64_t b = 0; b < nb; ++b) {
+      __m256i xv[kTokens];
+#pragma GCC unroll 8
+      for (int t = 0; t < kTokens; ++t) {
+        xv[t] = _mm256_load_si256(reinterpret_cast<const __m256i*>(xq + t * a.q_stride + 32 * b));
+      }
+#pragma GCC unroll 8
+      for (int s = 0; s < kStreams; ++s) {
+        __m256i sv = _mm256_setzero_si256();
+        const __m256i q = U::unpack(rows[s], b, &sv);
+        const __m256i aq = U::kSigned ? _mm256_sign_epi8(q, q) : q;
+        const float dws = dw[s * nb + b];
+#pragma GCC unroll 8
+        for (int t = 0; t < kTokens; ++t) {
+          const __m256i iv = block_dot<U>(q, aq, sv, xv[t]);
+          acc[s][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iv), _mm256_set1_ps(dws * dx[t * nb + b]), acc[s][t]);
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int s = 0; s < kStreams; ++s)
+#pragma GCC unroll 8
+      for (int t = 0; t < kTokens; ++t) {
+        float v = hsum(acc[s][t]);
+        if constexpr (U::kHasMin) v -= min_term(m + s * nb, xs + t * nb, nb);
+        y[t * y_stride + s * stream_rows + i] = v;
+      }
+  }
+}
+
+// Tokens [t0, t0 + kTokens) times rows [r0, r1) with gemv: kStreams streams of
+// equal length, then the remaining rows one at a time.
+template <class U, int kStreams, int kTokens>
+void gemv_rows(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0, std::int64_t r1,
+               std::int64_t t0, float* y, std::int64_t y_stride, float* scratch) {
+  const std::int64_t m = (r1 - r0) / kStreams;
+  float* yt = y + t0 * y_stride;
+  if (m > 0) gemv<U, kStreams, kTokens>(w + r0 * row_bytes, row_bytes, m, m, a, t0, yt + r0, y_stride, scratch);
+  const std::int64_t rest = r0 + kStreams * m;
+  if (rest < r1) {
+    gemv<U, 1, kTokens>(w + rest * row_bytes, row_bytes, 0, r1 - rest, a, t0, yt + rest, y_stride, scratch);
+  }
+}
+
+using TileFn = void (*)(const std::uint8_t*, std::size_t, const QuantizedActs&, std::int64_t, const float*,
+                        const float*, float*, float*, std::int64_t, std::int64_t);
+
+template <class U, bool kPre, int R, int... Ts>
+constexpr void fill_row(TileFn* out, std::integer_sequence<int, Ts...>) {
+  ((out[Ts] = &tile<U, kPre, R, Ts + 1>), ...);
+}
+
+template <class U, bool kPre, int... Rs>
+struct TileTable {
+  TileFn fns[kRows][kTokens];
+  constexpr TileTable() : fns{} {
+    (fill_row<U, kPre, Rs + 1>(fns[Rs], std::make_integer_sequence<int, kTokens>{}), ...);
+  }
+};
+
+template <class U, bool kPre, int... Rs>
+constexpr TileTable<U, kPre, Rs...> make_table(std::integer_sequence<int, Rs...>) {
+  return TileTable<U, kPre, Rs...>();
+}
+
+// Weight rows [r0, r1) times tokens [t0, t1); scratch: kQuantScratchFloatsPerBlock * nb floats.
+template <class U>
+void rows_impl(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0, std::int64_t r1,
+               std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride, float* scratch) {
+  // Up to 4 tokens (decode): bound by weight bandwidth, streamed by gemv.
+  switch (t1 - t0) {
+    case 1:
+      return gemv_rows<U, kGemvStreams[0], 1>(w, row_bytes, a, r0, r1, t0, y, y_stride, scratch);
+    case 2:
+      return gemv_rows<U, kGemvStreams[1], 2>(w, row_bytes, a, r0, r1, t0, y, y_stride, scratch);
+    case 3:
+      return gemv_rows<U, kGemvStreams[2], 3>(w, row_bytes, a, r0, r1, t0, y, y_stride, scratch);
+    case 4:
+      return gemv_rows<U, kGemvStreams[3], 4>(w, row_bytes, a, r0, r1, t0, y, y_stride, scratch);
+    default:
+      break;
+  }
+  static constexpr auto kPreTable = make_table<U, true>(std::make_integer_sequence<int, kRows>{});
+  static constexpr auto kInlineTable = make_table<U, false>(std::make_integer_sequence<int, kRows>{});
+  const std::int64_t nb = a.nb;
+  const std::int64_t chunk = imax(kTokens, kActChunkBytes / a.q_stride / kTokens * kTokens);
+  const std::int64_t pf_ahead = kPrefetchBytes;
+  // The first tiles are not covered by the tiles' own prefetches.
+  const std::int64_t head = imin(pf_ahead, (r1 - r0) * static_cast<std::int64_t>(row_bytes));
+  for (std::int64_t off = 0; off < head; off += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(w + r0 * row_bytes + off), _MM_HINT_T0);
+  float* dw = scratch;
+  float* m = dw + kRows * nb;
+  float* scales = m + kRows * nb;
+  for (std::int64_t tc = t0; tc < t1; tc += chunk) {
+    const std::int64_t te = imin(t1, tc + chunk);
+    const bool pre = te - tc >= kTokens;
+    const auto& table = pre ? kPreTable.fns : kInlineTable.fns;
+    for (std::int64_t r = r0; r < r1; r += kRows) {
+      const int nr = static_cast<int>(imin(kRows, r1 - r));
+      for (int i = 0; i < nr; ++i) U::row_scales(w + (r + i) * row_bytes, nb, dw + i * nb, m + i * nb);
+      for (std::int64_t t = tc; t < te; t += kTokens) {
+        const int nt = static_cast<int>(imin(kTokens, te - t));
+        table[nr - 1][nt - 1](w + r * row_bytes, row_bytes, a, t, dw, m, scales, y + t * y_stride + r, y_stride,
+                              t == tc ? pf_ahead : 0);
+      }
+    }
+  }
+}
+
+void rows_q8_0(const std::uint8_t* w, std::size_t rb, const QuantizedActs& a, std::int64_t r0, std::int64_t r1,
+               std::int64_t t0, std::int64_t t1, float* y, std::int64_t ys, float* scratch) {
+  rows_impl<FmtQ8_0>(w, rb, a, r0, r1, t0, t1, y, ys, scratch);
+}
+void rows_q4_0(const std::uint8_t* w, std::size_t rb, const QuantizedActs& a, std::int64_t r0, std::int64_t r1,
+               std::int64_t t0, std::int64_t t1, float* y, std::int64_t ys, float* scratch) {
+  rows_impl<FmtQ4_0>(w, rb, a, r0, r1, t0, t1, y, ys, scratch);
+}
+void rows_q4_k(const std::uint8_t* w, std::size_t rb, const QuantizedActs& a, std::int64_t r0, std::int64_t r1,
+               std::int64_t t0, std::int64_t t1, float* y, std::int64_t ys, float* scratch) {
+  krows_impl<FmtQ4_K>(w, rb, a, r0, r1, t0, t1, y, ys, scratch);
+}
+void rows_q6_k(const std::uint8_t* w, std::size_t rb, const QuantizedActs& a, std::int64_t r0, std::int64_t r1,
+               std::int64_t t0, std::int64_t t1, float* y, std::int64_t ys, float* scratch) {
+  krows_impl<FmtQ6_K>(w, rb, a, r0, r1, t0, t1, y, ys, scratch);
+}
+
+}  // namespace
+}  // namespace ecoserve::kernels::detail::ECO_QUANT_NS
