@@ -13,7 +13,7 @@
 // Prompt ids: a fixed English text through the model's own tokenizer, no
 // control tokens, repeated (valid for any vocabulary size).
 import { readFileSync } from 'node:fs';
-import { getLlama, LlamaLogLevel } from 'node-llama-cpp';
+import { getLlama, GgmlType, LlamaLogLevel } from 'node-llama-cpp';
 
 const positional = [];
 const opts = { 'prompt-len': 512, context: 128, steps: 128, kv: 'f16' };
@@ -44,7 +44,7 @@ const ctx = await model.createContext({
   experimentalKvCacheKeyType: kvType,
   experimentalKvCacheValueType: kvType,
 });
-if (ctx.kvCacheKeyType !== ctx.kvCacheValueType) throw new Error('K and V cache types differ');
+if (ctx.kvCacheKeyType !== GgmlType[kvType] || ctx.kvCacheValueType !== GgmlType[kvType]) throw new Error(`KV cache is not ${kvType}`);
 const seq = ctx.getSequence();
 
 // The CPU build variant ggml loaded (it unloads the ones it only scored).
