@@ -150,6 +150,8 @@ int run_profile(const ProfileArgs& a) {
   if (!a.json) {
     std::printf("model: %s (%s, %.1fM params, %s)\n", a.model.c_str(), c.arch.c_str(), c.num_params / 1e6,
                 std::string(kernels::type_name((*model)->layers()[0].wq.type)).c_str());
+    std::printf("prefill: one %d-token prompt (best of %d); decode: %d steps per batch from context %d; KV cache %s\n",
+                a.prompt_len, a.repeats, a.decode_steps, a.context, engine::kv_cache_type_name(kv_type));
     if (a.roofline) {
       std::printf("roofline inputs: %.1f MB of weights per step, %.1f M multiply-adds per token; per core: "
                   "%.1f G float FMA-MAC/s, %.1f G int8-dot MAC/s (measured now)\n",
@@ -185,7 +187,14 @@ int run_profile(const ProfileArgs& a) {
         return false;
       }
       if (a.json) {
-        nlohmann::json r = {{"threads", th}, {"test", test}, {"tokens_per_second", *v}};
+        nlohmann::json r = {{"threads", th}, {"test", test}, {"tokens_per_second", *v},
+                            {"kv_cache_type", engine::kv_cache_type_name(kv_type)}};
+        if (test.starts_with("decode")) {
+          r["context"] = a.context;
+          r["decode_steps"] = a.decode_steps;
+        } else {
+          r["prompt_len"] = a.prompt_len;
+        }
         if (a.roofline) {
           r["roofline_tokens_per_second"] = bound.tokens_per_second;
           r["bound"] = bound.limit;
