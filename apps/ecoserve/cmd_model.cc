@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/ecoserve/commands.h"
+#include "kernels/cpu_features.h"
 #include "kernels/ggml_type.h"
 #include "model/gguf.h"
 #include "model/llama2c.h"
@@ -160,6 +161,15 @@ int run_info(const InfoArgs& a) {
     tok["eos_token_id"] = eos ? nlohmann::json(*eos) : nlohmann::json(nullptr);
     tok["chat_template"] = has_template;
     j["tokenizer"] = tok;
+    {
+      const kernels::CpuFeatures cpu = kernels::detect_cpu_features();
+      nlohmann::json levels = nlohmann::json::array();
+      for (kernels::Isa i : kernels::supported_isas(cpu)) levels.push_back(std::string(kernels::isa_name(i)));
+      j["kernels"] = {{"isa", std::string(kernels::isa_name(kernels::default_isa()))},
+                      {"supported", levels},
+                      {"cpu", cpu.brand},
+                      {"cpu_flags", cpu.flags()}};
+    }
     if (a.all_metadata) {
       nlohmann::json md = nlohmann::json::object();
       for (const auto& [k, v] : f.metadata()) md[k] = value_to_json(v);
@@ -203,6 +213,15 @@ int run_info(const InfoArgs& a) {
   };
   line("bos / eos", fmt::format("{} / {}", id_str("tokenizer.ggml.bos_token_id"), id_str("tokenizer.ggml.eos_token_id")));
   line("chat template", has_template ? "present" : "none");
+  {
+    const kernels::CpuFeatures cpu = kernels::detect_cpu_features();
+    const kernels::Isa isa = kernels::default_isa();
+    std::string levels;
+    for (kernels::Isa i : kernels::supported_isas(cpu)) levels += (levels.empty() ? "" : ", ") + std::string(kernels::isa_name(i));
+    line("kernels", fmt::format("{} (int8 dot: {}); this CPU runs: {}", kernels::isa_name(isa),
+                                kernels::isa_int8_dot(isa), levels));
+    line("cpu", fmt::format("{} ({})", cpu.brand.empty() ? "unknown model" : cpu.brand, cpu.flags()));
+  }
   if (a.all_metadata) {
     out += fmt::format("\nmetadata ({} keys):\n", f.metadata().size());
     for (const auto& [k, v] : f.metadata()) {

@@ -145,17 +145,21 @@ int run_profile(const ProfileArgs& a) {
   double fma_gmacs = 0, int8_gmacs = 0;
   if (a.roofline) {
     fma_gmacs = kernels::measure_f32_fma_gmacs(0.5);
-    int8_gmacs = kernels::measure_int8_dot_gmacs(0.5);
+    int8_gmacs = kernels::measure_int8_dot_gmacs(a.isa, 0.5);
   }
   if (!a.json) {
     std::printf("model: %s (%s, %.1fM params, %s)\n", a.model.c_str(), c.arch.c_str(), c.num_params / 1e6,
                 std::string(kernels::type_name((*model)->layers()[0].wq.type)).c_str());
+    const kernels::CpuFeatures cpu = kernels::detect_cpu_features();
+    std::printf("cpu: %s (%s); kernels: %s (int8 dot: %s)\n", cpu.brand.c_str(), cpu.flags().c_str(),
+                std::string(kernels::isa_name(a.isa)).c_str(), std::string(kernels::isa_int8_dot(a.isa)).c_str());
     std::printf("prefill: one %d-token prompt (best of %d); decode: %d steps per batch from context %d; KV cache %s\n",
                 a.prompt_len, a.repeats, a.decode_steps, a.context, engine::kv_cache_type_name(kv_type));
     if (a.roofline) {
       std::printf("roofline inputs: %.1f MB of weights per step, %.1f M multiply-adds per token; per core: "
-                  "%.1f G float FMA-MAC/s, %.1f G int8-dot MAC/s (measured now)\n",
-                  cost.weight_bytes / 1e6, cost.macs_per_token / 1e6, fma_gmacs, int8_gmacs);
+                  "%.1f G float FMA-MAC/s, %.1f G int8-dot MAC/s (%s, measured now)\n",
+                  cost.weight_bytes / 1e6, cost.macs_per_token / 1e6, fma_gmacs, int8_gmacs,
+                  std::string(kernels::isa_int8_dot(a.isa)).c_str());
       std::printf("%-8s %-22s %12s %12s %6s  %s\n", "threads", "test", "tokens/s", "roofline", "%", "bound");
     } else {
       std::printf("%-8s %-22s %12s\n", "threads", "test", "tokens/s");
@@ -188,7 +192,8 @@ int run_profile(const ProfileArgs& a) {
       }
       if (a.json) {
         nlohmann::json r = {{"threads", th}, {"test", test}, {"tokens_per_second", *v},
-                            {"kv_cache_type", engine::kv_cache_type_name(kv_type)}};
+                            {"kv_cache_type", engine::kv_cache_type_name(kv_type)},
+                            {"isa", std::string(kernels::isa_name(a.isa))}};
         if (test.starts_with("decode")) {
           r["context"] = a.context;
           r["decode_steps"] = a.decode_steps;

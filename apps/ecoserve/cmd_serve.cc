@@ -143,10 +143,11 @@ StatusOr<std::unique_ptr<cluster::InstanceBackend>> make_instance(std::shared_pt
   const int64_t block_bytes = engine::ModelRunner::kv_bytes_per_block(m->config(), eo.block_size, eo.kv_cache_type);
   std::fprintf(stderr,
                "[ecoserve] instance %s (%s): %d threads, KV cache %d blocks of %d tokens, %s (%.0f MiB reserved), %d "
-               "host swap blocks\n",
+               "host swap blocks, %s kernels\n",
                name.c_str(), role.c_str(), eo.num_threads > 0 ? eo.num_threads : cores, instance->num_kv_blocks(),
                eo.block_size, engine::kv_cache_type_name(eo.kv_cache_type),
-               instance->num_kv_blocks() * static_cast<double>(block_bytes) / (1 << 20), instance->num_host_blocks());
+               instance->num_kv_blocks() * static_cast<double>(block_bytes) / (1 << 20), instance->num_host_blocks(),
+               std::string(kernels::isa_name(eo.isa)).c_str());
   return instance;
 }
 

@@ -3,8 +3,14 @@
 
 #include "apps/ecoserve/commands.h"
 #include "base/log.h"
+#include "kernels/cpu_features.h"
 
 int main(int argc, char** argv) {
+  // A bad ECOSERVE_ISA is an error, not a silent fallback to another kernel path.
+  if (auto isa = ecoserve::kernels::isa_from_env(); !isa.ok()) {
+    std::fprintf(stderr, "error: %s\n", isa.status().message().c_str());
+    return 2;
+  }
   CLI::App app{
       "ecoserve: an LLM serving system with four ways to share hardware between\n"
       "prefill and decode (nodg, fudg, padg, llumnix). Run 'ecoserve COMMAND --help'."};

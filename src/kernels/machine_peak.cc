@@ -55,39 +55,74 @@ void fma_loop(std::int64_t n) {
       : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm14", "xmm15", "cc");
 }
 
-// 4 independent chains of the per-block Q8_0 sequence (sign, maddubs, madd,
-// convert, FMA) per iteration: 4 x 32 int8 multiply-adds.
-void int8_loop(std::int64_t n) {
+// 10 independent chains of vpmaddubsw + vpmaddwd + vpaddd: 10 x 32 int8 multiply-adds.
+void int8_avx2_loop(std::int64_t n) {
   __asm__ volatile(
       "vpxor %%ymm0, %%ymm0, %%ymm0\n\t"
-      "vmovaps %%ymm0, %%ymm1\n\tvmovaps %%ymm0, %%ymm2\n\tvmovaps %%ymm0, %%ymm3\n\t"
-      "vpcmpeqw %%ymm13, %%ymm13, %%ymm13\n\t"  // x: all ones bytes
-      "vpabsw %%ymm13, %%ymm12\n\t"             // madd multipliers: int16 1
-      "vpabsb %%ymm13, %%ymm14\n\t"             // |w|
-      "vmovaps %%ymm0, %%ymm15\n\t"             // scale
+      "vmovdqa %%ymm0, %%ymm1\n\tvmovdqa %%ymm0, %%ymm2\n\tvmovdqa %%ymm0, %%ymm3\n\tvmovdqa %%ymm0, %%ymm4\n\t"
+      "vpcmpeqw %%ymm13, %%ymm13, %%ymm13\n\t"
+      "vpabsw %%ymm13, %%ymm12\n\t"  // int16 ones
+      "vpabsb %%ymm13, %%ymm14\n\t"  // bytes 1
       "1:\n\t"
-      "vpsignb %%ymm13, %%ymm13, %%ymm4\n\tvpsignb %%ymm13, %%ymm13, %%ymm5\n\t"
-      "vpsignb %%ymm13, %%ymm13, %%ymm6\n\tvpsignb %%ymm13, %%ymm13, %%ymm7\n\t"
-      "vpmaddubsw %%ymm4, %%ymm14, %%ymm4\n\tvpmaddubsw %%ymm5, %%ymm14, %%ymm5\n\t"
-      "vpmaddubsw %%ymm6, %%ymm14, %%ymm6\n\tvpmaddubsw %%ymm7, %%ymm14, %%ymm7\n\t"
-      "vpmaddwd %%ymm12, %%ymm4, %%ymm4\n\tvpmaddwd %%ymm12, %%ymm5, %%ymm5\n\t"
-      "vpmaddwd %%ymm12, %%ymm6, %%ymm6\n\tvpmaddwd %%ymm12, %%ymm7, %%ymm7\n\t"
-      "vcvtdq2ps %%ymm4, %%ymm4\n\tvcvtdq2ps %%ymm5, %%ymm5\n\t"
-      "vcvtdq2ps %%ymm6, %%ymm6\n\tvcvtdq2ps %%ymm7, %%ymm7\n\t"
-      "vfmadd231ps %%ymm15, %%ymm4, %%ymm0\n\tvfmadd231ps %%ymm15, %%ymm5, %%ymm1\n\t"
-      "vfmadd231ps %%ymm15, %%ymm6, %%ymm2\n\tvfmadd231ps %%ymm15, %%ymm7, %%ymm3\n\t"
+      "vpmaddubsw %%ymm14, %%ymm14, %%ymm5\n\tvpmaddubsw %%ymm14, %%ymm14, %%ymm6\n\t"
+      "vpmaddubsw %%ymm14, %%ymm14, %%ymm7\n\tvpmaddubsw %%ymm14, %%ymm14, %%ymm8\n\t"
+      "vpmaddubsw %%ymm14, %%ymm14, %%ymm9\n\t"
+      "vpmaddwd %%ymm12, %%ymm5, %%ymm5\n\tvpmaddwd %%ymm12, %%ymm6, %%ymm6\n\t"
+      "vpmaddwd %%ymm12, %%ymm7, %%ymm7\n\tvpmaddwd %%ymm12, %%ymm8, %%ymm8\n\t"
+      "vpmaddwd %%ymm12, %%ymm9, %%ymm9\n\t"
+      "vpaddd %%ymm5, %%ymm0, %%ymm0\n\tvpaddd %%ymm6, %%ymm1, %%ymm1\n\tvpaddd %%ymm7, %%ymm2, %%ymm2\n\t"
+      "vpaddd %%ymm8, %%ymm3, %%ymm3\n\tvpaddd %%ymm9, %%ymm4, %%ymm4\n\t"
+      "vpmaddubsw %%ymm14, %%ymm14, %%ymm5\n\tvpmaddubsw %%ymm14, %%ymm14, %%ymm6\n\t"
+      "vpmaddubsw %%ymm14, %%ymm14, %%ymm7\n\tvpmaddubsw %%ymm14, %%ymm14, %%ymm8\n\t"
+      "vpmaddubsw %%ymm14, %%ymm14, %%ymm9\n\t"
+      "vpmaddwd %%ymm12, %%ymm5, %%ymm5\n\tvpmaddwd %%ymm12, %%ymm6, %%ymm6\n\t"
+      "vpmaddwd %%ymm12, %%ymm7, %%ymm7\n\tvpmaddwd %%ymm12, %%ymm8, %%ymm8\n\t"
+      "vpmaddwd %%ymm12, %%ymm9, %%ymm9\n\t"
+      "vpaddd %%ymm5, %%ymm0, %%ymm0\n\tvpaddd %%ymm6, %%ymm1, %%ymm1\n\tvpaddd %%ymm7, %%ymm2, %%ymm2\n\t"
+      "vpaddd %%ymm8, %%ymm3, %%ymm3\n\tvpaddd %%ymm9, %%ymm4, %%ymm4\n\t"
       "dec %0\n\tjnz 1b\n\t"
       "vzeroupper\n\t"
       : "+r"(n)
       :
-      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm12", "xmm13", "xmm14", "xmm15", "cc");
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm12", "xmm13", "xmm14",
+        "cc");
 }
+
+// 10 independent vpdpbusd chains: 10 x 32 int8 multiply-adds. {vex}: AVX-VNNI's encoding.
+#define ECO_DPBUSD_LOOP(prefix)                                                                                   \
+  __asm__ volatile(                                                                                               \
+      "vpxor %%ymm0, %%ymm0, %%ymm0\n\t"                                                                          \
+      "vmovdqa %%ymm0, %%ymm1\n\tvmovdqa %%ymm0, %%ymm2\n\tvmovdqa %%ymm0, %%ymm3\n\tvmovdqa %%ymm0, %%ymm4\n\t" \
+      "vmovdqa %%ymm0, %%ymm5\n\tvmovdqa %%ymm0, %%ymm6\n\tvmovdqa %%ymm0, %%ymm7\n\tvmovdqa %%ymm0, %%ymm8\n\t" \
+      "vmovdqa %%ymm0, %%ymm9\n\t"                                                                                \
+      "vpcmpeqw %%ymm13, %%ymm13, %%ymm13\n\t"                                                                    \
+      "vpabsb %%ymm13, %%ymm14\n\t"                                                                               \
+      "1:\n\t" prefix "vpdpbusd %%ymm14, %%ymm14, %%ymm0\n\t" prefix "vpdpbusd %%ymm14, %%ymm14, %%ymm1\n\t" prefix \
+      "vpdpbusd %%ymm14, %%ymm14, %%ymm2\n\t" prefix "vpdpbusd %%ymm14, %%ymm14, %%ymm3\n\t" prefix                \
+      "vpdpbusd %%ymm14, %%ymm14, %%ymm4\n\t" prefix "vpdpbusd %%ymm14, %%ymm14, %%ymm5\n\t" prefix                \
+      "vpdpbusd %%ymm14, %%ymm14, %%ymm6\n\t" prefix "vpdpbusd %%ymm14, %%ymm14, %%ymm7\n\t" prefix                \
+      "vpdpbusd %%ymm14, %%ymm14, %%ymm8\n\t" prefix "vpdpbusd %%ymm14, %%ymm14, %%ymm9\n\t"                       \
+      "dec %0\n\tjnz 1b\n\t"                                                                                     \
+      "vzeroupper\n\t"                                                                                            \
+      : "+r"(n)                                                                                                   \
+      :                                                                                                           \
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm13", "xmm14", "cc")
+
+void int8_avxvnni_loop(std::int64_t n) { ECO_DPBUSD_LOOP("%{vex%} "); }
+void int8_avx512vnni_loop(std::int64_t n) { ECO_DPBUSD_LOOP(""); }
 
 }  // namespace
 
 double measure_f32_fma_gmacs(double seconds) { return best_rate(seconds, 80.0, fma_loop) / 1e9; }
 
-double measure_int8_dot_gmacs(double seconds) { return best_rate(seconds, 128.0, int8_loop) / 1e9; }
+double measure_int8_dot_gmacs(Isa isa, double seconds) {
+  switch (isa) {
+    case Isa::kAvx2: return best_rate(seconds, 320.0, int8_avx2_loop) / 1e9;
+    case Isa::kAvxVnni: return best_rate(seconds, 320.0, int8_avxvnni_loop) / 1e9;
+    case Isa::kAvx512Vnni: return best_rate(seconds, 320.0, int8_avx512vnni_loop) / 1e9;
+  }
+  return 0.0;
+}
 
 double measure_read_gbps(ThreadPool& pool, std::size_t bytes) {
   const std::size_t n = std::max<std::size_t>(bytes / sizeof(float), 1 << 20) / 64 * 64;

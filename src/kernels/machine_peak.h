@@ -4,11 +4,12 @@
 // - measure_f32_fma_gmacs: one core's peak float multiply-adds per second:
 //   10 independent 8-lane FMA chains, so FMA latency is hidden and only the
 //   FMA ports limit (the ceiling of F32 weights and of OpenBLAS sgemm).
-// - measure_int8_dot_gmacs: one core's rate of the instruction sequence every
-//   Q8_0 kernel here (and ggml's AVX2 Q8_0 dot) spends per 32 int8 products
-//   without an int8 dot-product instruction (AVX2 has no VNNI): sign,
-//   maddubs, madd, int->float convert, FMA. Loads are left out, so this is an
-//   upper bound on any such kernel.
+// - measure_int8_dot_gmacs(isa): one core's peak int8 multiply-adds per
+//   second with the CPU's int8 dot instructions of that kernel path, in 10
+//   independent chains (ymm, as the kernels use): avx2 vpmaddubsw + vpmaddwd
+//   + vpaddd per 32 products (the shortest exact sequence without VNNI);
+//   avxvnni / avx512vnni one vpdpbusd (VEX / EVEX). The kernels' own
+//   overhead (unpacking, scales, float accumulation) counts against them.
 // - measure_read_gbps: DRAM read bandwidth when every thread of `pool` sums
 //   its share of a `bytes` buffer (bigger than the caches) with 4 streams.
 //
@@ -20,11 +21,12 @@
 #include <cstddef>
 
 #include "base/thread_pool.h"
+#include "kernels/isa.h"
 
 namespace ecoserve::kernels {
 
 double measure_f32_fma_gmacs(double seconds);
-double measure_int8_dot_gmacs(double seconds);
+double measure_int8_dot_gmacs(Isa isa, double seconds);
 double measure_read_gbps(ThreadPool& pool, std::size_t bytes);
 
 }  // namespace ecoserve::kernels

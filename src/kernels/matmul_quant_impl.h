@@ -124,6 +124,10 @@ struct FmtQ8_0 {
   static __m256i unpack(const std::uint8_t* row, std::int64_t b, __m256i*) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>((reinterpret_cast<const BlockQ8_0*>(row) + b)->qs));
   }
+  static float block_scale(const std::uint8_t* row, std::int64_t b) {
+    return h2f((reinterpret_cast<const BlockQ8_0*>(row) + b)->d);
+  }
+  static float block_min(float) { return 0.0f; }
 };
 
 // Q4_0: value = (q - 8) * d with q in 0..15: unsigned q, and 8 * d as the min.
@@ -143,6 +147,10 @@ struct FmtQ4_0 {
     const __m128i mask = _mm_set1_epi8(0x0F);
     return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), mask), _mm_and_si128(v, mask));
   }
+  static float block_scale(const std::uint8_t* row, std::int64_t b) {
+    return h2f((reinterpret_cast<const BlockQ4_0*>(row) + b)->d);
+  }
+  static float block_min(float dw) { return 8.0f * dw; }
 };
 
 // ---- K-quants (Q4_K, Q6_K) against K-format activations ----
@@ -415,9 +423,11 @@ void kgemv(const std::uint8_t* w, std::size_t row_bytes, std::int64_t stream_row
 #pragma GCC unroll 8
       for (int r = 0; r < kStreams; ++r) {
         const KSuper k = F::super(rows[r], s);
-        __m256i isum[T];
+        // Two integer chains (even and odd blocks; integer sums are exact, so
+        // this is the same isum as ktile's).
+        __m256i isum[T], isum2[T];
 #pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+        for (int t = 0; t < T; ++t) isum[t] = isum2[t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) {
           const __m256i q = F::q(rows[r], s, j);
@@ -426,9 +436,15 @@ void kgemv(const std::uint8_t* w, std::size_t row_bytes, std::int64_t stream_row
           for (int t = 0; t < T; ++t) {
             const __m256i xv =
                 _mm256_load_si256(reinterpret_cast<const __m256i*>(xq + t * a.q_stride + 256 * s + 32 * j));
-            isum[t] = kdot_acc(isum[t], q, xv, m);
+            if (j % 2 == 0) {
+              isum[t] = kdot_acc(isum[t], q, xv, m);
+            } else {
+              isum2[t] = kdot_acc(isum2[t], q, xv, m);
+            }
           }
         }
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], isum2[t]);
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) {
           const __m256i b16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bs + t * 2 * a.nb + 16 * s));
@@ -593,7 +609,9 @@ void tile(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, 
 // stream s is rows s * stream_rows + i, i < count (w points at row 0, y at its
 // output for token t0). The same arithmetic per output as tile(). Several
 // far-apart streams keep more DRAM requests in flight than one sequential
-// sweep. scratch: 2 * kStreams * nb floats.
+// sweep. Block scales are read as the blocks are (a pass over the rows'
+// scales first would read each row alone, at one stream's bandwidth).
+// scratch: kStreams * nb floats (the min coefficients).
 template <class U, int kStreams, int kTokens>
 void gemv(const std::uint8_t* w, std::size_t row_bytes, std::int64_t stream_rows, std::int64_t count,
           const QuantizedActs& a, std::int64_t t0, float* y, std::int64_t y_stride, float* scratch) {
@@ -601,15 +619,13 @@ void gemv(const std::uint8_t* w, std::size_t row_bytes, std::int64_t stream_rows
   const std::int8_t* xq = a.q + t0 * a.q_stride;
   const float* dx = a.d + t0 * nb;
   const float* xs = a.s + t0 * nb;
-  float* dw = scratch;
-  float* m = scratch + kStreams * nb;
+  float* m = scratch;
   for (std::int64_t i = 0; i < count; ++i) {
     const std::uint8_t* rows[kStreams];
     __m256 acc[kStreams][kTokens];
 #pragma GCC unroll 8
     for (int s = 0; s < kStreams; ++s) {
       rows[s] = w + (s * stream_rows + i) * row_bytes;
-      U::row_scales(rows[s], nb, dw + s * nb, m + s * nb);
 #pragma GCC unroll 8
       for (int t = 0; t < kTokens; ++t) acc[s][t] = _mm256_setzero_ps();
     }
@@ -624,7 +640,8 @@ void gemv(const std::uint8_t* w, std::size_t row_bytes, std::int64_t stream_rows
         __m256i sv = _mm256_setzero_si256();
         const __m256i q = U::unpack(rows[s], b, &sv);
         const __m256i aq = U::kSigned ? _mm256_sign_epi8(q, q) : q;
-        const float dws = dw[s * nb + b];
+        const float dws = U::block_scale(rows[s], b);
+        if constexpr (U::kHasMin) m[s * nb + b] = U::block_min(dws);
 #pragma GCC unroll 8
         for (int t = 0; t < kTokens; ++t) {
           const __m256i iv = block_dot<U>(q, aq, sv, xv[t]);

@@ -1,0 +1,87 @@
+// The kernel path choice (kernels/cpu_features.h) through the binary:
+// ECOSERVE_ISA and --isa refuse bad values with exit codes and messages, and
+// every ISA level this CPU runs generates the same greedy text.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "base/subprocess.h"
+#include "kernels/cpu_features.h"
+
+namespace ecoserve::loadgen {
+namespace {
+
+struct CliRun {
+  int exit_code = -1;
+  std::string out;
+};
+
+// Runs `env VARS... ecoserve ARGS...`; stderr goes to err_path.
+CliRun run_cli(const std::vector<std::string>& env, const std::vector<std::string>& args, const std::string& err_path) {
+  std::vector<std::string> argv = {"/usr/bin/env"};
+  argv.insert(argv.end(), env.begin(), env.end());
+  argv.push_back(std::string(ECOSERVE_BINARY_DIR) + "/ecoserve");
+  argv.insert(argv.end(), args.begin(), args.end());
+  Subprocess p;
+  SubprocessOptions o;
+  o.stderr_path = err_path;
+  CliRun r;
+  if (!p.start(argv, o).ok()) return r;
+  r.exit_code = p.wait(&r.out);
+  return r;
+}
+
+std::string read_file(const std::string& path) {
+  std::string s;
+  if (FILE* f = std::fopen(path.c_str(), "rb")) {
+    char buf[4096];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) s.append(buf, n);
+    std::fclose(f);
+  }
+  return s;
+}
+
+const std::string kModel = std::string(ECOSERVE_SHARED_DATA) + "/models/tinystories-656k-q8_0.gguf";
+
+TEST(KernelsIsaCli, BadEnvironmentValueIsAnErrorNotAFallback) {
+  const std::string err = std::filesystem::temp_directory_path() / "ecoserve_isa_env.err";
+  const CliRun r = run_cli({"ECOSERVE_ISA=sse9"}, {"model", "info", "/nonexistent.gguf"}, err);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(read_file(err), "error: ECOSERVE_ISA: unknown ISA level 'sse9' (valid: avx2, avxvnni, avx512vnni, native)\n");
+  std::filesystem::remove(err);
+}
+
+TEST(KernelsIsaCli, EveryLevelThisCpuRunsGeneratesTheSameText) {
+  if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "shared data missing: " << kModel;
+  const std::string err = std::filesystem::temp_directory_path() / "ecoserve_isa_gen.err";
+  std::string first;
+  for (kernels::Isa isa : kernels::supported_isas(kernels::detect_cpu_features())) {
+    const std::string name(kernels::isa_name(isa));
+    const CliRun r = run_cli({}, {"generate", "-m", kModel, "-p", "Once upon a time", "-n", "48", "--isa", name}, err);
+    ASSERT_EQ(r.exit_code, 0) << name << ": " << read_file(err);
+    EXPECT_NE(r.out.find("Lily"), std::string::npos) << name << ": " << r.out;
+    if (first.empty()) {
+      first = r.out;
+    } else {
+      EXPECT_EQ(r.out, first) << "--isa " << name << " differs from avx2";
+    }
+    // The environment variable selects the same path.
+    const CliRun e = run_cli({"ECOSERVE_ISA=" + name}, {"generate", "-m", kModel, "-p", "Once upon a time", "-n", "48"}, err);
+    EXPECT_EQ(e.out, r.out) << "ECOSERVE_ISA=" << name;
+  }
+  // A level this CPU lacks is refused by name.
+  for (kernels::Isa isa : kernels::all_isas()) {
+    if (kernels::isa_supported(isa, kernels::detect_cpu_features())) continue;
+    const std::string name(kernels::isa_name(isa));
+    const CliRun r = run_cli({}, {"generate", "-m", kModel, "-p", "x", "-n", "1", "--isa", name}, err);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(read_file(err).find("ISA level '" + name + "' is not supported by this CPU"), std::string::npos)
+        << read_file(err);
+  }
+  std::filesystem::remove(err);
+}
+
+}  // namespace
+}  // namespace ecoserve::loadgen
