@@ -29,8 +29,8 @@ inline int hsum_i32(__m256i v) {
 std::size_t quantized_acts_bytes(std::int64_t n_tokens, std::int64_t cols) {
   const std::int64_t nb = cols / 32;
   const std::int64_t q_stride = round_up(cols, kActAlign);
-  return static_cast<std::size_t>(kActAlign + n_tokens * q_stride + 2 * round_up(n_tokens * nb * 4, kActAlign) +
-                                  round_up(n_tokens * nb * 4, kActAlign));
+  return static_cast<std::size_t>(kActAlign + n_tokens * q_stride + 3 * round_up(n_tokens * nb * 4, kActAlign) +
+                                  n_tokens * nb * 32);
 }
 
 QuantizedActs layout_quantized_acts(std::uint8_t* scratch, std::int64_t n_tokens, std::int64_t cols, bool k_format) {
@@ -48,6 +48,8 @@ QuantizedActs layout_quantized_acts(std::uint8_t* scratch, std::int64_t n_tokens
   a.s = reinterpret_cast<const float*>(p);
   p += round_up(n_tokens * a.nb * 4, kActAlign);
   a.bsums = reinterpret_cast<const std::int16_t*>(p);
+  p += round_up(n_tokens * a.nb * 4, kActAlign);
+  a.xc = reinterpret_cast<const std::int32_t*>(p);
   return a;
 }
 
@@ -100,6 +102,7 @@ void quantize_acts(const float* x, std::int64_t cols, std::int64_t t0, std::int6
     auto* q = const_cast<std::int8_t*>(a.q + t * a.q_stride);
     auto* d = const_cast<float*>(a.d + t * a.nb);
     auto* s = const_cast<float*>(a.s + t * a.nb);
+    auto* xc = const_cast<std::int32_t*>(a.xc + t * a.nb * 8);
     const float* xt = x + t * cols;
     for (std::int64_t b = 0; b < a.nb; ++b) {
       __m256 v[4];
@@ -124,6 +127,9 @@ void quantize_acts(const float* x, std::int64_t cols, std::int64_t t0, std::int6
       const __m256i p23 = _mm256_packs_epi32(iv[2], iv[3]);
       const __m256i p = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23), perm);
       _mm256_store_si256(reinterpret_cast<__m256i*>(q + 32 * b), p);
+      // -128 * (sum of each 4 values): vpmaddubsw with 1s, vpmaddwd with -128s.
+      const __m256i sums4 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), p), _mm256_set1_epi16(-128));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(xc + 8 * b), sums4);
       d[b] = db;
       s[b] = db * static_cast<float>(sum);
     }

@@ -515,14 +515,45 @@ void krows_impl(const std::uint8_t* w, std::size_t row_bytes, const QuantizedAct
   }
 }
 
-// The exact int32 lanes of one weight block (q, |q| and sv from unpack) with one activation block.
+// With VNNI, signed weights (Q8_0) are biased to unsigned (w + 128 = w ^ 0x80)
+// once per weight block, and each token block's lanes start from
+// -128 * (sum of its 4 activations) (QuantizedActs::xc): one vpdpbusd per
+// token instead of vpsignb + vpdpbusd. The lanes are the same exact ints.
 template <class U>
-inline __m256i block_dot(__m256i q, __m256i aq, __m256i sv, __m256i x) {
-  const __m256i sx = U::kSigned ? _mm256_sign_epi8(x, q) : x;
-  if constexpr (U::kScaled) {
-    return idot_scaled(aq, sx, sv);
+constexpr bool kBiasedWeights = ECO_QUANT_ISA != 0 && U::kSigned && !U::kScaled;
+
+// The operand weight blocks enter block_dot as: |q|, q ^ 0x80 (biased) or q.
+template <class U>
+inline __m256i weight_operand(__m256i q) {
+  if constexpr (kBiasedWeights<U>) {
+    return _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80)));
+  } else if constexpr (U::kSigned) {
+    return _mm256_sign_epi8(q, q);
   } else {
-    return idot(aq, sx);
+    return q;
+  }
+}
+
+// The exact int32 lanes of one weight block (q and sv from unpack, aq from
+// weight_operand) with one activation block x (xc: its 8 correction lanes).
+template <class U>
+inline __m256i block_dot(__m256i q, __m256i aq, __m256i sv, __m256i x, const std::int32_t* xc) {
+  if constexpr (kBiasedWeights<U>) {
+    const __m256i c = _mm256_load_si256(reinterpret_cast<const __m256i*>(xc));
+#if ECO_QUANT_ISA == 1
+    return _mm256_dpbusd_avx_epi32(c, aq, x);
+#elif ECO_QUANT_ISA == 2
+    return _mm256_dpbusd_epi32(c, aq, x);
+#else
+    return c;  // not reached: kBiasedWeights is false on AVX2
+#endif
+  } else {
+    const __m256i sx = U::kSigned ? _mm256_sign_epi8(x, q) : x;
+    if constexpr (U::kScaled) {
+      return idot_scaled(aq, sx, sv);
+    } else {
+      return idot(aq, sx);
+    }
   }
 }
 
@@ -578,11 +609,11 @@ void tile(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, 
     for (int r = 0; r < R; ++r) {
       __m256i sv = _mm256_setzero_si256();
       const __m256i q = U::unpack(w + r * row_bytes, b, &sv);
-      const __m256i aq = U::kSigned ? _mm256_sign_epi8(q, q) : q;
+      const __m256i aq = weight_operand<U>(q);
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(xq + t * a.q_stride + 32 * b));
-        const __m256i iv = block_dot<U>(q, aq, sv, xv);
+        const __m256i iv = block_dot<U>(q, aq, sv, xv, a.xc + ((t0 + t) * nb + b) * 8);
         __m256 scale;
         if constexpr (kPre) {
           scale = _mm256_broadcast_ss(scales + (r * T + t) * nb + b);
@@ -639,12 +670,12 @@ void gemv(const std::uint8_t* w, std::size_t row_bytes, std::int64_t stream_rows
       for (int s = 0; s < kStreams; ++s) {
         __m256i sv = _mm256_setzero_si256();
         const __m256i q = U::unpack(rows[s], b, &sv);
-        const __m256i aq = U::kSigned ? _mm256_sign_epi8(q, q) : q;
+        const __m256i aq = weight_operand<U>(q);
         const float dws = U::block_scale(rows[s], b);
         if constexpr (U::kHasMin) m[s * nb + b] = U::block_min(dws);
 #pragma GCC unroll 8
         for (int t = 0; t < kTokens; ++t) {
-          const __m256i iv = block_dot<U>(q, aq, sv, xv[t]);
+          const __m256i iv = block_dot<U>(q, aq, sv, xv[t], a.xc + ((t0 + t) * nb + b) * 8);
           acc[s][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iv), _mm256_set1_ps(dws * dx[t * nb + b]), acc[s][t]);
         }
       }
