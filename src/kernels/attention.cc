@@ -25,16 +25,6 @@ inline int64_t offset_of(const PagedKvView& kv, int32_t pos, int32_t kv_head, in
   return slot * kv.kv_dim + static_cast<int64_t>(kv_head) * hd;
 }
 
-// The hd values of (pos, kv_head) as float32: in place for a float32 cache,
-// widened into `buf` for fp16.
-inline const float* row_of(const void* base, const PagedKvView& kv, int32_t pos, int32_t kv_head, int32_t hd,
-                           float* buf) {
-  const int64_t off = offset_of(kv, pos, kv_head, hd);
-  if (!kv.f16) return static_cast<const float*>(base) + off;
-  fp16_to_fp32_row(static_cast<const uint16_t*>(base) + off, buf, hd);
-  return buf;
-}
-
 // 8 values at element `off` of a K or V cache, as float32.
 template <bool kF16>
 inline __m256 load8(const void* base, int64_t off) {
