@@ -28,16 +28,23 @@ const SamplingParams& greedy_params() {
 }  // namespace
 
 // One piece of a layer's attention: a sequence's whole chunk for one KV head (GEMM
-// path), or one (token, head) pair.
+// path), or one token's all heads (attend_token), or a position range of one
+// token's context (attend_partial into partial slot `part`, merged after the pass).
 struct AttnUnit {
   int32_t seq;
-  int32_t head;  // KV head for chunk units, query head otherwise
-  int64_t row;   // token row (non-chunk units)
+  int32_t head;   // KV head for chunk units
+  int64_t row;    // token row (non-chunk units)
   bool chunk;
+  int32_t begin = 0, end = 0;  // position range of a split unit
+  int32_t part = -1;           // partial slot of a split unit, -1 if not split
 };
 
 // Runs of at least this many tokens use the GEMM attention kernel.
 constexpr int64_t kChunkAttentionMinTokens = 8;
+// A decode token's context of at least this many positions is split across the pool's
+// threads (flash-decoding) when the step has fewer decode tokens than threads, so that
+// one long sequence does not leave threads idle.
+constexpr int64_t kSplitAttentionMinContext = 1024;
 
 struct ModelRunner::Impl {
   Impl(ThreadPool* pool, kernels::Isa isa) : kctx(pool, isa), attn_scratch(pool->num_threads()) {}
@@ -55,6 +62,8 @@ struct ModelRunner::Impl {
   std::vector<AttnUnit> attn_units;
   std::vector<int64_t> seq_first_row;
   std::vector<kernels::AttentionScratch> attn_scratch;  // one per pool thread
+  std::vector<kernels::AttentionPartial> attn_partials;  // split units' states
+  std::vector<std::pair<int64_t, int32_t>> attn_splits;  // (row, first partial slot) per split token
 };
 
 ModelRunner::~ModelRunner() = default;
@@ -220,12 +229,22 @@ StatusOr<StepOutput> ModelRunner::execute(const StepPlan& plan) {
     }
   }
   // Attention work units, the same for every layer: a long run of one sequence is one
-  // GEMM unit per KV head, other tokens one unit per (token, head); largest first.
+  // GEMM unit per KV head, other tokens one unit per token (all heads in one pass over
+  // its K/V), or per position range when a few long decode tokens are split across
+  // the threads; largest first.
   m.attn_units.clear();
   m.seq_first_row.resize(plan.seqs.size());
   {
     int64_t t = 0;
     std::vector<std::pair<int64_t, AttnUnit>> costed;
+    int64_t decode_tokens = 0;
+    for (const auto& seq : plan.seqs) {
+      const int64_t n_q = static_cast<int64_t>(seq.tokens.size());
+      if (n_q < kChunkAttentionMinTokens) decode_tokens += n_q;
+    }
+    const int32_t threads = pool_->num_threads();
+    m.attn_splits.clear();
+    int32_t partials_used = 0;  // m.attn_partials only grows, so its buffers are reused
     for (size_t s = 0; s < plan.seqs.size(); ++s) {
       const auto& seq = plan.seqs[s];
       const int64_t n_q = static_cast<int64_t>(seq.tokens.size());
@@ -235,8 +254,22 @@ StatusOr<StepOutput> ModelRunner::execute(const StepPlan& plan) {
         for (int32_t kvh = 0; kvh < c.n_head_kv; ++kvh) costed.push_back({cost, AttnUnit{static_cast<int32_t>(s), kvh, -1, true}});
       } else {
         for (int64_t i = 0; i < n_q; ++i) {
-          for (int32_t h = 0; h < c.n_head; ++h) {
-            costed.push_back({seq.num_computed + i + 1, AttnUnit{static_cast<int32_t>(s), h, t + i, false}});
+          const int64_t n_ctx = seq.num_computed + i + 1;
+          const int32_t parts = decode_tokens < threads && n_ctx >= kSplitAttentionMinContext ? threads : 1;
+          if (parts == 1) {
+            costed.push_back({n_ctx * c.n_head, AttnUnit{static_cast<int32_t>(s), -1, t + i, false}});
+            continue;
+          }
+          const int32_t first = partials_used;
+          partials_used += parts;
+          if (m.attn_partials.size() < static_cast<size_t>(partials_used)) m.attn_partials.resize(partials_used);
+          m.attn_splits.push_back({t + i, first});
+          for (int32_t p = 0; p < parts; ++p) {
+            AttnUnit u{static_cast<int32_t>(s), -1, t + i, false};
+            u.begin = static_cast<int32_t>(n_ctx * p / parts);
+            u.end = static_cast<int32_t>(n_ctx * (p + 1) / parts);
+            u.part = first + p;
+            costed.push_back({(u.end - u.begin) * int64_t{c.n_head}, u});
           }
         }
       }
@@ -318,13 +351,20 @@ StatusOr<StepOutput> ModelRunner::execute(const StepPlan& plan) {
           const int64_t t0 = m.seq_first_row[unit.seq];
           kernels::attend_chunk(m.q.data() + t0 * q_dim, q_dim, static_cast<int32_t>(seq.tokens.size()),
                                 seq.num_computed, unit.head, kv, dims, m.attn.data() + t0 * q_dim, q_dim, scratch);
-        } else {
+        } else if (unit.part < 0) {
           const int64_t t = unit.row;
-          kernels::attend_one(m.q.data() + t * q_dim + unit.head * hd, unit.head / group, m.pos[t] + 1, kv, dims,
-                              m.attn.data() + t * q_dim + unit.head * hd, scratch);
+          kernels::attend_token(m.q.data() + t * q_dim, m.pos[t] + 1, kv, dims, m.attn.data() + t * q_dim, scratch);
+        } else {
+          kernels::attend_partial(m.q.data() + unit.row * q_dim, unit.begin, unit.end, kv, dims,
+                                  m.attn_partials[unit.part], scratch);
         }
       }
     });
+    const size_t parts = static_cast<size_t>(pool.num_threads());  // every split token has one part per thread
+    for (const auto& [row, first] : m.attn_splits) {
+      kernels::merge_partials(std::span<const kernels::AttentionPartial>(m.attn_partials.data() + first, parts),
+                              c.n_head, static_cast<int32_t>(hd), m.attn.data() + row * q_dim);
+    }
 
     kernels::matmul(w.wo, m.attn.data(), T, m.tmp.data(), m.kctx);
     kernels::add_inplace(m.x.data(), m.tmp.data(), T * d);

@@ -233,6 +233,33 @@ TEST_F(ModelRunnerTest, ChunkedPrefillEqualsWholePrefill) {
   }
 }
 
+// A decode token with a context of >= 1024 positions and fewer decode tokens than
+// threads is split across the threads (attend_partial + merge); its logits equal those
+// of a prefill chunk ending at the same position (the GEMM attention path).
+TEST_F(ModelRunnerTest, SplitLongContextDecodeEqualsPrefill) {
+  TinyLlamaSpec spec;
+  spec.n_embd = 512;  // head_dim 64, GQA group 4: the position-major decode kernel
+  spec.n_head = 8;
+  spec.n_head_kv = 2;
+  spec.n_ctx = 1200;
+  auto m = build_tiny_llama(spec, vocab_path_);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  const int32_t n = 1100;
+  const auto prompt = random_tokens(n + 2, vocab_, 21);
+  const auto table = range_ids(0, 70);  // 70 * 16 >= 1102
+  auto decoder = runner(16, 70, 0, *m);
+  ASSERT_TRUE(decoder);
+  run_one(*decoder, make_step(1, 0, {prompt.begin(), prompt.begin() + n}, table));
+  for (int32_t i = 0; i < 2; ++i) {
+    const auto step = run_one(*decoder, make_step(1, n + i, {prompt[n + i]}, table)).seqs.at(0).logits;
+    auto prefill = runner(16, 70, 0, *m);
+    ASSERT_TRUE(prefill);
+    const auto chunk =
+        run_one(*prefill, make_step(2, 0, {prompt.begin(), prompt.begin() + n + i + 1}, table)).seqs.at(0).logits;
+    EXPECT_LT(rel_diff(step, chunk), 1e-5) << "decode " << i;
+  }
+}
+
 TEST_F(ModelRunnerTest, BlockSizesGiveSameLogits) {
   const auto prompt = random_tokens(40, vocab_, 21);
   const auto decode = random_tokens(5, vocab_, 22);

@@ -25,16 +25,6 @@ inline int64_t offset_of(const PagedKvView& kv, int32_t pos, int32_t kv_head, in
   return slot * kv.kv_dim + static_cast<int64_t>(kv_head) * hd;
 }
 
-// The hd values of (pos, kv_head) as float32: in place for a float32 cache,
-// widened into `buf` for fp16.
-inline const float* row_of(const void* base, const PagedKvView& kv, int32_t pos, int32_t kv_head, int32_t hd,
-                           float* buf) {
-  const int64_t off = offset_of(kv, pos, kv_head, hd);
-  if (!kv.f16) return static_cast<const float*>(base) + off;
-  fp16_to_fp32_row(static_cast<const uint16_t*>(base) + off, buf, hd);
-  return buf;
-}
-
 // 8 values at element `off` of a K or V cache, as float32.
 template <bool kF16>
 inline __m256 load8(const void* base, int64_t off) {
@@ -85,70 +75,445 @@ inline float hsum8(__m256 v) {
   return _mm_cvtss_f32(lo);
 }
 
-// attend_one for head_dim = 8 * NV: q and the output accumulators live in registers,
-// and positions are walked block by block without per-position index arithmetic.
-template <int NV, bool kF16>
-void attend_one_fixed(const float* q, int32_t kv_head, int32_t n_ctx, const PagedKvView& kv, float scale, float* out,
-                      float* s) {
-  constexpr int kHd = 8 * NV;
-  __m256 qv[NV];
-#pragma GCC unroll 16
-  for (int v = 0; v < NV; ++v) qv[v] = _mm256_loadu_ps(q + 8 * v);
+}  // namespace
+
+namespace {
+
+// Positions per tile of the one-pass kernels: scores of a tile are computed, folded
+// into the running softmax, then its V rows accumulated (K/V of a tile stay in L1).
+constexpr int32_t kTile = 32;
+// Query heads a tile is processed for at once (larger groups go in sub-groups).
+constexpr int32_t kMaxSub = 4;
+
+// Running softmax state of `g` heads: m[g], l[g], o[g * hd] (see AttentionPartial).
+struct OnlineState {
+  float* m;
+  float* l;
+  float* o;
+};
+
+// Element offsets of the (pos, kv_head) rows for pos in [p0, p0 + n).
+inline void tile_offsets(const PagedKvView& kv, int32_t p0, int32_t n, int32_t kv_head, int32_t hd, int64_t* off) {
   const int32_t B = kv.block_size;
-  for (int32_t j0 = 0; j0 < n_ctx; j0 += B) {
-    const int32_t n = std::min(B, n_ctx - j0);
-    int64_t kr = static_cast<int64_t>(kv.block_table[j0 / B].value) * B * kv.kv_dim + static_cast<int64_t>(kv_head) * kHd;
-    for (int32_t j = 0; j < n; ++j, kr += kv.kv_dim) {
-      __m256 acc = _mm256_mul_ps(qv[0], load8<kF16>(kv.k, kr));
-#pragma GCC unroll 16
-      for (int v = 1; v < NV; ++v) acc = _mm256_fmadd_ps(qv[v], load8<kF16>(kv.k, kr + 8 * v), acc);
-      s[j0 + j] = hsum8(acc) * scale;
+  int32_t blk = p0 / B, slot = p0 % B;
+  const int64_t head_off = static_cast<int64_t>(kv_head) * hd;
+  int64_t row = (static_cast<int64_t>(kv.block_table[blk].value) * B + slot) * kv.kv_dim + head_off;
+  for (int32_t j = 0; j < n; ++j) {
+    off[j] = row;
+    if (++slot == B) {
+      slot = 0;
+      ++blk;
+      if (j + 1 < n) row = static_cast<int64_t>(kv.block_table[blk].value) * B * kv.kv_dim + head_off;
+    } else {
+      row += kv.kv_dim;
     }
   }
-  softmax_prefix(s, n_ctx, n_ctx);
-  __m256 o[NV];
-#pragma GCC unroll 16
-  for (int v = 0; v < NV; ++v) o[v] = _mm256_setzero_ps();
-  for (int32_t j0 = 0; j0 < n_ctx; j0 += B) {
-    const int32_t n = std::min(B, n_ctx - j0);
-    int64_t vr = static_cast<int64_t>(kv.block_table[j0 / B].value) * B * kv.kv_dim + static_cast<int64_t>(kv_head) * kHd;
-    for (int32_t j = 0; j < n; ++j, vr += kv.kv_dim) {
-      const __m256 w = _mm256_set1_ps(s[j0 + j]);
-#pragma GCC unroll 16
-      for (int v = 0; v < NV; ++v) o[v] = _mm256_fmadd_ps(w, load8<kF16>(kv.v, vr + 8 * v), o[v]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int v = 0; v < NV; ++v) _mm256_storeu_ps(out + 8 * v, o[v]);
 }
 
-template <int NV>
-void attend_one_fixed(const float* q, int32_t kv_head, int32_t n_ctx, const PagedKvView& kv, float scale, float* out,
-                      float* s) {
-  if (kv.f16) return attend_one_fixed<NV, true>(q, kv_head, n_ctx, kv, scale, out, s);
-  attend_one_fixed<NV, false>(q, kv_head, n_ctx, kv, scale, out, s);
+// Folds scores p[h * kTile + j] (j < n; lanes n..kTile are -inf) into head h's state:
+// rescales l and o to the new max, replaces p by exp(p - max) and adds them to l.
+inline void fold_scores(float* p, int32_t n, int32_t hd, float& m, float& l, float* o) {
+  __m256 vmx = _mm256_loadu_ps(p);
+  for (int32_t j = 8; j < kTile; j += 8) vmx = _mm256_max_ps(vmx, _mm256_loadu_ps(p + j));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, vmx);
+  float mt = lanes[0];
+  for (int i = 1; i < 8; ++i) mt = std::max(mt, lanes[i]);
+  (void)n;
+  if (mt > m) {
+    const float alpha = std::exp(m - mt);  // 0 on the first tile (m = -inf)
+    l *= alpha;
+    scale_inplace(o, alpha, hd);
+    m = mt;
+  }
+  const __m256 vm = _mm256_set1_ps(m);
+  __m256 vsum = _mm256_setzero_ps();
+  for (int32_t j = 0; j < kTile; j += 8) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(p + j), vm));
+    _mm256_storeu_ps(p + j, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  l += hsum8(vsum);
+}
+
+// One tile of n <= kTile positions (rows at element offsets off[j]) for G heads,
+// head_dim = 8 * NV (NV = 0: 8 * nv_rt). q and st.o are [G][hd]; p is [G][kTile].
+template <int NV, bool kF16, int G>
+void tile_step(const float* q, int nv_rt, const int64_t* off, int32_t n, const PagedKvView& kv, float scale,
+               OnlineState st, float* p) {
+  const int nv = NV ? NV : nv_rt;
+  const int hd = 8 * nv;
+  // Scores, P positions at a time so that P * G independent FMA chains are in flight.
+  constexpr int P = G == 1 ? 4 : G == 2 ? 4 : 2;
+  int32_t j = 0;
+  for (; j + P <= n; j += P) {
+    __m256 acc[P][G];
+#pragma GCC unroll 8
+    for (int a = 0; a < P; ++a)
+#pragma GCC unroll 8
+      for (int h = 0; h < G; ++h) acc[a][h] = _mm256_setzero_ps();
+#pragma GCC unroll 16
+    for (int v = 0; v < nv; ++v) {
+      __m256 kk[P];
+#pragma GCC unroll 8
+      for (int a = 0; a < P; ++a) kk[a] = load8<kF16>(kv.k, off[j + a] + 8 * v);
+#pragma GCC unroll 8
+      for (int h = 0; h < G; ++h) {
+        const __m256 qv = _mm256_loadu_ps(q + h * hd + 8 * v);
+#pragma GCC unroll 8
+        for (int a = 0; a < P; ++a) acc[a][h] = _mm256_fmadd_ps(qv, kk[a], acc[a][h]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int a = 0; a < P; ++a)
+#pragma GCC unroll 8
+      for (int h = 0; h < G; ++h) p[h * kTile + j + a] = hsum8(acc[a][h]) * scale;
+  }
+  for (; j < n; ++j) {
+    __m256 acc[G];
+#pragma GCC unroll 8
+    for (int h = 0; h < G; ++h) acc[h] = _mm256_setzero_ps();
+#pragma GCC unroll 16
+    for (int v = 0; v < nv; ++v) {
+      const __m256 kk = load8<kF16>(kv.k, off[j] + 8 * v);
+#pragma GCC unroll 8
+      for (int h = 0; h < G; ++h) acc[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + h * hd + 8 * v), kk, acc[h]);
+    }
+#pragma GCC unroll 8
+    for (int h = 0; h < G; ++h) p[h * kTile + j] = hsum8(acc[h]) * scale;
+  }
+  for (int h = 0; h < G; ++h) {
+    std::fill(p + h * kTile + n, p + (h + 1) * kTile, -std::numeric_limits<float>::infinity());
+    fold_scores(p + h * kTile, n, hd, st.m[h], st.l[h], st.o + h * hd);
+  }
+  // o[h] += sum_j p[h][j] V_j, R rows at a time, row by row (V rows are read as
+  // streams; o stays in L1). Every V vector is widened once and used for all G heads.
+  auto pv = [&]<int R>(int32_t j0) {
+#pragma GCC unroll 16
+    for (int v = 0; v < nv; ++v) {
+      __m256 vv[R];
+#pragma GCC unroll 8
+      for (int a = 0; a < R; ++a) vv[a] = load8<kF16>(kv.v, off[j0 + a] + 8 * v);
+#pragma GCC unroll 8
+      for (int h = 0; h < G; ++h) {
+        float* oh = st.o + h * hd + 8 * v;
+        __m256 acc = _mm256_loadu_ps(oh);
+#pragma GCC unroll 8
+        for (int a = 0; a < R; ++a) acc = _mm256_fmadd_ps(_mm256_broadcast_ss(p + h * kTile + j0 + a), vv[a], acc);
+        _mm256_storeu_ps(oh, acc);
+      }
+    }
+  };
+  int32_t jv = 0;
+  for (; jv + 4 <= n; jv += 4) pv.template operator()<4>(jv);
+  for (; jv < n; ++jv) pv.template operator()<1>(jv);
+}
+
+// tile_step for head dims that are not a multiple of 8 (plain loops; fp16 rows widened).
+void tile_step_generic(const float* q, int32_t g, int32_t hd, const int64_t* off, int32_t n, const PagedKvView& kv,
+                       float scale, OnlineState st, float* p, float* buf) {
+  for (int32_t j = 0; j < n; ++j) {
+    const float* kr = kv.f16 ? (fp16_to_fp32_row(static_cast<const uint16_t*>(kv.k) + off[j], buf, hd), buf)
+                             : static_cast<const float*>(kv.k) + off[j];
+    for (int32_t h = 0; h < g; ++h) p[h * kTile + j] = dot(q + h * hd, kr, hd) * scale;
+  }
+  for (int32_t h = 0; h < g; ++h) {
+    std::fill(p + h * kTile + n, p + (h + 1) * kTile, -std::numeric_limits<float>::infinity());
+    fold_scores(p + h * kTile, n, hd, st.m[h], st.l[h], st.o + h * hd);
+  }
+  for (int32_t j = 0; j < n; ++j) {
+    const float* vr = kv.f16 ? (fp16_to_fp32_row(static_cast<const uint16_t*>(kv.v) + off[j], buf, hd), buf)
+                             : static_cast<const float*>(kv.v) + off[j];
+    for (int32_t h = 0; h < g; ++h) axpy(p[h * kTile + j], vr, st.o + h * hd, hd);
+  }
+}
+
+template <int NV, bool kF16>
+void tile_step_sub(const float* q, int32_t g, int nv_rt, const int64_t* off, int32_t n, const PagedKvView& kv,
+                   float scale, OnlineState st, float* p) {
+  switch (g) {
+    case 1: return tile_step<NV, kF16, 1>(q, nv_rt, off, n, kv, scale, st, p);
+    case 2: return tile_step<NV, kF16, 2>(q, nv_rt, off, n, kv, scale, st, p);
+    case 3: return tile_step<NV, kF16, 3>(q, nv_rt, off, n, kv, scale, st, p);
+    default: return tile_step<NV, kF16, 4>(q, nv_rt, off, n, kv, scale, st, p);
+  }
+}
+
+using TileFn = void (*)(const float*, int32_t, int, const int64_t*, int32_t, const PagedKvView&, float, OnlineState,
+                        float*);
+
+template <bool kF16>
+TileFn pick_tile_fn(int32_t hd) {
+  switch (hd) {
+    case 16: return tile_step_sub<2, kF16>;
+    case 32: return tile_step_sub<4, kF16>;
+    case 64: return tile_step_sub<8, kF16>;
+    case 128: return tile_step_sub<16, kF16>;
+    default: return tile_step_sub<0, kF16>;
+  }
+}
+
+// Positions per tile of the position-major kernel.
+constexpr int32_t kRowTile = 8;
+// Software prefetch of rows this many positions ahead: every line of an fp16 row, the
+// first line of a float32 row (measured best on this machine; the hardware prefetcher
+// then follows the row).
+constexpr int32_t kPrefetchAhead = 8;
+template <bool kF16>
+constexpr int kPrefetchStep = kF16 ? 64 : 1 << 20;
+
+// Sum of each of a[0..8), as one vector.
+inline __m256 hsum8x8(const __m256* a) {
+  const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
+  const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
+  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+// The position-major kernel: the H = G * (kv1 - kv0) query heads (H a multiple of 8,
+// G in {1, 2, 4, 8}, head_dim = 8 * NV) over the n <= kRowTile positions whose head-0
+// row offsets are off[0..n), folded into st; off[n..n_ahead) are the positions after
+// them (prefetched). K and V rows are read position by position, each front to back
+// (this machine's prefetchers lose interleaved streams): 8 heads are scored at a time,
+// the softmax state is updated per tile with the heads in vector lanes (a head's o and
+// l are rescaled only when its max grows), and every V vector is widened once for the
+// G heads that share it. `pbuf` holds kRowTile * H floats.
+template <int NV, bool kF16, int G>
+void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int32_t n, int32_t n_ahead,
+               const PagedKvView& kv, float scale, OnlineState st, float* pbuf) {
+  constexpr int kHd = 8 * NV;
+  constexpr int kElem = kF16 ? 2 : 4;
+  const int32_t H = G * (kv1 - kv0);
+  const __m256 vscale = _mm256_set1_ps(scale);
+  // Scores of every head for every position of the tile: pbuf[j * H + h]. S partial
+  // sums per head keep 8 independent FMA chains in flight.
+  constexpr int S = 8 / G;
+  for (int32_t j = 0; j < n; ++j) {
+    for (int32_t c0 = 0; c0 < H; c0 += 8) {
+      __m256 sums[8];
+#pragma GCC unroll 8
+      for (int c = 0; c < 8 / G; ++c) {
+        const int64_t kr = off[j] + static_cast<int64_t>(kv0 + c0 / G + c) * kHd;
+        if (j + kPrefetchAhead < n_ahead) {
+          const char* pk = static_cast<const char*>(kv.k) +
+                           (off[j + kPrefetchAhead] + static_cast<int64_t>(kv0 + c0 / G + c) * kHd) * kElem;
+          for (int b = 0; b < kHd * kElem; b += kPrefetchStep<kF16>) _mm_prefetch(pk + b, _MM_HINT_T0);
+        }
+        const float* qc = q + static_cast<int64_t>(c0 + c * G) * kHd;
+        __m256 acc[G][S];
+#pragma GCC unroll 8
+        for (int h = 0; h < G; ++h)
+#pragma GCC unroll 8
+          for (int t = 0; t < S; ++t) acc[h][t] = _mm256_setzero_ps();
+#pragma GCC unroll 16
+        for (int v = 0; v < NV; ++v) {
+          const __m256 kk = load8<kF16>(kv.k, kr + 8 * v);
+#pragma GCC unroll 8
+          for (int h = 0; h < G; ++h)
+            acc[h][v % S] = _mm256_fmadd_ps(_mm256_loadu_ps(qc + h * kHd + 8 * v), kk, acc[h][v % S]);
+        }
+#pragma GCC unroll 8
+        for (int h = 0; h < G; ++h) {
+          __m256 t0 = acc[h][0];
+#pragma GCC unroll 8
+          for (int t = 1; t < S; ++t) t0 = _mm256_add_ps(t0, acc[h][t]);
+          sums[c * G + h] = t0;
+        }
+      }
+      _mm256_storeu_ps(pbuf + j * H + c0, _mm256_mul_ps(hsum8x8(sums), vscale));
+    }
+  }
+  // Online softmax, 8 heads per vector: m = max(m, tile max) (rescaling o and l of the
+  // heads whose max grew), then p = exp(s - m), l += p.
+  for (int32_t c0 = 0; c0 < H; c0 += 8) {
+    __m256 mt = _mm256_loadu_ps(pbuf + c0);
+    for (int32_t j = 1; j < n; ++j) mt = _mm256_max_ps(mt, _mm256_loadu_ps(pbuf + j * H + c0));
+    int grew = _mm256_movemask_ps(_mm256_cmp_ps(mt, _mm256_loadu_ps(st.m + c0), _CMP_GT_OQ));
+    if (grew) {
+      alignas(32) float mts[8];
+      _mm256_store_ps(mts, mt);
+      while (grew) {
+        const int i = __builtin_ctz(grew);
+        grew &= grew - 1;
+        const int32_t h = c0 + i;
+        const float alpha = std::exp(st.m[h] - mts[i]);  // 0 while m = -inf
+        st.l[h] *= alpha;
+        scale_inplace(st.o + static_cast<int64_t>(h) * kHd, alpha, kHd);
+        st.m[h] = mts[i];
+      }
+    }
+    const __m256 m = _mm256_loadu_ps(st.m + c0);
+    __m256 l = _mm256_loadu_ps(st.l + c0);
+    for (int32_t j = 0; j < n; ++j) {
+      float* sc = pbuf + j * H + c0;
+      const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(sc), m));
+      _mm256_storeu_ps(sc, e);
+      l = _mm256_add_ps(l, e);
+    }
+    _mm256_storeu_ps(st.l + c0, l);
+  }
+  // o[h] += p[j][h] V_j[kv head of h], position by position (V rows read front to
+  // back); o stays in L1, each V vector is widened once for the G heads that share it.
+  for (int32_t j = 0; j < n; ++j) {
+    for (int32_t kvh = kv0; kvh < kv1; ++kvh) {
+      const int32_t hb = (kvh - kv0) * G;
+      __m256 pb[G];
+#pragma GCC unroll 8
+      for (int h = 0; h < G; ++h) pb[h] = _mm256_broadcast_ss(pbuf + j * H + hb + h);
+      float* o = st.o + static_cast<int64_t>(hb) * kHd;
+      const int64_t vr = off[j] + static_cast<int64_t>(kvh) * kHd;
+      if (j + kPrefetchAhead < n_ahead) {
+        const char* pv = static_cast<const char*>(kv.v) + (off[j + kPrefetchAhead] + static_cast<int64_t>(kvh) * kHd) * kElem;
+        for (int b = 0; b < kHd * kElem; b += kPrefetchStep<kF16>) _mm_prefetch(pv + b, _MM_HINT_T0);
+      }
+#pragma GCC unroll 16
+      for (int v = 0; v < NV; ++v) {
+        const __m256 vv = load8<kF16>(kv.v, vr + 8 * v);
+#pragma GCC unroll 8
+        for (int h = 0; h < G; ++h) {
+          float* oh = o + h * kHd + 8 * v;
+          _mm256_storeu_ps(oh, _mm256_fmadd_ps(pb[h], vv, _mm256_loadu_ps(oh)));
+        }
+      }
+    }
+  }
+}
+
+using RowsFn = void (*)(const float*, int32_t, int32_t, const int64_t*, int32_t, int32_t, const PagedKvView&,
+                        float, OnlineState, float*);
+
+template <int NV, bool kF16>
+RowsFn pick_rows_fn_g(int32_t g) {
+  switch (g) {
+    case 1: return rows_step<NV, kF16, 1>;
+    case 2: return rows_step<NV, kF16, 2>;
+    case 4: return rows_step<NV, kF16, 4>;
+    case 8: return rows_step<NV, kF16, 8>;
+    default: return nullptr;
+  }
+}
+
+// The position-major kernel for these shapes, or null when it does not apply.
+RowsFn pick_rows_fn(int32_t hd, int32_t g, int32_t heads, bool f16) {
+  if (heads % 8 != 0) return nullptr;
+  switch (hd) {
+    case 64: return f16 ? pick_rows_fn_g<8, true>(g) : pick_rows_fn_g<8, false>(g);
+    case 128: return f16 ? pick_rows_fn_g<16, true>(g) : pick_rows_fn_g<16, false>(g);
+    default: return nullptr;
+  }
+}
+
+// The softmax states of the g query heads of each KV head in [kv0, kv1) over positions
+// [begin, end), into st (m = -inf, l = o = 0 first); head (kvh - kv0) * g + h reads
+// q[((kvh - kv0) * g + h) * hd ...]. Positions are walked in tiles in the outer loop and
+// KV heads in the inner one, so one pass reads each position's [kv0, kv1) rows together
+// (contiguous for all heads: one page's worth of rows at a time, not one row per page).
+// The position-major kernel (rows_step) where the shape allows, else tile_step per KV head.
+// Scratch: `p` holds p_floats(heads) floats, `buf` hd floats, `rows` end - begin int64s.
+void attend_range(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t begin, int32_t end,
+                  const PagedKvView& kv, int32_t hd, float scale, OnlineState st, float* p, float* buf,
+                  int64_t* rows) {
+  const int32_t heads = g * (kv1 - kv0);
+  std::fill(st.m, st.m + heads, -std::numeric_limits<float>::infinity());
+  std::fill(st.l, st.l + heads, 0.0f);
+  std::fill(st.o, st.o + static_cast<int64_t>(heads) * hd, 0.0f);
+  const TileFn fn = hd % 8 != 0 ? nullptr : kv.f16 ? pick_tile_fn<true>(hd) : pick_tile_fn<false>(hd);
+  if (begin < end) tile_offsets(kv, begin, end - begin, 0, hd, rows);
+  if (const RowsFn rf = pick_rows_fn(hd, g, heads, kv.f16)) {
+    for (int32_t p0 = begin; p0 < end; p0 += kRowTile) {
+      rf(q, kv0, kv1, rows + (p0 - begin), std::min(kRowTile, end - p0), end - p0, kv, scale, st, p);
+    }
+    return;
+  }
+  int64_t loc[kTile];  // this tile's rows of one KV head
+  for (int32_t p0 = begin; p0 < end; p0 += kTile) {
+    const int32_t n = std::min(kTile, end - p0);
+    const int64_t* off = rows + (p0 - begin);
+    for (int32_t kvh = kv0; kvh < kv1; ++kvh) {
+      const int64_t head_off = static_cast<int64_t>(kvh) * hd;
+      for (int32_t j = 0; j < n; ++j) loc[j] = off[j] + head_off;
+      for (int32_t h0 = 0; h0 < g; h0 += kMaxSub) {
+        const int32_t sub = std::min(kMaxSub, g - h0);
+        const int64_t h = static_cast<int64_t>(kvh - kv0) * g + h0;
+        const OnlineState s{st.m + h, st.l + h, st.o + h * hd};
+        const float* qs = q + h * hd;
+        if (fn) {
+          fn(qs, sub, hd / 8, loc, n, kv, scale, s, p);
+        } else {
+          tile_step_generic(qs, sub, hd, loc, n, kv, scale, s, p, buf);
+        }
+      }
+    }
+  }
+}
+
+// Floats of attend_range's `p` scratch for `heads` query heads.
+inline size_t p_floats(int32_t heads) {
+  return std::max<size_t>(kMaxSub * kTile, static_cast<size_t>(kRowTile) * heads);
+}
+
+// attend_range over [0, n_ctx), normalised into out[heads * hd].
+void attend_heads(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t n_ctx, const PagedKvView& kv,
+                  int32_t hd, float scale, float* out, AttentionScratch& scratch) {
+  const int32_t heads = g * (kv1 - kv0);
+  const size_t o_size = static_cast<size_t>(heads) * hd;
+  scratch.scores.resize(2 * static_cast<size_t>(heads) + o_size + p_floats(heads) + hd);
+  float* base = scratch.scores.data();
+  const OnlineState st{base, base + heads, base + 2 * heads};
+  float* p = base + 2 * heads + o_size;
+  scratch.rows.resize(n_ctx);
+  attend_range(q, g, kv0, kv1, 0, n_ctx, kv, hd, scale, st, p, p + p_floats(heads), scratch.rows.data());
+  for (int32_t h = 0; h < heads; ++h) {
+    scale_inplace(st.o + static_cast<int64_t>(h) * hd, 1.0f / st.l[h], hd);
+    std::memcpy(out + static_cast<int64_t>(h) * hd, st.o + static_cast<int64_t>(h) * hd, hd * sizeof(float));
+  }
 }
 
 }  // namespace
 
 void attend_one(const float* q, int32_t kv_head, int32_t n_ctx, const PagedKvView& kv, const AttentionDims& d,
                 float* out, AttentionScratch& scratch) {
+  attend_heads(q, 1, kv_head, kv_head + 1, n_ctx, kv, d.head_dim, d.scale, out, scratch);
+}
+
+void attend_group(const float* q, int32_t kv_head, int32_t n_ctx, const PagedKvView& kv, const AttentionDims& d,
+                  float* out, AttentionScratch& scratch) {
+  attend_heads(q, d.n_head / d.n_head_kv, kv_head, kv_head + 1, n_ctx, kv, d.head_dim, d.scale, out, scratch);
+}
+
+void attend_token(const float* q, int32_t n_ctx, const PagedKvView& kv, const AttentionDims& d, float* out,
+                  AttentionScratch& scratch) {
+  attend_heads(q, d.n_head / d.n_head_kv, 0, d.n_head_kv, n_ctx, kv, d.head_dim, d.scale, out, scratch);
+}
+
+void attend_partial(const float* q, int32_t begin, int32_t end, const PagedKvView& kv, const AttentionDims& d,
+                    AttentionPartial& part, AttentionScratch& scratch) {
   const int32_t hd = d.head_dim;
-  scratch.scores.resize(n_ctx);
-  float* s = scratch.scores.data();
-  switch (hd) {
-    case 16: return attend_one_fixed<2>(q, kv_head, n_ctx, kv, d.scale, out, s);
-    case 32: return attend_one_fixed<4>(q, kv_head, n_ctx, kv, d.scale, out, s);
-    case 64: return attend_one_fixed<8>(q, kv_head, n_ctx, kv, d.scale, out, s);
-    case 128: return attend_one_fixed<16>(q, kv_head, n_ctx, kv, d.scale, out, s);
-    default: break;
+  part.max.resize(d.n_head);
+  part.sum.resize(d.n_head);
+  part.acc.resize(static_cast<size_t>(d.n_head) * hd);
+  scratch.scores.resize(p_floats(d.n_head) + hd);
+  scratch.rows.resize(std::max(0, end - begin));
+  attend_range(q, d.n_head / d.n_head_kv, 0, d.n_head_kv, begin, end, kv, hd, d.scale,
+               OnlineState{part.max.data(), part.sum.data(), part.acc.data()}, scratch.scores.data(),
+               scratch.scores.data() + p_floats(d.n_head), scratch.rows.data());
+}
+
+void merge_partials(std::span<const AttentionPartial> parts, int32_t n_head, int32_t head_dim, float* out) {
+  for (int32_t h = 0; h < n_head; ++h) {
+    float mx = -std::numeric_limits<float>::infinity();
+    for (const AttentionPartial& pt : parts) mx = std::max(mx, pt.max[h]);
+    float* o = out + static_cast<int64_t>(h) * head_dim;
+    std::fill(o, o + head_dim, 0.0f);
+    float l = 0.0f;
+    for (const AttentionPartial& pt : parts) {
+      if (pt.max[h] == -std::numeric_limits<float>::infinity()) continue;  // an empty range
+      const float w = std::exp(pt.max[h] - mx);
+      l += w * pt.sum[h];
+      axpy(w, pt.acc.data() + static_cast<int64_t>(h) * head_dim, o, head_dim);
+    }
+    scale_inplace(o, 1.0f / l, head_dim);
   }
-  scratch.k.resize(hd);
-  float* buf = scratch.k.data();
-  for (int32_t j = 0; j < n_ctx; ++j) s[j] = dot(q, row_of(kv.k, kv, j, kv_head, hd, buf), hd) * d.scale;
-  softmax_prefix(s, n_ctx, n_ctx);
-  std::fill(out, out + hd, 0.0f);
-  for (int32_t j = 0; j < n_ctx; ++j) axpy(s[j], row_of(kv.v, kv, j, kv_head, hd, buf), out, hd);
 }
 
 void attend_chunk(const float* q, int64_t q_stride, int32_t n_q, int32_t start, int32_t kv_head,

@@ -3,9 +3,17 @@
 // widened to float32 exactly as they are read, so the arithmetic is the float32
 // kernels' on the stored values.
 //
-// Two kernels with the same result up to float rounding:
-//  - attend_one: one query vector (one token, one head) against positions [0, n_ctx),
-//    for decode tokens and short chunks (reads K/V in place);
+// Kernels with the same result up to float rounding:
+//  - attend_group: the g = n_head / n_head_kv query heads of one KV head, one token,
+//    against positions [0, n_ctx), in one pass over K and V (online softmax over
+//    tiles of positions, K/V read in place once for all g heads). For decode tokens
+//    and short chunks;
+//  - attend_one: the same for a single query head;
+//  - attend_token: all query heads of one token in one pass over the context (reads
+//    whole K/V position rows; the fastest decode kernel);
+//  - attend_partial + merge_partials: attend_token over a range of positions, kept as
+//    an unnormalised softmax state, and the log-sum-exp merge of such states
+//    (flash-decoding: split one long context across threads);
 //  - attend_chunk: a run of n_q query tokens of one sequence at positions
 //    [start, start + n_q), all query heads of one KV head (GQA group), as GEMMs
 //    (OpenBLAS) over K/V gathered into contiguous buffers, in query tiles so the
@@ -39,11 +47,46 @@ struct AttentionDims {
 
 struct AttentionScratch {
   std::vector<float> k, v, scores;
+  std::vector<int64_t> rows;
+};
+
+// Softmax state of all n_head query heads of one token over a range of positions
+// (attend_partial's result): for head h, max[h] = the largest scaled score (-inf for an
+// empty range), sum[h] = sum_j exp(s_j - max[h]), acc[h * head_dim + i] =
+// sum_j exp(s_j - max[h]) v_j[i].
+struct AttentionPartial {
+  std::vector<float> max, sum, acc;
 };
 
 // out[0..head_dim) = softmax(q . K[0..n_ctx) * scale) V, for KV head kv_head.
+// n_ctx >= 1. Only d.head_dim and d.scale are used.
 void attend_one(const float* q, int32_t kv_head, int32_t n_ctx, const PagedKvView& kv, const AttentionDims& d,
                 float* out, AttentionScratch& scratch);
+
+// attend_one for all g = d.n_head / d.n_head_kv query heads of KV head kv_head at
+// once: out[h * head_dim ...] = attention of q[h * head_dim ...] for h < g (the heads
+// kv_head * g + h of a token, contiguous as in a [n_head][head_dim] row). Reads each
+// K and V row of the context once. n_ctx >= 1.
+void attend_group(const float* q, int32_t kv_head, int32_t n_ctx, const PagedKvView& kv, const AttentionDims& d,
+                  float* out, AttentionScratch& scratch);
+
+// All n_head query heads of one token (q and out: [n_head][head_dim] rows) against
+// positions [0, n_ctx), n_ctx >= 1: attend_group for every KV head, in one pass over the
+// context that reads each position's K and V rows of all KV heads together (contiguous
+// in the cache, so memory is read in page-sized runs rather than one row per page).
+// The decode kernel.
+void attend_token(const float* q, int32_t n_ctx, const PagedKvView& kv, const AttentionDims& d, float* out,
+                  AttentionScratch& scratch);
+
+// attend_token's softmax state over positions [begin, end) only (0 <= begin <= end <=
+// the context the block table covers); resizes `part`. With merge_partials, splits one
+// long context across threads (flash-decoding).
+void attend_partial(const float* q, int32_t begin, int32_t end, const PagedKvView& kv, const AttentionDims& d,
+                    AttentionPartial& part, AttentionScratch& scratch);
+
+// out[h * head_dim ...] for h < n_head = attention over the union of the parts' disjoint
+// position ranges (log-sum-exp merge). At least one part must be non-empty.
+void merge_partials(std::span<const AttentionPartial> parts, int32_t n_head, int32_t head_dim, float* out);
 
 // For every query head h of KV head kv_head (h in [kv_head*g, (kv_head+1)*g), g = n_head/n_head_kv)
 // and query token i < n_q at position start + i (causal: it sees positions <= start + i):

@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "base/fp16.h"
@@ -123,6 +125,144 @@ TEST_P(AttentionTest, F16CacheEqualsF32CacheOfTheRoundedValues) {
 
 // 16, 32, 64, 128 take the register-blocked path; 24 the generic one.
 INSTANTIATE_TEST_SUITE_P(HeadDims, AttentionTest, ::testing::Values(16, 24, 32, 64, 128));
+
+// A paged cache of n_ctx positions in scattered blocks (reverse order, gaps), random
+// K/V in float32 or fp16, with the values the kernels see kept for the reference.
+struct TestCache {
+  int n_head_kv, hd, block;
+  bool f16;
+  std::vector<BlockId> table;
+  std::vector<float> k32, v32;
+  std::vector<uint16_t> k16, v16;
+  std::vector<std::vector<std::vector<float>>> K, V;  // [kvh][pos][i], as the kernels read them
+
+  TestCache(int n_ctx, int n_head_kv_, int hd_, int block_, bool f16_, uint32_t seed)
+      : n_head_kv(n_head_kv_), hd(hd_), block(block_), f16(f16_), K(n_head_kv_), V(n_head_kv_) {
+    const int kv_dim = n_head_kv * hd, n_blocks = (n_ctx + block - 1) / block;
+    for (int b = 0; b < n_blocks; ++b) table.push_back(BlockId(2 * (n_blocks - 1 - b) + 1));
+    const size_t n = static_cast<size_t>(2 * n_blocks + 1) * block * kv_dim;
+    k32.assign(n, NAN);
+    v32.assign(n, NAN);
+    k16.assign(n, 0x7e00);  // fp16 NaN in unused slots
+    v16.assign(n, 0x7e00);
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (int p = 0; p < n_ctx; ++p) {
+      const size_t slot = (static_cast<size_t>(table[p / block].value) * block + p % block) * kv_dim;
+      for (int h = 0; h < n_head_kv; ++h) {
+        std::vector<float> kr(hd), vr(hd);
+        for (int i = 0; i < hd; ++i) {
+          const size_t e = slot + h * hd + i;
+          kr[i] = nd(rng);
+          vr[i] = nd(rng);
+          if (f16) {
+            k16[e] = fp32_to_fp16(kr[i]);
+            v16[e] = fp32_to_fp16(vr[i]);
+            kr[i] = fp16_to_fp32(k16[e]);
+            vr[i] = fp16_to_fp32(v16[e]);
+          } else {
+            k32[e] = kr[i];
+            v32[e] = vr[i];
+          }
+        }
+        K[h].push_back(std::move(kr));
+        V[h].push_back(std::move(vr));
+      }
+    }
+  }
+  PagedKvView view() const {
+    if (f16) return PagedKvView{k16.data(), v16.data(), int64_t{n_head_kv} * hd, block, table, true};
+    return PagedKvView{k32.data(), v32.data(), int64_t{n_head_kv} * hd, block, table, false};
+  }
+};
+
+// Tolerance of the decode kernels against the double reference: float accumulation
+// over up to a few thousand positions of O(1) values (outputs are O(1) averages).
+constexpr double kDecodeTol = 2e-5;
+
+void expect_near_ref(const float* out, const std::vector<double>& ref, const std::string& what) {
+  for (size_t i = 0; i < ref.size(); ++i) {
+    ASSERT_NEAR(out[i], ref[i], kDecodeTol * std::max(1.0, std::abs(ref[i]))) << what << " i=" << i;
+  }
+}
+
+struct DecodeCase {
+  int n_head, n_head_kv, hd;
+  bool f16;
+};
+
+class DecodeTest : public ::testing::TestWithParam<DecodeCase> {};
+
+// attend_token (all heads in one pass), attend_group (one KV head's g heads) and
+// attend_one agree with the double reference at 1 token, contexts that are not
+// multiples of the block size, and a long one; and attend_group equals per-head
+// attend_one within the same tolerance.
+TEST_P(DecodeTest, TokenGroupAndOneAgreeWithReference) {
+  const DecodeCase c = GetParam();
+  const int g = c.n_head / c.n_head_kv, block = 16;
+  const TestCache cache(5000, c.n_head_kv, c.hd, block, c.f16, 3);
+  const PagedKvView kv = cache.view();
+  const AttentionDims dims{c.n_head, c.n_head_kv, c.hd, 1.0f / std::sqrt(static_cast<float>(c.hd))};
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> q(static_cast<size_t>(c.n_head) * c.hd);
+  for (auto& x : q) x = nd(rng);
+  AttentionScratch scratch;
+  std::vector<float> tok(q.size()), grp(q.size()), one(q.size());
+  for (int n_ctx : {1, 7, 16, 33, 200, 5000}) {
+    attend_token(q.data(), n_ctx, kv, dims, tok.data(), scratch);
+    for (int kvh = 0; kvh < c.n_head_kv; ++kvh) {
+      attend_group(q.data() + kvh * g * c.hd, kvh, n_ctx, kv, dims, grp.data() + kvh * g * c.hd, scratch);
+    }
+    for (int h = 0; h < c.n_head; ++h) {
+      const float* qh = q.data() + h * c.hd;
+      attend_one(qh, h / g, n_ctx, kv, dims, one.data() + h * c.hd, scratch);
+      const auto ref = reference(qh, cache.K[h / g], cache.V[h / g], n_ctx, c.hd, dims.scale);
+      const std::string at = "n_ctx=" + std::to_string(n_ctx) + " h=" + std::to_string(h);
+      expect_near_ref(tok.data() + h * c.hd, ref, "token " + at);
+      expect_near_ref(grp.data() + h * c.hd, ref, "group " + at);
+      expect_near_ref(one.data() + h * c.hd, ref, "one " + at);
+      for (int i = 0; i < c.hd; ++i) {
+        ASSERT_NEAR(grp[h * c.hd + i], one[h * c.hd + i], kDecodeTol) << "group vs one " << at << " i=" << i;
+      }
+    }
+  }
+}
+
+// attend_partial over split ranges (including an empty one), merged, equals
+// attend_token over the whole context.
+TEST_P(DecodeTest, PartialsMergeToTheWholeContext) {
+  const DecodeCase c = GetParam();
+  const int n_ctx = 1234;
+  const TestCache cache(n_ctx, c.n_head_kv, c.hd, 16, c.f16, 9);
+  const PagedKvView kv = cache.view();
+  const AttentionDims dims{c.n_head, c.n_head_kv, c.hd, 1.0f / std::sqrt(static_cast<float>(c.hd))};
+  std::mt19937 rng(6);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> q(static_cast<size_t>(c.n_head) * c.hd);
+  for (auto& x : q) x = nd(rng);
+  AttentionScratch scratch;
+  std::vector<float> whole(q.size()), merged(q.size());
+  attend_token(q.data(), n_ctx, kv, dims, whole.data(), scratch);
+  const int cuts[] = {0, 1, 500, 500, 1234};  // [0,1) [1,500) [500,500) [500,1234)
+  std::vector<AttentionPartial> parts(4);
+  for (int i = 0; i < 4; ++i) attend_partial(q.data(), cuts[i], cuts[i + 1], kv, dims, parts[i], scratch);
+  merge_partials(parts, c.n_head, c.hd, merged.data());
+  for (size_t i = 0; i < whole.size(); ++i) ASSERT_NEAR(merged[i], whole[i], kDecodeTol) << "i=" << i;
+}
+
+// GQA group sizes 1 and 4 (and 8, 3: the other kernel paths), head_dim 64 and 128,
+// float32 and fp16 caches.
+INSTANTIATE_TEST_SUITE_P(Shapes, DecodeTest,
+                         ::testing::Values(DecodeCase{8, 8, 64, false}, DecodeCase{8, 8, 128, true},
+                                           DecodeCase{16, 4, 64, true}, DecodeCase{16, 4, 128, false},
+                                           DecodeCase{16, 4, 128, true}, DecodeCase{8, 1, 64, false},
+                                           DecodeCase{6, 2, 64, false}, DecodeCase{4, 2, 24, true}),
+                         [](const ::testing::TestParamInfo<DecodeCase>& i) {
+                           const DecodeCase& c = i.param;
+                           return "h" + std::to_string(c.n_head) + "_kv" + std::to_string(c.n_head_kv) + "_d" +
+                                  std::to_string(c.hd) + (c.f16 ? "_f16" : "_f32");
+                         });
 
 }  // namespace
 }  // namespace ecoserve::kernels

@@ -1,0 +1,162 @@
+// Benchmark of decode attention: one token of one sequence against its paged KV
+// cache, Llama-like shape (n_head 32, n_head_kv 8, head_dim 128, block_size 16),
+// at contexts 4k..32k, f32 and fp16 KV, 1 and 2 threads.
+//
+//   BM_DecodeAttention/ctx/f16/threads/mode: one layer's attention for one
+//     decode token. mode 0 = one attend_one per query head (K/V of a KV head
+//     read g = 4 times, the engine before grouping); mode 1 = one attend_group per
+//     KV head (K/V read once, but one 512-byte row per 4 KiB page); mode 2 =
+//     attend_token (all heads, whole position rows) split across the threads by
+//     position range (flash-decoding: attend_partial + merge_partials), as the
+//     engine runs a decode token (one range per thread; with 1 thread,
+//     attend_token itself).
+//     Work units are handed out dynamically over the pool, as the engine does.
+//
+// Counters: bytes_per_second = K/V bytes of the context read once per KV head
+// (n_ctx * n_head_kv * head_dim * 2 * elem bytes) per second; read_GBps = this
+// machine's read bandwidth with the same thread count (kernels::measure_read_gbps);
+// pct_of_read = achieved / read_GBps * 100. The blocks of several sequences
+// rotate so that the bytes touched between two reads of one sequence exceed L3.
+//
+//   build/bench/attention_bench --benchmark_filter=DecodeAttention
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "base/fp16.h"
+#include "base/ids.h"
+#include "base/thread_pool.h"
+#include "base/zeroed_buffer.h"
+#include "kernels/attention.h"
+#include "kernels/machine_peak.h"
+
+namespace ecoserve::kernels {
+namespace {
+
+constexpr int32_t kHead = 32, kHeadKv = 8, kHeadDim = 128, kBlock = 16;
+constexpr int64_t kKvDim = int64_t{kHeadKv} * kHeadDim;
+constexpr int32_t kPoolTokens = 32768;  // the cache: 256 MiB of K+V for f32, 128 MiB for f16
+
+// A K and a V pool of kPoolTokens tokens in shuffled blocks, random values.
+struct Cache {
+  ZeroedBuffer<uint8_t> k, v;
+  std::vector<BlockId> blocks;  // physical blocks in the order sequences take them
+};
+
+Cache& cache_for(bool f16) {
+  static std::map<bool, std::unique_ptr<Cache>> caches;
+  auto& c = caches[f16];
+  if (c) return *c;
+  c = std::make_unique<Cache>();
+  const size_t elem = f16 ? 2 : 4;
+  const size_t n = static_cast<size_t>(kPoolTokens) * kKvDim;
+  c->k = std::move(ZeroedBuffer<uint8_t>::create(n * elem)).value();
+  c->v = std::move(ZeroedBuffer<uint8_t>::create(n * elem)).value();
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (auto* buf : {&c->k, &c->v}) {
+    for (size_t i = 0; i < n; ++i) {
+      const float x = nd(rng);
+      if (f16) {
+        reinterpret_cast<uint16_t*>(buf->data())[i] = fp32_to_fp16(x);
+      } else {
+        reinterpret_cast<float*>(buf->data())[i] = x;
+      }
+    }
+  }
+  std::vector<int32_t> ids(kPoolTokens / kBlock);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  for (int32_t id : ids) c->blocks.push_back(BlockId(id));
+  return *c;
+}
+
+double read_gbps(ThreadPool& pool) {
+  static std::map<int, double> measured;
+  double& g = measured[pool.num_threads()];
+  if (g == 0) g = measure_read_gbps(pool, size_t{512} << 20);
+  return g;
+}
+
+void BM_DecodeAttention(benchmark::State& state) {
+  const int32_t n_ctx = static_cast<int32_t>(state.range(0));
+  const bool f16 = state.range(1) != 0;
+  ThreadPool pool(static_cast<int>(state.range(2)));
+  const int mode = static_cast<int>(state.range(3));
+  Cache& cache = cache_for(f16);
+  const double peak = read_gbps(pool);
+  const int32_t blocks_per_seq = (n_ctx + kBlock - 1) / kBlock;
+  const int32_t n_seqs = std::max<int32_t>(1, static_cast<int32_t>(cache.blocks.size()) / blocks_per_seq);
+  const AttentionDims dims{kHead, kHeadKv, kHeadDim, 1.0f / std::sqrt(static_cast<float>(kHeadDim))};
+  const int32_t group = kHead / kHeadKv;
+  std::vector<float> q(static_cast<size_t>(kHead) * kHeadDim), out(q.size());
+  std::mt19937 rng(2);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (float& x : q) x = nd(rng);
+  std::vector<AttentionScratch> scratch(pool.num_threads());
+  // mode 2: the context in `splits` position ranges, merged.
+  const int32_t splits = pool.num_threads();
+  std::vector<AttentionPartial> partials(splits);
+  int32_t seq = 0;
+  for (auto _ : state) {
+    const std::span<const BlockId> table(cache.blocks.data() + static_cast<size_t>(seq) * blocks_per_seq,
+                                         blocks_per_seq);
+    seq = (seq + 1) % n_seqs;
+    const PagedKvView kv{cache.k.data(), cache.v.data(), kKvDim, kBlock, table, f16};
+    if (mode == 2 && splits == 1) {
+      attend_token(q.data(), n_ctx, kv, dims, out.data(), scratch[0]);
+    } else {
+      const int32_t units = mode == 0 ? kHead : mode == 1 ? kHeadKv : splits;
+      std::atomic<int32_t> next{0};
+      pool.run([&](int thread, int) {
+        for (int32_t u = next.fetch_add(1); u < units; u = next.fetch_add(1)) {
+          if (mode == 0) {
+            attend_one(q.data() + u * kHeadDim, u / group, n_ctx, kv, dims, out.data() + u * kHeadDim,
+                       scratch[thread]);
+          } else if (mode == 1) {
+            attend_group(q.data() + u * group * kHeadDim, u, n_ctx, kv, dims, out.data() + u * group * kHeadDim,
+                         scratch[thread]);
+          } else {
+            const int32_t b = static_cast<int32_t>(int64_t{n_ctx} * u / splits);
+            const int32_t e = static_cast<int32_t>(int64_t{n_ctx} * (u + 1) / splits);
+            attend_partial(q.data(), b, e, kv, dims, partials[u], scratch[thread]);
+          }
+        }
+      });
+      if (mode == 2) merge_partials(partials, kHead, kHeadDim, out.data());
+    }
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  const double kv_bytes = static_cast<double>(n_ctx) * kKvDim * 2 * (f16 ? 2 : 4);
+  state.SetBytesProcessed(static_cast<int64_t>(kv_bytes * static_cast<double>(state.iterations())));
+  state.counters["read_GBps"] = peak;
+  state.counters["pct_of_read"] =
+      benchmark::Counter(kv_bytes * static_cast<double>(state.iterations()) * 100.0 / (peak * 1e9),
+                         benchmark::Counter::kIsRate);
+}
+
+void decode_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"ctx", "f16", "threads", "mode"});
+  for (int64_t mode : {0, 1, 2})
+    for (int64_t f16 : {0, 1})
+      for (int64_t threads : {1, 2})
+        for (int64_t ctx : {4096, 8192, 16384, 32768}) {
+          b->Args({ctx, f16, threads, mode});
+        }
+}
+
+BENCHMARK(BM_DecodeAttention)->Apply(decode_args)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace ecoserve::kernels
+
+BENCHMARK_MAIN();
