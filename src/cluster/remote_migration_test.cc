@@ -519,8 +519,11 @@ TEST_F(RemoteMigrationTest, ACommitAnsweredTooLateIsCancelledAtTheDestination) {
 // blocks at another, then fell silent (SIGKILLed), leaves nothing behind: the
 // suspended request is aborted like its other requests, the reservation freed.
 TEST_F(RemoteMigrationTest, ASilentRoutersSuspendedRequestAndReservationsAreCleanedUp) {
-  auto src = serve(engine::KvCacheType::kF32, from_ms(300));
-  auto dst = serve(engine::KvCacheType::kF32, from_ms(300));
+  // A 2 s router timeout: long enough that a loaded machine (ctest -j2) never
+  // declares the router silent while the test is still talking to it (300 ms
+  // once did), short enough for the cleanup to come well within eventually()'s 10 s.
+  auto src = serve(engine::KvCacheType::kF32, from_ms(2000));
+  auto dst = serve(engine::KvCacheType::kF32, from_ms(2000));
   ASSERT_TRUE(src && dst);
   {
     zmq::context_t ctx;
