@@ -285,6 +285,11 @@ void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
   constexpr int kElem = kF16 ? 2 : 4;
   const int32_t H = G * (kv1 - kv0);
   const __m256 vscale = _mm256_set1_ps(scale);
+  // This tile's V rows, every line, into L2: they load while the scores are computed.
+  for (int32_t j = 0; j < n; ++j) {
+    const char* pv = static_cast<const char*>(kv.v) + (off[j] + static_cast<int64_t>(kv0) * kHd) * kElem;
+    for (int64_t b = 0; b < static_cast<int64_t>(kv1 - kv0) * kHd * kElem; b += 64) _mm_prefetch(pv + b, _MM_HINT_T1);
+  }
   // Scores of every head for every position of the tile: pbuf[j * H + h]. S partial
   // sums per head keep 8 independent FMA chains in flight.
   constexpr int S = 8 / G;
@@ -352,29 +357,41 @@ void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
     }
     _mm256_storeu_ps(st.l + c0, l);
   }
-  // o[h] += p[j][h] V_j[kv head of h], position by position (V rows read front to
-  // back); o stays in L1, each V vector is widened once for the G heads that share it.
-  for (int32_t j = 0; j < n; ++j) {
-    for (int32_t kvh = kv0; kvh < kv1; ++kvh) {
-      const int32_t hb = (kvh - kv0) * G;
-      __m256 pb[G];
+  // o[h] += sum_j p[j][h] V_j[kv head of h]: for each KV head and each CH vectors
+  // of head_dim, the G heads' sums over the tile's positions stay in registers and
+  // o is read and written once per tile (not once per position). The tile's V rows
+  // were prefetched (into L2) before the scores, so they arrive while K is read.
+  constexpr int CH = G >= 8 ? 1 : G == 4 ? 2 : 4;
+  static_assert(NV % CH == 0);
+  for (int32_t kvh = kv0; kvh < kv1; ++kvh) {
+    const int32_t hb = (kvh - kv0) * G;
+    float* o = st.o + static_cast<int64_t>(hb) * kHd;
+    for (int v0 = 0; v0 < NV; v0 += CH) {
+      __m256 acc[G][CH];
 #pragma GCC unroll 8
-      for (int h = 0; h < G; ++h) pb[h] = _mm256_broadcast_ss(pbuf + j * H + hb + h);
-      float* o = st.o + static_cast<int64_t>(hb) * kHd;
-      const int64_t vr = off[j] + static_cast<int64_t>(kvh) * kHd;
-      if (j + kPrefetchAhead < n_ahead) {
-        const char* pv = static_cast<const char*>(kv.v) + (off[j + kPrefetchAhead] + static_cast<int64_t>(kvh) * kHd) * kElem;
-        for (int b = 0; b < kHd * kElem; b += kPrefetchStep<kF16>) _mm_prefetch(pv + b, _MM_HINT_T0);
-      }
-#pragma GCC unroll 16
-      for (int v = 0; v < NV; ++v) {
-        const __m256 vv = load8<kF16>(kv.v, vr + 8 * v);
+      for (int h = 0; h < G; ++h)
+#pragma GCC unroll 4
+        for (int c = 0; c < CH; ++c) acc[h][c] = _mm256_setzero_ps();
+      for (int32_t j = 0; j < n; ++j) {
+        const int64_t vr = off[j] + static_cast<int64_t>(kvh) * kHd + 8 * v0;
+        __m256 vv[CH];
+#pragma GCC unroll 4
+        for (int c = 0; c < CH; ++c) vv[c] = load8<kF16>(kv.v, vr + 8 * c);
+        const float* pj = pbuf + j * H + hb;
 #pragma GCC unroll 8
         for (int h = 0; h < G; ++h) {
-          float* oh = o + h * kHd + 8 * v;
-          _mm256_storeu_ps(oh, _mm256_fmadd_ps(pb[h], vv, _mm256_loadu_ps(oh)));
+          const __m256 pb = _mm256_broadcast_ss(pj + h);
+#pragma GCC unroll 4
+          for (int c = 0; c < CH; ++c) acc[h][c] = _mm256_fmadd_ps(pb, vv[c], acc[h][c]);
         }
       }
+#pragma GCC unroll 8
+      for (int h = 0; h < G; ++h)
+#pragma GCC unroll 4
+        for (int c = 0; c < CH; ++c) {
+          float* oh = o + h * kHd + 8 * (v0 + c);
+          _mm256_storeu_ps(oh, _mm256_add_ps(_mm256_loadu_ps(oh), acc[h][c]));
+        }
     }
   }
 }
