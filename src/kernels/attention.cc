@@ -285,11 +285,6 @@ void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
   constexpr int kElem = kF16 ? 2 : 4;
   const int32_t H = G * (kv1 - kv0);
   const __m256 vscale = _mm256_set1_ps(scale);
-  // This tile's V rows, every line, into L2: they load while the scores are computed.
-  for (int32_t j = 0; j < n; ++j) {
-    const char* pv = static_cast<const char*>(kv.v) + (off[j] + static_cast<int64_t>(kv0) * kHd) * kElem;
-    for (int64_t b = 0; b < static_cast<int64_t>(kv1 - kv0) * kHd * kElem; b += 64) _mm_prefetch(pv + b, _MM_HINT_T1);
-  }
   // Scores of every head for every position of the tile: pbuf[j * H + h]. S partial
   // sums per head keep 8 independent FMA chains in flight.
   constexpr int S = 8 / G;
@@ -359,8 +354,7 @@ void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
   }
   // o[h] += sum_j p[j][h] V_j[kv head of h]: for each KV head and each CH vectors
   // of head_dim, the G heads' sums over the tile's positions stay in registers and
-  // o is read and written once per tile (not once per position). The tile's V rows
-  // were prefetched (into L2) before the scores, so they arrive while K is read.
+  // o is read and written once per tile (not once per position).
   constexpr int CH = G >= 8 ? 1 : G == 4 ? 2 : 4;
   static_assert(NV % CH == 0);
   for (int32_t kvh = kv0; kvh < kv1; ++kvh) {
@@ -372,8 +366,16 @@ void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
       for (int h = 0; h < G; ++h)
 #pragma GCC unroll 4
         for (int c = 0; c < CH; ++c) acc[h][c] = _mm256_setzero_ps();
+      // Each line read here is prefetched for the next tile's position (one
+      // prefetch per line read, spread over the pass: a burst of a whole tile's
+      // lines overflowed the miss queue and most were dropped).
+      const bool pf_line = (8 * v0 * kElem) % 64 == 0;
       for (int32_t j = 0; j < n; ++j) {
         const int64_t vr = off[j] + static_cast<int64_t>(kvh) * kHd + 8 * v0;
+        if (pf_line && j + n < n_ahead) {
+          _mm_prefetch(static_cast<const char*>(kv.v) + (off[j + n] + static_cast<int64_t>(kvh) * kHd + 8 * v0) * kElem,
+                       _MM_HINT_T0);
+        }
         __m256 vv[CH];
 #pragma GCC unroll 4
         for (int c = 0; c < CH; ++c) vv[c] = load8<kF16>(kv.v, vr + 8 * c);
