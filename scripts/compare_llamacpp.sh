@@ -35,7 +35,8 @@ while [ $# -gt 0 ]; do
     --kv) kv=$2; shift 2 ;;
     --prompt-len) prompt_len=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
-    -*) echo "unknown option $1" >&2; exit 2 ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
     *) break ;;
   esac
 done
