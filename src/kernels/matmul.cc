@@ -48,9 +48,10 @@ void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y
   // Split rows across threads unless there are too few rows for it.
   const bool split_rows = w.rows >= 4 * kRowUnit * nthreads || n_tokens < 2 * nthreads;
 
+  // rows_fn(thread, r0, r1, t0, t1) on every thread's share.
   auto run = [&](auto&& rows_fn) {
     if (nthreads == 1) {
-      rows_fn(0, w.rows, 0, n_tokens);
+      rows_fn(0, 0, w.rows, 0, n_tokens);
       return;
     }
     pool.run([&](int i, int parts) {
@@ -60,7 +61,7 @@ void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y
       } else {
         share(n_tokens, 1, i, parts, &t0, &t1);
       }
-      if (r0 < r1 && t0 < t1) rows_fn(r0, r1, t0, t1);
+      if (r0 < r1 && t0 < t1) rows_fn(i, r0, r1, t0, t1);
     });
   };
 
@@ -90,7 +91,7 @@ void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y
   }
 
   if (is_float_type(w.type)) {
-    run([&](std::int64_t r0, std::int64_t r1, std::int64_t t0, std::int64_t t1) {
+    run([&](int, std::int64_t r0, std::int64_t r1, std::int64_t t0, std::int64_t t1) {
       detail::matmul_float_rows(w.type, wdata, w.row_bytes, w.cols, x, r0, r1, t0, t1, y, w.rows);
     });
     return;
@@ -111,18 +112,8 @@ void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y
   const std::size_t per_thread = static_cast<std::size_t>(detail::kQuantScratchFloatsPerBlock * (w.cols / 32) + 128);
   if (ctx.tile_scratch.size() < per_thread * nthreads) ctx.tile_scratch.resize(per_thread * nthreads);
   const detail::QuantRowsFn kernel = detail::quant_rows_kernel(ctx.isa, w.type);
-  if (nthreads == 1) {
-    kernel(wdata, w.row_bytes, acts, 0, w.rows, 0, n_tokens, y, w.rows, ctx.tile_scratch.data());
-    return;
-  }
-  pool.run([&](int i, int parts) {
-    std::int64_t r0 = 0, r1 = w.rows, t0 = 0, t1 = n_tokens;
-    if (split_rows) {
-      share(w.rows, kRowUnit, i, parts, &r0, &r1);
-    } else {
-      share(n_tokens, 1, i, parts, &t0, &t1);
-    }
-    if (r0 < r1 && t0 < t1) kernel(wdata, w.row_bytes, acts, r0, r1, t0, t1, y, w.rows, ctx.tile_scratch.data() + per_thread * i);
+  run([&](int i, std::int64_t r0, std::int64_t r1, std::int64_t t0, std::int64_t t1) {
+    kernel(wdata, w.row_bytes, acts, r0, r1, t0, t1, y, w.rows, ctx.tile_scratch.data() + per_thread * i);
   });
 }
 

@@ -6,6 +6,7 @@
 
 #include "base/status.h"
 #include "kernels/matmul_kernels.h"
+#include "kernels/tile_table.h"
 
 namespace ecoserve::kernels::detail {
 namespace {
@@ -151,39 +152,25 @@ void gemv_rows(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, 
 
 using TileFn = void (*)(const std::uint8_t*, std::size_t, std::int64_t, const float*, float*, std::int64_t);
 
-template <GgmlType kType, int R, int... Ts>
-constexpr void fill_row(TileFn* out, std::integer_sequence<int, Ts...>) {
-  ((out[Ts] = &tile<kType, R, Ts + 1>), ...);
-}
-
-template <GgmlType kType, int... Rs>
-struct TileTable {
-  TileFn fns[kRows][kTokens];
-  constexpr TileTable() : fns{} { (fill_row<kType, Rs + 1>(fns[Rs], std::make_integer_sequence<int, kTokens>{}), ...); }
+template <GgmlType kType>
+struct FloatTiles {
+  template <int R, int T>
+  static constexpr TileFn fn() {
+    return &tile<kType, R, T>;
+  }
 };
-
-template <GgmlType kType, int... Rs>
-constexpr TileTable<kType, Rs...> make_table(std::integer_sequence<int, Rs...>) {
-  return TileTable<kType, Rs...>();
-}
 
 template <GgmlType kType>
 void rows_impl(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const float* x, std::int64_t r0,
                std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride) {
   // Up to 4 tokens (decode): bound by weight bandwidth, streamed by gemv.
-  switch (t1 - t0) {
-    case 1:
-      return gemv_rows<kType, kGemvStreams[0], 1>(w, row_bytes, cols, x, r0, r1, t0, y, y_stride);
-    case 2:
-      return gemv_rows<kType, kGemvStreams[1], 2>(w, row_bytes, cols, x, r0, r1, t0, y, y_stride);
-    case 3:
-      return gemv_rows<kType, kGemvStreams[2], 3>(w, row_bytes, cols, x, r0, r1, t0, y, y_stride);
-    case 4:
-      return gemv_rows<kType, kGemvStreams[3], 4>(w, row_bytes, cols, x, r0, r1, t0, y, y_stride);
-    default:
-      break;
+  if (dispatch_gemv_tokens(t1 - t0, [&](auto n) {
+        constexpr int T = decltype(n)::value;
+        gemv_rows<kType, kGemvStreams[T - 1], T>(w, row_bytes, cols, x, r0, r1, t0, y, y_stride);
+      })) {
+    return;
   }
-  static constexpr auto kTable = make_table<kType>(std::make_integer_sequence<int, kRows>{});
+  static constexpr auto kTable = make_tile_table<TileFn, kRows, kTokens, FloatTiles<kType>>();
   const std::int64_t chunk = std::max<std::int64_t>(kTokens, kActChunkBytes / (cols * 4) / kTokens * kTokens);
   for (std::int64_t tc = t0; tc < t1; tc += chunk) {
     const std::int64_t te = std::min(t1, tc + chunk);

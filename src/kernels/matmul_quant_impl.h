@@ -33,9 +33,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/ggml_type.h"
 #include "kernels/matmul_kernels.h"
+#include "kernels/tile_table.h"
 
 namespace ecoserve::kernels::detail::ECO_QUANT_NS {
 namespace {
@@ -73,6 +75,17 @@ inline float hsum(__m256 v) {
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
+}
+
+// Rows [r0, r1) as kStreams far-apart streams of equal length, then the rest
+// one at a time: fn(streams, first_row, stream_rows, count), where streams is
+// std::integral_constant<int, kStreams> or <int, 1>.
+template <int kStreams, class Fn>
+void split_streams(std::int64_t r0, std::int64_t r1, Fn&& fn) {
+  const std::int64_t m = (r1 - r0) / kStreams;
+  if (m > 0) fn(std::integral_constant<int, kStreams>{}, r0, m, m);
+  const std::int64_t rest = r0 + kStreams * m;
+  if (rest < r1) fn(std::integral_constant<int, 1>{}, rest, std::int64_t{0}, r1 - rest);
 }
 
 // ---- The ISA-specific part: int8 dot products as 8 exact int32 lanes ----
@@ -385,21 +398,12 @@ void ktile(const UnpackedK* urows, const QuantizedActs& a, std::int64_t t0, floa
 
 using KTileFn = void (*)(const UnpackedK*, const QuantizedActs&, std::int64_t, float*, std::int64_t);
 
-template <int R, int... Ts>
-constexpr void fill_krow(KTileFn* out, std::integer_sequence<int, Ts...>) {
-  ((out[Ts] = &ktile<R, Ts + 1>), ...);
-}
-
-template <int... Rs>
-struct KTileTable {
-  KTileFn fns[kRowsK][kTokensK];
-  constexpr KTileTable() : fns{} { (fill_krow<Rs + 1>(fns[Rs], std::make_integer_sequence<int, kTokensK>{}), ...); }
+struct KTiles {
+  template <int R, int T>
+  static constexpr KTileFn fn() {
+    return &ktile<R, T>;
+  }
 };
-
-template <int... Rs>
-constexpr KTileTable<Rs...> make_ktable(std::integer_sequence<int, Rs...>) {
-  return KTileTable<Rs...>();
-}
 
 // 1-4 tokens: kStreams far-apart streams of rows (as gemv()), decoded in
 // registers without the unpack buffer; the same arithmetic as ktile().
@@ -465,11 +469,11 @@ void kgemv(const std::uint8_t* w, std::size_t row_bytes, std::int64_t stream_row
 template <class F, int kStreams, int T>
 void kgemv_rows(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0, std::int64_t r1,
                 std::int64_t t0, float* y, std::int64_t y_stride) {
-  const std::int64_t m = (r1 - r0) / kStreams;
   float* yt = y + t0 * y_stride;
-  if (m > 0) kgemv<F, kStreams, T>(w + r0 * row_bytes, row_bytes, m, m, a, t0, yt + r0, y_stride);
-  const std::int64_t rest = r0 + kStreams * m;
-  if (rest < r1) kgemv<F, 1, T>(w + rest * row_bytes, row_bytes, 0, r1 - rest, a, t0, yt + rest, y_stride);
+  split_streams<kStreams>(r0, r1, [&](auto streams, std::int64_t first, std::int64_t stream_rows, std::int64_t count) {
+    kgemv<F, decltype(streams)::value, T>(w + first * row_bytes, row_bytes, stream_rows, count, a, t0, yt + first,
+                                           y_stride);
+  });
 }
 
 // Weight rows [r0, r1) times tokens [t0, t1): kRowsK rows at a time are
@@ -479,19 +483,13 @@ void kgemv_rows(const std::uint8_t* w, std::size_t row_bytes, const QuantizedAct
 template <class F>
 void krows_impl(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
                 std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride, float* scratch) {
-  switch (t1 - t0) {
-    case 1:
-      return kgemv_rows<F, kGemvStreams[0], 1>(w, row_bytes, a, r0, r1, t0, y, y_stride);
-    case 2:
-      return kgemv_rows<F, kGemvStreams[1], 2>(w, row_bytes, a, r0, r1, t0, y, y_stride);
-    case 3:
-      return kgemv_rows<F, kGemvStreams[2], 3>(w, row_bytes, a, r0, r1, t0, y, y_stride);
-    case 4:
-      return kgemv_rows<F, kGemvStreams[3], 4>(w, row_bytes, a, r0, r1, t0, y, y_stride);
-    default:
-      break;
+  if (dispatch_gemv_tokens(t1 - t0, [&](auto n) {
+        constexpr int T = decltype(n)::value;
+        kgemv_rows<F, kGemvStreams[T - 1], T>(w, row_bytes, a, r0, r1, t0, y, y_stride);
+      })) {
+    return;
   }
-  static constexpr auto kTable = make_ktable(std::make_integer_sequence<int, kRowsK>{});
+  static constexpr auto kTable = make_tile_table<KTileFn, kRowsK, kTokensK, KTiles>();
   const std::int64_t cols = a.nb * 32, nsb = a.nb / 8;
   const std::int64_t ub = unpacked_k_bytes(cols);
   auto* base = reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(scratch) + 63) / 64 * 64);
@@ -696,55 +694,37 @@ void gemv(const std::uint8_t* w, std::size_t row_bytes, std::int64_t stream_rows
 template <class U, int kStreams, int kTokens>
 void gemv_rows(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0, std::int64_t r1,
                std::int64_t t0, float* y, std::int64_t y_stride, float* scratch) {
-  const std::int64_t m = (r1 - r0) / kStreams;
   float* yt = y + t0 * y_stride;
-  if (m > 0) gemv<U, kStreams, kTokens>(w + r0 * row_bytes, row_bytes, m, m, a, t0, yt + r0, y_stride, scratch);
-  const std::int64_t rest = r0 + kStreams * m;
-  if (rest < r1) {
-    gemv<U, 1, kTokens>(w + rest * row_bytes, row_bytes, 0, r1 - rest, a, t0, yt + rest, y_stride, scratch);
-  }
+  split_streams<kStreams>(r0, r1, [&](auto streams, std::int64_t first, std::int64_t stream_rows, std::int64_t count) {
+    gemv<U, decltype(streams)::value, kTokens>(w + first * row_bytes, row_bytes, stream_rows, count, a, t0,
+                                               yt + first, y_stride, scratch);
+  });
 }
 
 using TileFn = void (*)(const std::uint8_t*, std::size_t, const QuantizedActs&, std::int64_t, const float*,
                         const float*, float*, float*, std::int64_t, std::int64_t);
 
-template <class U, bool kPre, int R, int... Ts>
-constexpr void fill_row(TileFn* out, std::integer_sequence<int, Ts...>) {
-  ((out[Ts] = &tile<U, kPre, R, Ts + 1>), ...);
-}
-
-template <class U, bool kPre, int... Rs>
-struct TileTable {
-  TileFn fns[kRows][kTokens];
-  constexpr TileTable() : fns{} {
-    (fill_row<U, kPre, Rs + 1>(fns[Rs], std::make_integer_sequence<int, kTokens>{}), ...);
+template <class U, bool kPre>
+struct QuantTiles {
+  template <int R, int T>
+  static constexpr TileFn fn() {
+    return &tile<U, kPre, R, T>;
   }
 };
-
-template <class U, bool kPre, int... Rs>
-constexpr TileTable<U, kPre, Rs...> make_table(std::integer_sequence<int, Rs...>) {
-  return TileTable<U, kPre, Rs...>();
-}
 
 // Weight rows [r0, r1) times tokens [t0, t1); scratch: kQuantScratchFloatsPerBlock * nb floats.
 template <class U>
 void rows_impl(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0, std::int64_t r1,
                std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride, float* scratch) {
   // Up to 4 tokens (decode): bound by weight bandwidth, streamed by gemv.
-  switch (t1 - t0) {
-    case 1:
-      return gemv_rows<U, kGemvStreams[0], 1>(w, row_bytes, a, r0, r1, t0, y, y_stride, scratch);
-    case 2:
-      return gemv_rows<U, kGemvStreams[1], 2>(w, row_bytes, a, r0, r1, t0, y, y_stride, scratch);
-    case 3:
-      return gemv_rows<U, kGemvStreams[2], 3>(w, row_bytes, a, r0, r1, t0, y, y_stride, scratch);
-    case 4:
-      return gemv_rows<U, kGemvStreams[3], 4>(w, row_bytes, a, r0, r1, t0, y, y_stride, scratch);
-    default:
-      break;
+  if (dispatch_gemv_tokens(t1 - t0, [&](auto n) {
+        constexpr int T = decltype(n)::value;
+        gemv_rows<U, kGemvStreams[T - 1], T>(w, row_bytes, a, r0, r1, t0, y, y_stride, scratch);
+      })) {
+    return;
   }
-  static constexpr auto kPreTable = make_table<U, true>(std::make_integer_sequence<int, kRows>{});
-  static constexpr auto kInlineTable = make_table<U, false>(std::make_integer_sequence<int, kRows>{});
+  static constexpr auto kPreTable = make_tile_table<TileFn, kRows, kTokens, QuantTiles<U, true>>();
+  static constexpr auto kInlineTable = make_tile_table<TileFn, kRows, kTokens, QuantTiles<U, false>>();
   const std::int64_t nb = a.nb;
   const std::int64_t chunk = imax(kTokens, kActChunkBytes / a.q_stride / kTokens * kTokens);
   const std::int64_t pf_ahead = kPrefetchBytes;
