@@ -373,8 +373,8 @@ void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
       for (int32_t j = 0; j < n; ++j) {
         const int64_t vr = off[j] + static_cast<int64_t>(kvh) * kHd + 8 * v0;
         if (pf_line && j + 2 * n < n_ahead) {
-          _mm_prefetch(static_cast<const char*>(kv.v) + (off[j + 2 * n] + static_cast<int64_t>(kvh) * kHd + 8 * v0) * kElem,
-                       _MM_HINT_T0);
+          const int64_t ahead = off[j + 2 * n] + static_cast<int64_t>(kvh) * kHd + 8 * v0;
+          _mm_prefetch(static_cast<const char*>(kv.v) + ahead * kElem, _MM_HINT_T0);
         }
         __m256 vv[CH];
 #pragma GCC unroll 4

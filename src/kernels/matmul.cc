@@ -99,7 +99,8 @@ void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y
 
   const std::size_t need = detail::quantized_acts_bytes(n_tokens, w.cols);
   if (ctx.scratch.size() < need) ctx.scratch.resize(need);
-  const detail::QuantizedActs acts = detail::layout_quantized_acts(ctx.scratch.data(), n_tokens, w.cols, detail::takes_k_format(w.type));
+  const detail::QuantizedActs acts =
+      detail::layout_quantized_acts(ctx.scratch.data(), n_tokens, w.cols, detail::takes_k_format(w.type));
   if (nthreads > 1 && n_tokens > 1 && n_tokens * w.cols >= kParallelQuantizeElems) {
     pool.run([&](int i, int parts) {
       std::int64_t t0, t1;

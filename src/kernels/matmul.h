@@ -5,9 +5,10 @@
 // W is a weight matrix as stored in GGUF: w.rows output features, each row of
 // w.cols input values encoded in w.type (ggml's ne0 = cols). x is row-major
 // [n_tokens, cols] float, y is row-major [n_tokens, rows] float.
-// The work is split over ctx.pool's threads, with the kernels of ctx.isa. ctx.scratch is reused between
-// calls (quantized activations); a KernelContext belongs to one engine and is
-// used by one thread at a time.
+// The work is split over ctx.pool's threads, with the kernels of ctx.isa.
+// ctx.scratch and ctx.tile_scratch are reused between calls (quantized
+// activations; each thread's block scales and unpacked rows); a KernelContext
+// belongs to one engine and is used by one thread at a time.
 #pragma once
 
 #include <cstddef>
@@ -35,7 +36,7 @@ struct KernelContext {
   ThreadPool* pool;
   Isa isa;
   std::vector<std::uint8_t> scratch;
-  std::vector<float> tile_scratch;  // per thread: the quantized kernels' block scales
+  std::vector<float> tile_scratch;  // per thread: the int8 kernels' block scales and unpacked rows
 };
 
 void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y, KernelContext& ctx);

@@ -14,8 +14,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/isa.h"
 #include "kernels/ggml_type.h"
+#include "kernels/isa.h"
 
 namespace ecoserve::kernels::detail {
 
@@ -23,8 +23,8 @@ namespace ecoserve::kernels::detail {
 // batches up to 64: results bitwise independent of n_tokens and thread count)
 // and OpenBLAS from it on (prefill), where sgemm is faster (measured
 // crossover: ~64 tokens). Quantized weights always take the int8 kernels: at
-// pp512 they beat dequantize + sgemm (Zen 4, 1 thread, 2048x2048: Q8_0 57 vs
-// 43 GMAC/s with VNNI, 44 vs 44 on AVX2; Q4_K 76 vs 45; Q6_K 74 vs 43), and
+// pp512 they beat dequantize + sgemm (Zen 4, 1 thread, 2048x2048: Q8_0 60 vs
+// 46 GMAC/s with VNNI, 46 vs 46 on AVX2; Q4_K 76 vs 44; Q6_K 76 vs 43), and
 // a prompt's rows are then bitwise those of the same tokens decoded one by one.
 constexpr std::int64_t kBlasMinTokens = 65;
 
@@ -50,7 +50,8 @@ struct QuantizedActs {
 // Whether weights of `type` take K-format activations (Q4_K, Q6_K).
 constexpr bool takes_k_format(GgmlType type) { return type == GgmlType::kQ4_K || type == GgmlType::kQ6_K; }
 
-// Bytes of scratch quantize_acts needs for n_tokens x cols (cols % 32 == 0; % 256 for the K format), alignment included.
+// Bytes of scratch quantize_acts needs for n_tokens x cols (cols % 32 == 0;
+// % 256 for the K format), alignment included.
 std::size_t quantized_acts_bytes(std::int64_t n_tokens, std::int64_t cols);
 // Quantizes tokens [t0, t1) of x [n_tokens, cols] into the layout described by
 // `acts` (whose pointers point into scratch laid out by layout_quantized_acts).
@@ -60,7 +61,7 @@ QuantizedActs layout_quantized_acts(std::uint8_t* scratch, std::int64_t n_tokens
                                     bool k_format = false);
 
 // Floats of per-call scratch the quantized kernels need per block of 32 columns
-// (weight block scales and the tiles' combined scales).
+// (weight block scales and the tiles' combined scales, or K-quant rows unpacked).
 constexpr std::int64_t kQuantScratchFloatsPerBlock = 96;
 
 // Weight rows [r0, r1) times tokens [t0, t1) of acts; y is [n_tokens][y_stride].

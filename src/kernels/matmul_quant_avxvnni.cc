@@ -7,8 +7,8 @@
 namespace ecoserve::kernels::detail {
 
 const QuantRowKernels* quant_row_kernels_avxvnni() {
-  static constexpr QuantRowKernels kKernels{&isa_avxvnni::rows_q8_0, &isa_avxvnni::rows_q4_0, &isa_avxvnni::rows_q4_k,
-                                            &isa_avxvnni::rows_q6_k};
+  namespace k = isa_avxvnni;
+  static constexpr QuantRowKernels kKernels{&k::rows_q8_0, &k::rows_q4_0, &k::rows_q4_k, &k::rows_q6_k};
   return &kKernels;
 }
 

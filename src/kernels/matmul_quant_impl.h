@@ -267,7 +267,8 @@ struct FmtQ4_K {
                            _mm256_set1_epi16(static_cast<short>(sc)));
         mn16[2 * j] = mn16[2 * j + 1] = static_cast<std::int16_t>(mn);
       }
-      _mm256_store_si256(reinterpret_cast<__m256i*>(u.mo + 16 * s), _mm256_load_si256(reinterpret_cast<__m256i*>(mn16)));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(u.mo + 16 * s),
+                         _mm256_load_si256(reinterpret_cast<const __m256i*>(mn16)));
       for (int jp = 0; jp < 4; ++jp) {
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[s].qs + 32 * jp));
         _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 256 * s + 64 * jp), _mm256_and_si256(v, mask));
@@ -502,7 +503,9 @@ void krows_impl(const std::uint8_t* w, std::size_t row_bytes, const QuantizedAct
       const std::uint8_t* row = w + (r + i) * row_bytes;
       if (r + i + pf_rows < r1) {
         const std::uint8_t* p = row + pf_rows * row_bytes;
-        for (std::size_t off = 0; off < row_bytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
+        for (std::size_t off = 0; off < row_bytes; off += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
+        }
       }
       F::unpack_row(row, nsb, urows[i]);
     }

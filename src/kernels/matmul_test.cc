@@ -175,7 +175,9 @@ TEST(MatmulTest, EveryIsaLevelGivesBitwiseTheSameResults) {
   ASSERT_FALSE(isas.empty());
   ASSERT_EQ(isas.front(), Isa::kAvx2);
   for (Isa isa : all_isas()) {
-    if (!isa_supported(isa, cpu)) std::printf("[ SKIPPED  ] ISA level %s: not supported by this CPU\n", std::string(isa_name(isa)).c_str());
+    if (!isa_supported(isa, cpu)) {
+      std::printf("[ SKIPPED  ] ISA level %s: not supported by this CPU\n", std::string(isa_name(isa)).c_str());
+    }
   }
   ThreadPool pool1(1), pool2(2);
   for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
