@@ -73,7 +73,9 @@ void quantize_acts_k(const float* x, std::int64_t cols, std::int64_t t0, std::in
       m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
       m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
       const float amax = _mm_cvtss_f32(m4);
-      d[s] = amax / 127.0f;
+      // 1 / (127 / amax), as ggml's Q8_K (d = 1 / iscale): the same float, so
+      // greedy output follows llama.cpp's.
+      d[s] = amax > 0.0f ? 1.0f / (127.0f / amax) : 0.0f;
       const __m256 id = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
       for (int b = 0; b < 8; ++b) {
         __m256i iv[4];

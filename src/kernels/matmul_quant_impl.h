@@ -143,27 +143,27 @@ struct FmtQ8_0 {
   static float block_min(float) { return 0.0f; }
 };
 
-// Q4_0: value = (q - 8) * d with q in 0..15: unsigned q, and 8 * d as the min.
+// Q4_0: value = (q - 8) * d with q in 0..15, unpacked to signed q - 8 (as
+// ggml's q4_0 x q8_0 dot: the same ints and scales, so greedy output follows
+// llama.cpp's; an unsigned q with an 8 * d min term rounds differently).
 struct FmtQ4_0 {
   static constexpr std::size_t kBlockBytes = sizeof(BlockQ4_0);
-  static constexpr bool kSigned = false, kScaled = false, kHasMin = true;
-  static void row_scales(const std::uint8_t* row, std::int64_t nb, float* dw, float* m) {
+  static constexpr bool kSigned = true, kScaled = false, kHasMin = false;
+  static void row_scales(const std::uint8_t* row, std::int64_t nb, float* dw, float*) {
     const auto* blk = reinterpret_cast<const BlockQ4_0*>(row);
-    for (std::int64_t b = 0; b < nb; ++b) {
-      dw[b] = h2f(blk[b].d);
-      m[b] = 8.0f * dw[b];
-    }
+    for (std::int64_t b = 0; b < nb; ++b) dw[b] = h2f(blk[b].d);
   }
   static __m256i unpack(const std::uint8_t* row, std::int64_t b, __m256i*) {
     const auto* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs));
     const __m128i mask = _mm_set1_epi8(0x0F);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), mask), _mm_and_si128(v, mask));
+    return _mm256_sub_epi8(_mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), mask), _mm_and_si128(v, mask)),
+                           _mm256_set1_epi8(8));
   }
   static float block_scale(const std::uint8_t* row, std::int64_t b) {
     return h2f((reinterpret_cast<const BlockQ4_0*>(row) + b)->d);
   }
-  static float block_min(float dw) { return 8.0f * dw; }
+  static float block_min(float) { return 0.0f; }
 };
 
 // ---- K-quants (Q4_K, Q6_K) against K-format activations ----
@@ -224,6 +224,7 @@ inline __m256i shuffle_pair_mask(int lo, int hi) {
 
 struct FmtQ4_K {
   static constexpr std::size_t kBlockBytes = sizeof(BlockQ4_K) / 8;
+  static constexpr bool kSub32 = false;
   static KSuper super(const std::uint8_t* row, std::int64_t s) {
     const auto& blk = reinterpret_cast<const BlockQ4_K*>(row)[s];
     std::uint32_t u[3];
@@ -237,7 +238,7 @@ struct FmtQ4_K {
     const __m128i mn8 = _mm_set_epi32(0, 0, static_cast<int>(mn_hi), static_cast<int>(mn_lo));
     KSuper k;
     k.sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8));
-    k.mo = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8));
+    k.mo = _mm256_castsi128_si256(_mm_cvtepu8_epi16(mn8));  // the 8 mins as int16
     k.d = h2f(blk.d);
     k.off = h2f(blk.dmin);
     return k;
@@ -265,7 +266,8 @@ struct FmtQ4_K {
         }
         _mm256_store_si256(reinterpret_cast<__m256i*>(u.mult + 16 * (8 * s + j)),
                            _mm256_set1_epi16(static_cast<short>(sc)));
-        mn16[2 * j] = mn16[2 * j + 1] = static_cast<std::int16_t>(mn);
+        mn16[j] = static_cast<std::int16_t>(mn);
+        mn16[8 + j] = 0;
       }
       _mm256_store_si256(reinterpret_cast<__m256i*>(u.mo + 16 * s),
                          _mm256_load_si256(reinterpret_cast<const __m256i*>(mn16)));
@@ -283,11 +285,12 @@ struct FmtQ4_K {
 
 struct FmtQ6_K {
   static constexpr std::size_t kBlockBytes = sizeof(BlockQ6_K) / 8;
+  static constexpr bool kSub32 = true;
   static KSuper super(const std::uint8_t* row, std::int64_t s) {
     const auto& blk = reinterpret_cast<const BlockQ6_K*>(row)[s];
     KSuper k;
     k.sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
-    k.mo = _mm256_slli_epi16(k.sc, 5);
+    k.mo = _mm256_setzero_si256();  // the -32 is inside the integer sums
     k.d = k.off = h2f(blk.d);
     return k;
   }
@@ -328,15 +331,19 @@ struct FmtQ6_K {
         }
       }
       const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(u.mo + 16 * s), _mm256_slli_epi16(sc16, 5));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(u.mo + 16 * s), _mm256_setzero_si256());
+      (void)sc16;
       u.d[s] = u.off[s] = h2f(blk[s].d);
     }
   }
 };
 
-// isum + the 8 int32 lanes of maddubs(q, x) times the int16 multipliers m.
+// isum + the 8 int32 lanes of maddubs(q, x) times the int16 multipliers m
+// (kSub32, Q6_K: of maddubs(q, x) - maddubs(32, x), i.e. of (q - 32) x).
+template <bool kSub32>
 inline __m256i kdot_acc(__m256i isum, __m256i q, __m256i x, __m256i m) {
-  const __m256i p = _mm256_maddubs_epi16(q, x);
+  __m256i p = _mm256_maddubs_epi16(q, x);
+  if constexpr (kSub32) p = _mm256_sub_epi16(p, _mm256_maddubs_epi16(_mm256_set1_epi8(32), x));
 #if ECO_QUANT_ISA == 0
   return _mm256_add_epi32(isum, _mm256_madd_epi16(p, m));
 #elif ECO_QUANT_ISA == 1
@@ -346,15 +353,41 @@ inline __m256i kdot_acc(__m256i isum, __m256i q, __m256i x, __m256i m) {
 #endif
 }
 
+// One super-block's float step of one output, as ggml's q4_K / q6_K x q8_K
+// dots do it (so greedy output follows llama.cpp's): acc += float(isum) * (d *
+// dx); Q4_K's mins go to a separate 4-lane accumulator, accm += float(mins .
+// sums of 32) * -(dmin * dx); the output is hsum(acc) + hsum(accm).
+template <class F>
+inline void kstep(__m256& acc, __m128& accm, __m256i isum, const std::int16_t* bsums16, __m256i mo, float d,
+                  float off, float dxs) {
+  acc = _mm256_fmadd_ps(_mm256_set1_ps(d * dxs), _mm256_cvtepi32_ps(isum), acc);
+  if constexpr (!F::kSub32) {
+    const __m256i b16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bsums16));
+    const __m128i s8 = _mm_hadd_epi16(_mm256_castsi256_si128(b16), _mm256_extracti128_si256(b16, 1));
+    const __m128i prod = _mm_madd_epi16(_mm256_castsi256_si128(mo), s8);
+    accm = _mm_fmadd_ps(_mm_set1_ps(-(dxs * off)), _mm_cvtepi32_ps(prod), accm);
+  }
+}
+
+inline float kfinish(__m256 acc, __m128 accm) {
+  accm = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
+  accm = _mm_add_ss(accm, _mm_movehdup_ps(accm));
+  return hsum(acc) + _mm_cvtss_f32(accm);
+}
+
 // R unpacked rows (row i at urows[i]) times T tokens from t0; y as in tile().
-template <int R, int T>
+template <class F, int R, int T>
 void ktile(const UnpackedK* urows, const QuantizedActs& a, std::int64_t t0, float* y, std::int64_t y_stride) {
   const std::int64_t nsb = a.nb / 8;
   __m256 acc[R][T];
+  __m128 accm[R][T];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+    for (int t = 0; t < T; ++t) {
+      acc[r][t] = _mm256_setzero_ps();
+      accm[r][t] = _mm_setzero_ps();
+    }
   const std::int8_t* xq = a.q + t0 * a.q_stride;
   const float* dx = a.d + t0 * nsb;
   const std::int16_t* bs = a.bsums + t0 * 2 * a.nb;
@@ -375,7 +408,7 @@ void ktile(const UnpackedK* urows, const QuantizedActs& a, std::int64_t t0, floa
         const __m256i q = _mm256_load_si256(reinterpret_cast<const __m256i*>(urows[r].q + 256 * s + 32 * j));
         const __m256i m = _mm256_load_si256(reinterpret_cast<const __m256i*>(urows[r].mult + 16 * (8 * s + j)));
 #pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) isum[r][t] = kdot_acc(isum[r][t], q, xv[t], m);
+        for (int t = 0; t < T; ++t) isum[r][t] = kdot_acc<F::kSub32>(isum[r][t], q, xv[t], m);
       }
     }
 #pragma GCC unroll 8
@@ -383,26 +416,24 @@ void ktile(const UnpackedK* urows, const QuantizedActs& a, std::int64_t t0, floa
       const __m256i mo = _mm256_load_si256(reinterpret_cast<const __m256i*>(urows[r].mo + 16 * s));
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
-        const __m256i b16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bs + t * 2 * a.nb + 16 * s));
-        const __m256i ol = _mm256_madd_epi16(b16, mo);
-        const float dxs = dx[t * nsb + s];
-        acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][t]), _mm256_set1_ps(urows[r].d[s] * dxs), acc[r][t]);
-        acc[r][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ol), _mm256_set1_ps(urows[r].off[s] * dxs), acc[r][t]);
+        kstep<F>(acc[r][t], accm[r][t], isum[r][t], bs + t * 2 * a.nb + 16 * s, mo, urows[r].d[s], urows[r].off[s],
+                 dx[t * nsb + s]);
       }
     }
   }
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t)
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) y[t * y_stride + r] = hsum(acc[r][t]);
+    for (int r = 0; r < R; ++r) y[t * y_stride + r] = kfinish(acc[r][t], accm[r][t]);
 }
 
 using KTileFn = void (*)(const UnpackedK*, const QuantizedActs&, std::int64_t, float*, std::int64_t);
 
+template <class F>
 struct KTiles {
   template <int R, int T>
   static constexpr KTileFn fn() {
-    return &ktile<R, T>;
+    return &ktile<F, R, T>;
   }
 };
 
@@ -418,11 +449,15 @@ void kgemv(const std::uint8_t* w, std::size_t row_bytes, std::int64_t stream_row
   for (std::int64_t i = 0; i < count; ++i) {
     const std::uint8_t* rows[kStreams];
     __m256 acc[kStreams][T];
+    __m128 accm[kStreams][T];
 #pragma GCC unroll 8
     for (int r = 0; r < kStreams; ++r) {
       rows[r] = w + (r * stream_rows + i) * row_bytes;
 #pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+      for (int t = 0; t < T; ++t) {
+        acc[r][t] = _mm256_setzero_ps();
+        accm[r][t] = _mm_setzero_ps();
+      }
     }
     for (std::int64_t s = 0; s < nsb; ++s) {
 #pragma GCC unroll 8
@@ -442,9 +477,9 @@ void kgemv(const std::uint8_t* w, std::size_t row_bytes, std::int64_t stream_row
             const __m256i xv =
                 _mm256_load_si256(reinterpret_cast<const __m256i*>(xq + t * a.q_stride + 256 * s + 32 * j));
             if (j % 2 == 0) {
-              isum[t] = kdot_acc(isum[t], q, xv, m);
+              isum[t] = kdot_acc<F::kSub32>(isum[t], q, xv, m);
             } else {
-              isum2[t] = kdot_acc(isum2[t], q, xv, m);
+              isum2[t] = kdot_acc<F::kSub32>(isum2[t], q, xv, m);
             }
           }
         }
@@ -452,18 +487,14 @@ void kgemv(const std::uint8_t* w, std::size_t row_bytes, std::int64_t stream_row
         for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], isum2[t]);
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) {
-          const __m256i b16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bs + t * 2 * a.nb + 16 * s));
-          const __m256i ol = _mm256_madd_epi16(b16, k.mo);
-          const float dxs = dx[t * nsb + s];
-          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(k.d * dxs), acc[r][t]);
-          acc[r][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ol), _mm256_set1_ps(k.off * dxs), acc[r][t]);
+          kstep<F>(acc[r][t], accm[r][t], isum[t], bs + t * 2 * a.nb + 16 * s, k.mo, k.d, k.off, dx[t * nsb + s]);
         }
       }
     }
 #pragma GCC unroll 8
     for (int r = 0; r < kStreams; ++r)
 #pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) y[t * y_stride + r * stream_rows + i] = hsum(acc[r][t]);
+      for (int t = 0; t < T; ++t) y[t * y_stride + r * stream_rows + i] = kfinish(acc[r][t], accm[r][t]);
   }
 }
 
@@ -490,7 +521,7 @@ void krows_impl(const std::uint8_t* w, std::size_t row_bytes, const QuantizedAct
       })) {
     return;
   }
-  static constexpr auto kTable = make_tile_table<KTileFn, kRowsK, kTokensK, KTiles>();
+  static constexpr auto kTable = make_tile_table<KTileFn, kRowsK, kTokensK, KTiles<F>>();
   const std::int64_t cols = a.nb * 32, nsb = a.nb / 8;
   const std::int64_t ub = unpacked_k_bytes(cols);
   auto* base = reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(scratch) + 63) / 64 * 64);
