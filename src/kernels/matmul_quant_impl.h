@@ -14,15 +14,14 @@
 // Arithmetic (identical in every build, every tile shape, every thread count,
 // so results are bitwise equal across ISA levels and batch sizes):
 //  - activations are int8 blocks of 32 with a float scale dx (QuantizedActs);
-//  - each weight block of 32 becomes int8 (signed, or unsigned 0..15 for Q4_0
-//    and Q4_K, whose offset goes into a "min" term); its integer dot with the
+//  - each weight block of 32 becomes signed int8 (Q8_0, Q4_0 as q - 8); its integer dot with the
 //    activation block is kept as 8 int32 lanes (lane i: values 4i..4i+3;
 //    Q6_K: times its 16-value sub-block scale). These lanes are exact, so
 //    vpmaddubsw+vpmaddwd (AVX2) and vpdpbusd (VNNI) give the same ints;
 //  - per block, ascending: acc = fma(float(lanes), dw * dx, acc) (8 lanes);
-//  - min term (Q4_0, Q4_K): 8 lanes over blocks b % 8 of fma(m_b, xs_b), the
-//    last nb % 8 blocks added one by one after its horizontal sum;
-//  - y = hsum(acc) - min term, with a fixed reduction tree.
+//  - y = hsum(acc) with a fixed reduction tree (formats with a min term would
+//    subtract min_term(); none of Q8_0, Q4_0 has one now);
+//  - K-quants: see "K-quants" below.
 #pragma once
 
 #ifndef ECO_QUANT_ISA
