@@ -257,11 +257,13 @@ std::vector<std::vector<float>> engine_logits_per_position(ModelRunner& runner, 
   return out;
 }
 
+// ref_file: the file the reference reads its weights from (default: the
+// model's own, whose Q8_0 matrices a private load has repacked).
 void check_against_reference(const std::shared_ptr<const model::LlamaModel>& model, double tol, int block_size,
-                             size_t prompt_len = 20) {
+                             size_t prompt_len = 20, const model::GgufFile* ref_file = nullptr) {
   const auto tokens = test_prompt(*model, prompt_len);
   ASSERT_GE(tokens.size(), std::min<size_t>(prompt_len, 15));
-  const RefLlama ref(model->gguf());
+  const RefLlama ref(ref_file ? *ref_file : model->gguf());
   const auto want = ref.forward(tokens);
 
   EngineOptions opt;
@@ -370,13 +372,21 @@ TEST_F(ReferenceForwardTest, NoGqaMultiHead) {
 // The real Q8_0 model against its dequantized weights in float64. The engine may
 // quantize activations (as llama.cpp does), so the tolerance is looser: this checks
 // the architecture details of a real file (tied output, GQA, eps 1e-6), not rounding.
-// Measured: <= 0.017 when right; 0.15-1.0 with the wrong RoPE pairing.
+// Measured: <= 0.017 when right; 0.15-1.0 with the wrong RoPE pairing. Both
+// loads: a private copy (Q8_0 matrices repacked to kernels' kRows8 layout)
+// and a shared mapping (GGUF's layout); the reference reads the file as stored.
 TEST(ReferenceForwardRealModel, TinyStoriesQ8_0) {
   auto path = shared_data_path("models/tinystories-656k-q8_0.gguf");
   if (!path) GTEST_SKIP() << missing_data_message("models/tinystories-656k-q8_0.gguf");
-  auto model = model::LlamaModel::load(*path);
-  ASSERT_TRUE(model.ok()) << model.status().to_string();
-  check_against_reference(*model, 5e-2, 16);
+  auto file = model::GgufFile::open(*path, model::GgufFile::Load::kMmap);
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  for (auto load : {model::GgufFile::Load::kReadHugePages, model::GgufFile::Load::kMmap}) {
+    auto model = model::LlamaModel::load(*path, load);
+    ASSERT_TRUE(model.ok()) << model.status().to_string();
+    EXPECT_EQ((*model)->layers()[0].wq.layout, load == model::GgufFile::Load::kMmap ? kernels::WeightLayout::kGguf
+                                                                                    : kernels::WeightLayout::kRows8);
+    check_against_reference(*model, 5e-2, 16, 20, file->get());
+  }
 }
 
 }  // namespace

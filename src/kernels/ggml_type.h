@@ -30,6 +30,12 @@ enum class GgmlType : std::uint32_t {
   kBF16 = 30,
 };
 
+// How a weight matrix's rows are stored in memory.
+//  - kGguf: row after row, as in the GGUF file.
+//  - kRows8: Q8_0 only, 8 rows interleaved per group for the int8 kernels
+//    (kernels/packed_q8_0.h); the same bytes per matrix, rows % 8 == 0.
+enum class WeightLayout : std::uint8_t { kGguf, kRows8 };
+
 struct TypeTraits {
   std::string_view name;     // "q8_0"
   std::int64_t block_elems;  // elements per block (1 for plain types)

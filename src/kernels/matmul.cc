@@ -9,7 +9,7 @@ namespace ecoserve::kernels {
 namespace {
 
 // Rows are handed to threads in units of 16 so no two threads write the same
-// 64-byte line of y.
+// 64-byte line of y (and kRows8 groups of 8 rows stay whole).
 constexpr std::int64_t kRowUnit = 16;
 // Quantize activations on all threads only when there is enough of them.
 constexpr std::int64_t kParallelQuantizeElems = 64 * 1024;
@@ -38,6 +38,8 @@ void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y
                 traits->name, traits->block_elems);
   ECO_CHECK_MSG(w.row_bytes == row_bytes(*traits, w.cols), "matmul: row_bytes={} but a {} row of {} values has {}",
                 w.row_bytes, traits->name, w.cols, row_bytes(*traits, w.cols));
+  ECO_CHECK_MSG(w.layout == WeightLayout::kGguf || (w.type == GgmlType::kQ8_0 && w.rows % 8 == 0),
+                "matmul: the kRows8 layout needs q8_0 with rows % 8 == 0, not {} with {} rows", traits->name, w.rows);
   if (w.rows == 0 || n_tokens == 0) return;
   ECO_CHECK_MSG(w.data != nullptr && x != nullptr && y != nullptr, "matmul: null data pointer");
   ECO_CHECK_MSG(ctx.pool != nullptr, "matmul: KernelContext without a thread pool");
@@ -112,7 +114,7 @@ void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y
   }
   const std::size_t per_thread = static_cast<std::size_t>(detail::kQuantScratchFloatsPerBlock * (w.cols / 32) + 128);
   if (ctx.tile_scratch.size() < per_thread * nthreads) ctx.tile_scratch.resize(per_thread * nthreads);
-  const detail::QuantRowsFn kernel = detail::quant_rows_kernel(ctx.isa, w.type);
+  const detail::QuantRowsFn kernel = detail::quant_rows_kernel(ctx.isa, w.type, w.layout);
   run([&](int i, std::int64_t r0, std::int64_t r1, std::int64_t t0, std::int64_t t1) {
     kernel(wdata, w.row_bytes, acts, r0, r1, t0, t1, y, w.rows, ctx.tile_scratch.data() + per_thread * i);
   });

@@ -3,7 +3,9 @@
 // y[t, r] = sum_c W[r, c] * x[t, c]   for t < n_tokens, r < w.rows
 //
 // W is a weight matrix as stored in GGUF: w.rows output features, each row of
-// w.cols input values encoded in w.type (ggml's ne0 = cols). x is row-major
+// w.cols input values encoded in w.type (ggml's ne0 = cols), row after row
+// (w.layout kGguf) or, for Q8_0, repacked 8 rows at a time (kRows8,
+// kernels/packed_q8_0.h: the faster int8 kernels). x is row-major
 // [n_tokens, cols] float, y is row-major [n_tokens, rows] float.
 // The work is split over ctx.pool's threads, with the kernels of ctx.isa.
 // ctx.scratch and ctx.tile_scratch are reused between calls (quantized
@@ -26,7 +28,8 @@ struct WeightView {
   const void* data = nullptr;
   std::int64_t rows = 0;       // output features
   std::int64_t cols = 0;       // input features
-  std::size_t row_bytes = 0;   // bytes of one stored row
+  std::size_t row_bytes = 0;   // bytes of one stored row (in GGUF's layout)
+  WeightLayout layout = WeightLayout::kGguf;
 };
 
 // isa: which kernel build runs (default: the best this CPU supports, capped by

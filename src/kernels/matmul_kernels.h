@@ -42,6 +42,9 @@ struct QuantizedActs {
   // Block format: [n_tokens][nb][8] int32, lane i = -128 * (q[4i] + ... + q[4i+3])
   // of the block (the VNNI kernels' start value for biased unsigned weights).
   const std::int32_t* xc = nullptr;
+  // Block format: [n_tokens][nb] int32, -128 * (sum of the block's 32 q) (the
+  // start value of the interleaved-layout VNNI kernels, matmul_packed_impl.h).
+  const std::int32_t* xt = nullptr;
   std::int64_t q_stride = 0;        // bytes between token rows of q
   std::int64_t nb = 0;              // blocks of 32 per token row
   bool k_format = false;
@@ -70,16 +73,18 @@ constexpr std::int64_t kQuantScratchFloatsPerBlock = 96;
 using QuantRowsFn = void (*)(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& acts, std::int64_t r0,
                              std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride,
                              float* scratch);
+// q8_0_rows8: Q8_0 weights in WeightLayout::kRows8 (r0, r1 multiples of 8).
 struct QuantRowKernels {
-  QuantRowsFn q8_0, q4_0, q4_k, q6_k;
+  QuantRowsFn q8_0, q4_0, q4_k, q6_k, q8_0_rows8;
 };
 const QuantRowKernels* quant_row_kernels_avx2();
 const QuantRowKernels* quant_row_kernels_avxvnni();
 const QuantRowKernels* quant_row_kernels_avx512vnni();
 
-// The kernel for `type` (one of Q8_0, Q4_0, Q4_K, Q6_K) at ISA level `isa`
-// (which the CPU must support: the kernels use its instructions).
-QuantRowsFn quant_rows_kernel(Isa isa, GgmlType type);
+// The kernel for `type` (one of Q8_0, Q4_0, Q4_K, Q6_K) stored in `layout`
+// (kRows8: Q8_0 only) at ISA level `isa` (which the CPU must support: the
+// kernels use its instructions).
+QuantRowsFn quant_rows_kernel(Isa isa, GgmlType type, WeightLayout layout = WeightLayout::kGguf);
 
 // Weight rows [r0, r1) times tokens [t0, t1) of acts with quant_rows_kernel(isa, type).
 void matmul_quantized_rows(Isa isa, GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols,

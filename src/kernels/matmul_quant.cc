@@ -30,7 +30,7 @@ std::size_t quantized_acts_bytes(std::int64_t n_tokens, std::int64_t cols) {
   const std::int64_t nb = cols / 32;
   const std::int64_t q_stride = round_up(cols, kActAlign);
   return static_cast<std::size_t>(kActAlign + n_tokens * q_stride + 3 * round_up(n_tokens * nb * 4, kActAlign) +
-                                  n_tokens * nb * 32);
+                                  round_up(n_tokens * nb * 32, kActAlign) + n_tokens * nb * 4);
 }
 
 QuantizedActs layout_quantized_acts(std::uint8_t* scratch, std::int64_t n_tokens, std::int64_t cols, bool k_format) {
@@ -50,6 +50,8 @@ QuantizedActs layout_quantized_acts(std::uint8_t* scratch, std::int64_t n_tokens
   a.bsums = reinterpret_cast<const std::int16_t*>(p);
   p += round_up(n_tokens * a.nb * 4, kActAlign);
   a.xc = reinterpret_cast<const std::int32_t*>(p);
+  p += round_up(n_tokens * a.nb * 32, kActAlign);
+  a.xt = reinterpret_cast<const std::int32_t*>(p);
   return a;
 }
 
@@ -105,6 +107,7 @@ void quantize_acts(const float* x, std::int64_t cols, std::int64_t t0, std::int6
     auto* d = const_cast<float*>(a.d + t * a.nb);
     auto* s = const_cast<float*>(a.s + t * a.nb);
     auto* xc = const_cast<std::int32_t*>(a.xc + t * a.nb * 8);
+    auto* xt_sum = const_cast<std::int32_t*>(a.xt + t * a.nb);
     const float* xt = x + t * cols;
     for (std::int64_t b = 0; b < a.nb; ++b) {
       __m256 v[4];
@@ -132,13 +135,14 @@ void quantize_acts(const float* x, std::int64_t cols, std::int64_t t0, std::int6
       // -128 * (sum of each 4 values): vpmaddubsw with 1s, vpmaddwd with -128s.
       const __m256i sums4 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), p), _mm256_set1_epi16(-128));
       _mm256_store_si256(reinterpret_cast<__m256i*>(xc + 8 * b), sums4);
+      xt_sum[b] = -128 * sum;
       d[b] = db;
       s[b] = db * static_cast<float>(sum);
     }
   }
 }
 
-QuantRowsFn quant_rows_kernel(Isa isa, GgmlType type) {
+QuantRowsFn quant_rows_kernel(Isa isa, GgmlType type, WeightLayout layout) {
   const QuantRowKernels* k = nullptr;
   switch (isa) {
     case Isa::kAvx2: k = quant_row_kernels_avx2(); break;
@@ -146,6 +150,10 @@ QuantRowsFn quant_rows_kernel(Isa isa, GgmlType type) {
     case Isa::kAvx512Vnni: k = quant_row_kernels_avx512vnni(); break;
   }
   ECO_CHECK_MSG(k != nullptr, "quant_rows_kernel: unknown ISA level {}", static_cast<int>(isa));
+  if (layout == WeightLayout::kRows8) {
+    ECO_CHECK_MSG(type == GgmlType::kQ8_0, "quant_rows_kernel: the kRows8 layout holds q8_0, not {}", type_name(type));
+    return k->q8_0_rows8;
+  }
   switch (type) {
     case GgmlType::kQ8_0: return k->q8_0;
     case GgmlType::kQ4_0: return k->q4_0;

@@ -423,6 +423,7 @@ StatusOr<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path, Load
         off += static_cast<std::size_t>(n);
       }
       mprotect(m, f->mapping_bytes_, PROT_READ);
+      f->private_copy_ = true;
     }
     f->base_ = static_cast<const std::uint8_t*>(f->mapping_);
   }
@@ -438,8 +439,34 @@ StatusOr<std::unique_ptr<GgufFile>> GgufFile::from_bytes(std::vector<std::uint8_
   f->base_ = f->owned_.data();
   f->size_ = f->owned_.size();
   f->path_ = "<memory>";
+  f->private_copy_ = true;
   ECO_RETURN_IF_ERROR(f->parse());
   return f;
+}
+
+Status GgufFile::rewrite_bytes(const std::uint8_t* data, std::size_t n,
+                               const std::function<void(const std::uint8_t* old, std::uint8_t* out)>& fn) {
+  if (!private_copy_) return failed_precondition_error("gguf: '{}' is mapped shared; its bytes cannot change", path_);
+  if (data < base_ || n > size_ || static_cast<std::size_t>(data - base_) > size_ - n) {
+    return invalid_argument_error("gguf: rewrite of {} bytes at {} is outside '{}'", n, static_cast<const void*>(data),
+                                  path_);
+  }
+  if (n == 0) return ok_status();
+  const std::vector<std::uint8_t> old(data, data + n);
+  auto* out = const_cast<std::uint8_t*>(data);
+  if (mapping_ == nullptr) {  // from_bytes: a vector we own
+    fn(old.data(), out);
+    return ok_status();
+  }
+  const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  const std::uintptr_t lo = reinterpret_cast<std::uintptr_t>(data) / page * page;
+  const std::uintptr_t hi = (reinterpret_cast<std::uintptr_t>(data) + n + page - 1) / page * page;
+  if (mprotect(reinterpret_cast<void*>(lo), hi - lo, PROT_READ | PROT_WRITE) != 0) {
+    return internal_error("gguf: mprotect of '{}' failed: {}", path_, std::strerror(errno));
+  }
+  fn(old.data(), out);
+  mprotect(reinterpret_cast<void*>(lo), hi - lo, PROT_READ);
+  return ok_status();
 }
 
 Status GgufFile::parse() {

@@ -136,6 +136,18 @@ class GgufFile {
   const std::vector<GgufTensor>& tensors() const { return tensors_; }
   const GgufTensor* find_tensor(std::string_view name) const;
 
+  // Whether the bytes are this object's private copy (Load::kReadHugePages,
+  // from_bytes), which rewrite_bytes may change, rather than a shared mapping.
+  bool private_copy() const { return private_copy_; }
+  // Replaces bytes [data, data + n) of the file (inside one tensor's data) with
+  // what fn(old, out) writes to out, given a copy of the old bytes; the rest
+  // stays read-only. FAILED_PRECONDITION on a shared mapping, INVALID_ARGUMENT
+  // for a range outside the file. Callers own the meaning of the new bytes
+  // (LlamaModel repacks Q8_0 matrices, kernels/packed_q8_0.h). Not thread-safe:
+  // only before the file is shared.
+  Status rewrite_bytes(const std::uint8_t* data, std::size_t n,
+                       const std::function<void(const std::uint8_t* old, std::uint8_t* out)>& fn);
+
  private:
   GgufFile() = default;
   Status parse();
@@ -146,6 +158,7 @@ class GgufFile {
   void* mapping_ = nullptr;               // mmap'd region, or null
   std::size_t mapping_bytes_ = 0;
   std::vector<std::uint8_t> owned_;       // for from_bytes
+  bool private_copy_ = false;
   std::uint32_t version_ = 0;
   std::uint32_t alignment_ = 32;
   std::vector<std::pair<std::string, GgufValue>> kv_;

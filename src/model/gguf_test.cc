@@ -580,5 +580,33 @@ TEST(GgufLoadModeTest, ReadIntoHugePagesEqualsMmap) {
             StatusCode::kNotFound);
 }
 
+// rewrite_bytes changes a private copy's bytes (and only those), never a shared mapping's.
+TEST(GgufLoadModeTest, RewriteBytesOnlyOnAPrivateCopy) {
+  auto path = shared_data_path("models/tinystories-656k-q8_0.gguf");
+  if (!path) GTEST_SKIP() << missing_data_message("models/tinystories-656k-q8_0.gguf");
+  auto shared = GgufFile::open(*path, GgufFile::Load::kMmap);
+  auto priv = GgufFile::open(*path, GgufFile::Load::kReadHugePages);
+  ASSERT_TRUE(shared.ok() && priv.ok());
+  EXPECT_FALSE((*shared)->private_copy());
+  EXPECT_TRUE((*priv)->private_copy());
+  const GgufTensor* ts = (*shared)->find_tensor("blk.0.attn_q.weight");
+  const GgufTensor* tp = (*priv)->find_tensor("blk.0.attn_q.weight");
+  ASSERT_TRUE(ts && tp);
+  auto noop = [](const std::uint8_t*, std::uint8_t*) {};
+  Status s = (*shared)->rewrite_bytes(ts->data, ts->nbytes, noop);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("mapped shared"), std::string::npos) << s.message();
+  EXPECT_EQ((*priv)->rewrite_bytes(ts->data, 16, noop).code(), StatusCode::kInvalidArgument);  // not its bytes
+  EXPECT_EQ((*priv)->rewrite_bytes(tp->data, (*priv)->file_size(), noop).code(), StatusCode::kInvalidArgument);
+  // Reverse the tensor's bytes: fn sees the old bytes, the file keeps what it wrote.
+  ASSERT_TRUE((*priv)->rewrite_bytes(tp->data + 1, tp->nbytes - 1, [&](const std::uint8_t* old, std::uint8_t* out) {
+                  for (std::size_t i = 0; i + 1 < tp->nbytes; ++i) out[i] = old[tp->nbytes - 2 - i];
+                }).ok());
+  EXPECT_EQ(tp->data[0], ts->data[0]);
+  for (std::size_t i = 1; i < tp->nbytes; ++i) ASSERT_EQ(tp->data[i], ts->data[tp->nbytes - i]) << i;
+  const GgufTensor* next = (*priv)->find_tensor("blk.0.attn_k.weight");
+  EXPECT_EQ(std::memcmp(next->data, (*shared)->find_tensor("blk.0.attn_k.weight")->data, next->nbytes), 0);
+}
+
 }  // namespace
 }  // namespace ecoserve::model

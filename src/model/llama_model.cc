@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "kernels/packed_q8_0.h"
 #include "kernels/quant.h"
 
 namespace ecoserve::model {
@@ -211,12 +212,30 @@ Status LlamaModel::init() {
   }
   fingerprint_ = XXH3_64bits_digest(st);
   XXH3_freeState(st);
+  // After the fingerprint, which samples the file's bytes as stored.
+  if (file_->private_copy()) ECO_RETURN_IF_ERROR(pack_matrices());
   return ok_status();
 }
 
-void LlamaModel::embed(int32_t token, float* out) const {
-  const auto* row = static_cast<const uint8_t*>(token_embd_.data) + static_cast<size_t>(token) * token_embd_.row_bytes;
-  kernels::dequantize_row(token_embd_.type, row, out, config_.n_embd);
+Status LlamaModel::pack_matrices() {
+  std::vector<WeightView*> views = {&token_embd_};
+  if (!config_.tied_embeddings) views.push_back(&output_);
+  for (LayerWeights& l : layers_) {
+    for (WeightView* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) views.push_back(v);
+  }
+  for (WeightView* v : views) {
+    if (!kernels::can_pack_rows8(*v)) continue;
+    const std::int64_t rows = v->rows, cols = v->cols;
+    ECO_RETURN_IF_ERROR(file_->rewrite_bytes(static_cast<const uint8_t*>(v->data), rows * v->row_bytes,
+                                             [&](const uint8_t* old, uint8_t* out) {
+                                               kernels::pack_q8_0_rows8(old, rows, cols, out);
+                                             }));
+    v->layout = kernels::WeightLayout::kRows8;
+  }
+  if (config_.tied_embeddings) output_ = token_embd_;
+  return ok_status();
 }
+
+void LlamaModel::embed(int32_t token, float* out) const { kernels::dequantize_weight_row(token_embd_, token, out); }
 
 }  // namespace ecoserve::model

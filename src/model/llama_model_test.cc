@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "base/test_data.h"
+#include "kernels/packed_q8_0.h"
 #include "model/synth.h"
 
 namespace ecoserve::model {
@@ -113,6 +116,41 @@ TEST(LlamaModelRealTest, TinyStoriesIsTiedGqa) {
   EXPECT_EQ(c.n_vocab, 2048);
   EXPECT_EQ(c.n_ctx_train, 512);
   EXPECT_EQ((*m)->output().data, (*m)->token_embd().data);
+}
+
+// A private copy's Q8_0 matrices are repacked (kRows8), a shared mapping's are
+// not; the fingerprint (of the file as stored) and the embeddings agree.
+TEST(LlamaModelRealTest, PrivateLoadRepacksQ8_0Matrices) {
+  auto path = shared_data_path("models/tinystories-656k-q8_0.gguf");
+  if (!path) GTEST_SKIP() << missing_data_message("models/tinystories-656k-q8_0.gguf");
+  auto packed = LlamaModel::load(*path, GgufFile::Load::kReadHugePages);
+  auto mapped = LlamaModel::load(*path, GgufFile::Load::kMmap);
+  ASSERT_TRUE(packed.ok() && mapped.ok());
+  const auto& p = **packed;
+  const auto& m = **mapped;
+  EXPECT_EQ(p.fingerprint(), m.fingerprint());
+  for (const auto* v : {&p.token_embd(), &p.output(), &p.layers()[0].wq, &p.layers()[0].wk, &p.layers()[0].w_down}) {
+    EXPECT_EQ(v->layout, kernels::WeightLayout::kRows8);
+  }
+  EXPECT_EQ(m.token_embd().layout, kernels::WeightLayout::kGguf);
+  EXPECT_EQ(m.layers()[0].w_up.layout, kernels::WeightLayout::kGguf);
+  EXPECT_EQ(p.output().data, p.token_embd().data);
+  std::vector<float> a(p.config().n_embd), b(p.config().n_embd);
+  for (int32_t token : {0, 1, 7, 8, 1000, p.config().n_vocab - 1}) {
+    p.embed(token, a.data());
+    m.embed(token, b.data());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "token " << token;
+  }
+  // The repacked bytes are the GGUF rows, interleaved.
+  std::vector<uint8_t> row(p.layers()[1].wv.row_bytes);
+  const auto& wv = p.layers()[1].wv;
+  for (int64_t r = 0; r < wv.rows; ++r) {
+    kernels::unpack_q8_0_rows8_row(static_cast<const uint8_t*>(wv.data), wv.cols, r, row.data());
+    ASSERT_EQ(std::memcmp(row.data(), static_cast<const uint8_t*>(m.layers()[1].wv.data) + r * wv.row_bytes,
+                          wv.row_bytes),
+              0)
+        << "row " << r;
+  }
 }
 
 TEST(LlamaModelRealTest, MissingFileIsNotFound) {
