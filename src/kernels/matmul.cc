@@ -38,8 +38,10 @@ void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y
                 traits->name, traits->block_elems);
   ECO_CHECK_MSG(w.row_bytes == row_bytes(*traits, w.cols), "matmul: row_bytes={} but a {} row of {} values has {}",
                 w.row_bytes, traits->name, w.cols, row_bytes(*traits, w.cols));
-  ECO_CHECK_MSG(w.layout == WeightLayout::kGguf || (w.type == GgmlType::kQ8_0 && w.rows % 8 == 0),
-                "matmul: the kRows8 layout needs q8_0 with rows % 8 == 0, not {} with {} rows", traits->name, w.rows);
+  ECO_CHECK_MSG(w.layout == WeightLayout::kGguf ||
+                    ((w.type == GgmlType::kQ8_0 || w.type == GgmlType::kQ4_K) && w.rows % 8 == 0),
+                "matmul: the kRows8 layout needs q8_0 or q4_K with rows % 8 == 0, not {} with {} rows", traits->name,
+                w.rows);
   if (w.rows == 0 || n_tokens == 0) return;
   ECO_CHECK_MSG(w.data != nullptr && x != nullptr && y != nullptr, "matmul: null data pointer");
   ECO_CHECK_MSG(ctx.pool != nullptr, "matmul: KernelContext without a thread pool");

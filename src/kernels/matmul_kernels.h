@@ -73,16 +73,16 @@ constexpr std::int64_t kQuantScratchFloatsPerBlock = 96;
 using QuantRowsFn = void (*)(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& acts, std::int64_t r0,
                              std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride,
                              float* scratch);
-// q8_0_rows8: Q8_0 weights in WeightLayout::kRows8 (r0, r1 multiples of 8).
+// *_rows8: weights in WeightLayout::kRows8 (r0, r1 multiples of 8).
 struct QuantRowKernels {
-  QuantRowsFn q8_0, q4_0, q4_k, q6_k, q8_0_rows8;
+  QuantRowsFn q8_0, q4_0, q4_k, q6_k, q8_0_rows8, q4_k_rows8;
 };
 const QuantRowKernels* quant_row_kernels_avx2();
 const QuantRowKernels* quant_row_kernels_avxvnni();
 const QuantRowKernels* quant_row_kernels_avx512vnni();
 
 // The kernel for `type` (one of Q8_0, Q4_0, Q4_K, Q6_K) stored in `layout`
-// (kRows8: Q8_0 only) at ISA level `isa` (which the CPU must support: the
+// (kRows8: Q8_0, Q4_K) at ISA level `isa` (which the CPU must support: the
 // kernels use its instructions).
 QuantRowsFn quant_rows_kernel(Isa isa, GgmlType type, WeightLayout layout = WeightLayout::kGguf);
 

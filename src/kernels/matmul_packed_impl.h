@@ -1,5 +1,5 @@
-// Kernels for Q8_0 weights in the interleaved layout WeightLayout::kRows8
-// (kernels/packed_q8_0.h), compiled once per ISA level like
+// Kernels for Q8_0 and Q4_K weights in the interleaved layout WeightLayout::kRows8
+// (kernels/packed_weights.h), compiled once per ISA level like
 // matmul_quant_impl.h (included after it by kernels/matmul_quant_<isa>.cc;
 // the same one-definition rules: internal linkage, no external inline calls).
 //
@@ -11,7 +11,7 @@
 // needs no horizontal sum, and the block's float work (convert, scale, FMA)
 // is one instruction per 8 rows instead of per row. The kernel keeps, per
 // chunk, G groups' weights in registers and T tokens' lanes (G * T vpdpbusd
-// per 2 + T loads).
+// per G loads and T broadcasts).
 //
 // Arithmetic, identical in every build, tile shape and thread count (so bitwise
 // equal across ISA levels and batch sizes): per row and block, the exact int
@@ -190,6 +190,200 @@ void rows_q8_0_rows8(const std::uint8_t* w, std::size_t row_bytes, const Quantiz
       for (std::int64_t t = tc; t < te; t += kPackedTokens) {
         const int nt = static_cast<int>(imin(kPackedTokens, te - t));
         kTable.fns[ng - 1][nt - 1](grp, a, t, yg, y_stride);
+      }
+    }
+  }
+}
+
+// ---- Q4_K in kRows8 (packed_weights.h) against K-format activations ----
+//
+// Per super-block s of 256 columns, a group's 1152 bytes: d[8], dmin[8] (fp16),
+// 64 bytes [sub-block][row] = scale | (min >> 4) << 6, 32 bytes of the mins'
+// low nibbles (entry i = sub-block * 8 + row: low nibble of byte i, or high
+// nibble of byte i - 32), then the quants [pair j][chunk c][row][4]: the low
+// nibbles are values 4c..4c+3 of sub-block 2j, the high nibbles of 2j + 1.
+// Per row lane: isum = sum_sb scale_sb * dot_sb (exact), mins = sum_sb min_sb
+// * (sum of the sub-block's 32 q) (exact), then acc = fma(float(isum), d * dx,
+// acc); acc = fnmadd(float(mins), dmin * dx, acc); y = acc.
+
+#if ECO_QUANT_ISA == 2
+constexpr int kQ4kTokens = 4;
+constexpr int kQ4kStreams[] = {4, 2, 1, 1};
+#else
+constexpr int kQ4kTokens = 2;
+constexpr int kQ4kStreams[] = {2, 1, 1, 1};
+#endif
+constexpr std::int64_t kQ4kGroupSuperBytes = 1152;
+
+// lanes += the 4-value dots of unsigned q (0..15) and signed x.
+inline __m256i q4_dot(__m256i lanes, __m256i q, __m256i x) {
+#if ECO_QUANT_ISA == 0
+  return _mm256_add_epi32(lanes, _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), _mm256_set1_epi16(1)));
+#elif ECO_QUANT_ISA == 1
+  return _mm256_dpbusd_avx_epi32(lanes, q, x);
+#else
+  return _mm256_dpbusd_epi32(lanes, q, x);
+#endif
+}
+
+// The 8 scales and mins of the 8 rows of one super-block: sc[sb * 8 + row], mn[sb * 8 + row].
+inline void q4k_scales(const std::uint8_t* sup, std::uint8_t* sc, std::uint8_t* mn) {
+  const __m256i m6 = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30), m4 = _mm256_set1_epi8(0x0F);
+  const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sup + 32));
+  const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sup + 64));
+  const __m256i n = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sup + 96));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(sc), _mm256_and_si256(a, m6));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(sc + 32), _mm256_and_si256(b, m6));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(mn),
+                      _mm256_or_si256(_mm256_and_si256(n, m4), _mm256_and_si256(_mm256_srli_epi16(a, 2), m30)));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(mn + 32),
+                      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(n, 4), m4),
+                                      _mm256_and_si256(_mm256_srli_epi16(b, 2), m30)));
+}
+
+template <int G, int T>
+void q4k_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::int64_t t0, float* const* yg,
+              std::int64_t y_stride) {
+  const std::int64_t nsb = a.nb / 8;
+  __m256 acc[G][T];
+#pragma GCC unroll 8
+  for (int r = 0; r < G; ++r)
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  for (std::int64_t s = 0; s < nsb; ++s) {
+    alignas(32) std::uint8_t sc[G][64], mn[G][64];
+    const std::uint8_t* sup[G];
+#pragma GCC unroll 8
+    for (int r = 0; r < G; ++r) {
+      sup[r] = grp[r] + s * kQ4kGroupSuperBytes;
+      q4k_scales(sup[r], sc[r], mn[r]);
+    }
+    __m256i isum[G][T];
+#pragma GCC unroll 8
+    for (int r = 0; r < G; ++r)
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) isum[r][t] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+    for (int j = 0; j < 4; ++j) {
+      __m256i lo_acc[G][T], hi_acc[G][T];
+#pragma GCC unroll 8
+      for (int r = 0; r < G; ++r)
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) lo_acc[r][t] = hi_acc[r][t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c) {
+#pragma GCC unroll 8
+        for (int r = 0; r < G; ++r) {
+          const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sup[r] + 128 + 256 * j + 32 * c));
+          const __m256i lo = _mm256_and_si256(w, _mm256_set1_epi8(0x0F));
+          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), _mm256_set1_epi8(0x0F));
+#pragma GCC unroll 8
+          for (int t = 0; t < T; ++t) {
+            const std::int8_t* x = a.q + (t0 + t) * a.q_stride + 256 * s + 64 * j + 4 * c;
+            lo_acc[r][t] = q4_dot(lo_acc[r][t], lo, broadcast4(x));
+            hi_acc[r][t] = q4_dot(hi_acc[r][t], hi, broadcast4(x + 32));
+          }
+        }
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < G; ++r) {
+        const __m256i m_lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc[r] + 16 * j)));
+        const __m256i m_hi =
+            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc[r] + 16 * j + 8)));
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          isum[r][t] = _mm256_add_epi32(isum[r][t], _mm256_add_epi32(_mm256_mullo_epi32(lo_acc[r][t], m_lo),
+                                                                      _mm256_mullo_epi32(hi_acc[r][t], m_hi)));
+        }
+      }
+    }
+    // Mins: int16 pairs (min of sub-blocks 2p, 2p + 1) per row, against the
+    // token's pair of 32-value sums.
+    __m256i mpair[G][4];
+#pragma GCC unroll 8
+    for (int r = 0; r < G; ++r)
+#pragma GCC unroll 4
+      for (int p = 0; p < 4; ++p) {
+        const __m128i ev = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn[r] + 16 * p));
+        const __m128i od = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn[r] + 16 * p + 8));
+        mpair[r][p] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(ev, od));
+      }
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const __m256i bs16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums + (t0 + t) * 2 * a.nb + 16 * s));
+      const __m256i b32 = _mm256_madd_epi16(bs16, _mm256_set1_epi16(1));
+      // int32 elements 0, 1, 4, 5: the int16 pairs (sums of sub-blocks 0,1), (2,3), (4,5), (6,7).
+      const __m256i b16 = _mm256_packs_epi32(b32, b32);
+      const float dxs = a.d[(t0 + t) * nsb + s];
+#pragma GCC unroll 8
+      for (int r = 0; r < G; ++r) {
+        __m256i mins = _mm256_madd_epi16(mpair[r][0], _mm256_permutevar8x32_epi32(b16, _mm256_set1_epi32(0)));
+        mins = _mm256_add_epi32(mins,
+                                _mm256_madd_epi16(mpair[r][1], _mm256_permutevar8x32_epi32(b16, _mm256_set1_epi32(1))));
+        mins = _mm256_add_epi32(mins,
+                                _mm256_madd_epi16(mpair[r][2], _mm256_permutevar8x32_epi32(b16, _mm256_set1_epi32(4))));
+        mins = _mm256_add_epi32(mins,
+                                _mm256_madd_epi16(mpair[r][3], _mm256_permutevar8x32_epi32(b16, _mm256_set1_epi32(5))));
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sup[r])));
+        const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sup[r] + 16)));
+        const __m256 dx = _mm256_set1_ps(dxs);
+        acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][t]), _mm256_mul_ps(d, dx), acc[r][t]);
+        acc[r][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_mul_ps(dmin, dx), acc[r][t]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < G; ++r)
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) _mm256_storeu_ps(yg[r] + (t0 + t) * y_stride, acc[r][t]);
+}
+
+struct Q4kTiles {
+  template <int G, int T>
+  static constexpr PackedTileFn fn() {
+    return &q4k_tile<G, T>;
+  }
+};
+
+// Weight rows [r0, r1) (multiples of 8) of a kRows8 Q4_K matrix times tokens [t0, t1).
+void rows_q4_k_rows8(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
+                     std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride, float*) {
+  const std::int64_t gbytes = 8 * static_cast<std::int64_t>(row_bytes);
+  const std::int64_t g0 = r0 / 8, g1 = r1 / 8;
+  if (dispatch_gemv_tokens(t1 - t0, [&](auto n) {
+        constexpr int T = decltype(n)::value;
+        split_streams<kQ4kStreams[T - 1]>(
+            g0, g1, [&](auto streams, std::int64_t first, std::int64_t stream_groups, std::int64_t count) {
+              constexpr int S = decltype(streams)::value;
+              for (std::int64_t i = 0; i < count; ++i) {
+                const std::uint8_t* grp[S];
+                float* yg[S];
+#pragma GCC unroll 8
+                for (int k = 0; k < S; ++k) {
+                  const std::int64_t g = first + k * stream_groups + i;
+                  grp[k] = w + g * gbytes;
+                  yg[k] = y + 8 * g;
+                }
+                // At most kQ4kTokens tokens per tile (the registers' limit), then one at a time.
+                constexpr int kT = T < kQ4kTokens ? T : kQ4kTokens;
+                std::int64_t t = t0;
+                for (; t + kT <= t1; t += kT) q4k_tile<S, kT>(grp, a, t, yg, y_stride);
+                for (; t < t1; ++t) q4k_tile<S, 1>(grp, a, t, yg, y_stride);
+              }
+            });
+      })) {
+    return;
+  }
+  static constexpr auto kTable = make_tile_table<PackedTileFn, 1, kQ4kTokens, Q4kTiles>();
+  const std::int64_t chunk = imax(kQ4kTokens, kActChunkBytes / a.q_stride / kQ4kTokens * kQ4kTokens);
+  for (std::int64_t tc = t0; tc < t1; tc += chunk) {
+    const std::int64_t te = imin(t1, tc + chunk);
+    for (std::int64_t g = g0; g < g1; ++g) {
+      const std::uint8_t* grp[1] = {w + g * gbytes};
+      float* yg[1] = {y + 8 * g};
+      for (std::int64_t t = tc; t < te; t += kQ4kTokens) {
+        const int nt = static_cast<int>(imin(kQ4kTokens, te - t));
+        kTable.fns[0][nt - 1](grp, a, t, yg, y_stride);
       }
     }
   }

@@ -151,8 +151,9 @@ QuantRowsFn quant_rows_kernel(Isa isa, GgmlType type, WeightLayout layout) {
   }
   ECO_CHECK_MSG(k != nullptr, "quant_rows_kernel: unknown ISA level {}", static_cast<int>(isa));
   if (layout == WeightLayout::kRows8) {
-    ECO_CHECK_MSG(type == GgmlType::kQ8_0, "quant_rows_kernel: the kRows8 layout holds q8_0, not {}", type_name(type));
-    return k->q8_0_rows8;
+    ECO_CHECK_MSG(type == GgmlType::kQ8_0 || type == GgmlType::kQ4_K,
+                  "quant_rows_kernel: the kRows8 layout holds q8_0 or q4_K, not {}", type_name(type));
+    return type == GgmlType::kQ8_0 ? k->q8_0_rows8 : k->q4_k_rows8;
   }
   switch (type) {
     case GgmlType::kQ8_0: return k->q8_0;

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "kernels/packed_q8_0.h"
+#include "kernels/packed_weights.h"
 #include "kernels/quant.h"
 
 namespace ecoserve::model {
@@ -226,9 +226,10 @@ Status LlamaModel::pack_matrices() {
   for (WeightView* v : views) {
     if (!kernels::can_pack_rows8(*v)) continue;
     const std::int64_t rows = v->rows, cols = v->cols;
+    const kernels::GgmlType type = v->type;
     ECO_RETURN_IF_ERROR(file_->rewrite_bytes(static_cast<const uint8_t*>(v->data), rows * v->row_bytes,
                                              [&](const uint8_t* old, uint8_t* out) {
-                                               kernels::pack_q8_0_rows8(old, rows, cols, out);
+                                               kernels::pack_rows8(type, old, rows, cols, out);
                                              }));
     v->layout = kernels::WeightLayout::kRows8;
   }

@@ -5,9 +5,9 @@
 // output.weight: the token embedding is reused), RoPE base and linear scaling,
 // RMSNorm epsilon. Owns the GgufFile mapping; matrices are views into it (no
 // copy); norms and biases are converted to float at load. When the file is a
-// private copy (Load::kReadHugePages), Q8_0 matrices with rows % 8 == 0 are
-// repacked in place to WeightLayout::kRows8 (kernels/packed_q8_0.h: ~2.8x
-// faster prefill with VNNI); with kMmap they keep GGUF's layout (the mapping
+// private copy (Load::kReadHugePages), Q8_0 and Q4_K matrices with rows % 8
+// == 0 are repacked in place to WeightLayout::kRows8 (kernels/packed_weights.h:
+// ~2.5x faster Q8_0 prefill with VNNI); with kMmap they keep GGUF's layout (the mapping
 // stays shared between processes). The two give the same tokens up to float
 // rounding, not bitwise.
 // Immutable after load(); shared by every engine that serves it (thread-safe).

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "base/test_data.h"
-#include "kernels/packed_q8_0.h"
+#include "kernels/packed_weights.h"
 #include "model/synth.h"
 
 namespace ecoserve::model {
@@ -118,7 +118,7 @@ TEST(LlamaModelRealTest, TinyStoriesIsTiedGqa) {
   EXPECT_EQ((*m)->output().data, (*m)->token_embd().data);
 }
 
-// A private copy's Q8_0 matrices are repacked (kRows8), a shared mapping's are
+// A private copy's Q8_0 (and Q4_K) matrices are repacked (kRows8), a shared mapping's are
 // not; the fingerprint (of the file as stored) and the embeddings agree.
 TEST(LlamaModelRealTest, PrivateLoadRepacksQ8_0Matrices) {
   auto path = shared_data_path("models/tinystories-656k-q8_0.gguf");
@@ -145,7 +145,7 @@ TEST(LlamaModelRealTest, PrivateLoadRepacksQ8_0Matrices) {
   std::vector<uint8_t> row(p.layers()[1].wv.row_bytes);
   const auto& wv = p.layers()[1].wv;
   for (int64_t r = 0; r < wv.rows; ++r) {
-    kernels::unpack_q8_0_rows8_row(static_cast<const uint8_t*>(wv.data), wv.cols, r, row.data());
+    kernels::unpack_rows8_row(wv.type, static_cast<const uint8_t*>(wv.data), wv.cols, r, row.data());
     ASSERT_EQ(std::memcmp(row.data(), static_cast<const uint8_t*>(m.layers()[1].wv.data) + r * wv.row_bytes,
                           wv.row_bytes),
               0)

@@ -1,0 +1,45 @@
+// The interleaved layout WeightLayout::kRows8 (Q8_0 and Q4_K) and conversions
+// to and from it.
+//
+// A matrix of R rows (R % 8 == 0) is R / 8 groups of 8 consecutive rows, each
+// group 8 * row_bytes bytes (the same size as in GGUF). The int8 kernels
+// (matmul_packed_impl.h) read one 32-byte chunk, 4 values of each of the 8
+// rows, as the unsigned operand of vpdpbusd against 4 broadcast activation
+// values: the 8 int32 lanes are the 8 rows.
+//  - Q8_0 (nb = C / 32 blocks per row), a group:
+//      scales: [nb][8] fp16, the 8 rows' scales of block b;
+//      quants: [nb][8 chunks][8 rows][4] bytes, chunk c = values 4c..4c+3 of
+//              block b of each row, biased: q ^ 0x80 (= q + 128, unsigned).
+//  - Q4_K, per super-block of 256 columns, 1152 bytes of a group:
+//      d[8], dmin[8] fp16;
+//      64 bytes [sub-block][row]: scale | (min >> 4) << 6 (6-bit scale and min);
+//      32 bytes: the mins' low 4 bits, entry e = sub-block * 8 + row in the low
+//                nibble of byte e (e < 32) or the high nibble of byte e - 32;
+//      quants [pair j < 4][chunk c < 8][row][4] bytes: low nibbles = values
+//                4c..4c+3 of sub-block 2j, high nibbles = of sub-block 2j + 1.
+// Pure functions.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/ggml_type.h"
+#include "kernels/matmul.h"
+
+namespace ecoserve::kernels {
+
+// Whether w (in GGUF's layout) can be repacked: Q8_0 or Q4_K with rows % 8 == 0.
+bool can_pack_rows8(const WeightView& w);
+
+// Writes the kRows8 form of rows `src` (rows x cols of `type`, GGUF layout) to
+// dst (rows * row_bytes bytes, not overlapping src). type: Q8_0 or Q4_K.
+void pack_rows8(GgmlType type, const std::uint8_t* src, std::int64_t rows, std::int64_t cols, std::uint8_t* dst);
+
+// The inverse: GGUF-layout bytes of row `row` of a kRows8 matrix into dst
+// (row_bytes bytes).
+void unpack_rows8_row(GgmlType type, const std::uint8_t* packed, std::int64_t cols, std::int64_t row,
+                      std::uint8_t* dst);
+
+// Row `row` of w (any supported type and layout) as w.cols floats.
+void dequantize_weight_row(const WeightView& w, std::int64_t row, float* out);
+
+}  // namespace ecoserve::kernels

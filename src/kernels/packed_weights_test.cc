@@ -1,0 +1,275 @@
+#include "kernels/packed_weights.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/fp16.h"
+#include "base/thread_pool.h"
+#include "kernels/cpu_features.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_kernels.h"
+#include "kernels/quant.h"
+
+namespace ecoserve::kernels {
+namespace {
+
+// A Q8_0 or Q4_K matrix in GGUF's layout and its kRows8 repacking.
+struct PackedMatrix {
+  GgmlType type;
+  std::int64_t rows, cols;
+  std::size_t row_bytes;
+  std::vector<std::uint8_t> gguf, packed;
+
+  WeightView gguf_view() const { return WeightView{type, gguf.data(), rows, cols, row_bytes}; }
+  WeightView packed_view() const {
+    return WeightView{type, packed.data(), rows, cols, row_bytes, WeightLayout::kRows8};
+  }
+};
+
+PackedMatrix make_matrix(std::int64_t rows, std::int64_t cols, std::uint32_t seed, GgmlType type = GgmlType::kQ8_0) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 0.5f);
+  PackedMatrix m{type, rows, cols, row_bytes(*type_traits(type), cols), {}, {}};
+  m.gguf.resize(m.row_bytes * rows);
+  std::vector<float> src(cols);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (auto& v : src) v = dist(rng);
+    if (r % 5 == 1) src[r % cols] = 6.0f;                 // an outlier: a q of +-127
+    if (r == 2) std::fill(src.begin(), src.end(), 0.0f);  // an all-zero row
+    if (r % 7 == 3) src[(r * 3) % cols] = -7.0f;          // and a -127
+    if (type == GgmlType::kQ4_K && r % 3 == 0) {  // uneven magnitudes: large 6-bit scales and mins
+      for (std::int64_t c = 0; c < cols; ++c) src[c] = src[c] * float(1 + c / 32 % 5) + float(c / 64 % 3);
+    }
+    quantize_row(type, src.data(), m.gguf.data() + r * m.row_bytes, cols);
+  }
+  m.packed.resize(m.gguf.size());
+  pack_rows8(type, m.gguf.data(), rows, cols, m.packed.data());
+  return m;
+}
+
+std::vector<float> make_acts(std::int64_t n, std::int64_t cols, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> x(n * cols);
+  for (auto& v : x) v = dist(rng);
+  for (std::int64_t t = 0; t < n; t += 3) x[t * cols + (t * 7) % cols] = -9.0f;  // -127 after quantization
+  if (n > 1) std::fill(x.begin() + cols, x.begin() + 2 * cols, 0.0f);            // an all-zero token
+  return x;
+}
+
+TEST(PackedWeightsTest, LayoutIsAsDocumentedAndRoundTrips) {
+  const PackedMatrix m = make_matrix(16, 96, 3);
+  const std::int64_t nb = 3;
+  // Row 9 = group 1, lane 1; block 2, value 13 = chunk 3, byte 1.
+  const auto* blk = reinterpret_cast<const BlockQ8_0*>(m.gguf.data() + 9 * m.row_bytes) + 2;
+  const std::uint8_t* group = m.packed.data() + 8 * m.row_bytes;
+  EXPECT_EQ(group[16 * nb + 256 * 2 + 32 * 3 + 4 * 1 + 1], static_cast<std::uint8_t>(blk->qs[13]) ^ 0x80u);
+  std::uint16_t d;
+  std::memcpy(&d, group + 2 * (2 * 8 + 1), 2);
+  EXPECT_EQ(d, blk->d);
+  std::vector<std::uint8_t> row(m.row_bytes);
+  std::vector<float> a(m.cols), b(m.cols);
+  for (std::int64_t r = 0; r < m.rows; ++r) {
+    unpack_rows8_row(GgmlType::kQ8_0, m.packed.data(), m.cols, r, row.data());
+    EXPECT_EQ(std::memcmp(row.data(), m.gguf.data() + r * m.row_bytes, m.row_bytes), 0) << "row " << r;
+    dequantize_weight_row(m.gguf_view(), r, a.data());
+    dequantize_weight_row(m.packed_view(), r, b.data());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "row " << r;
+  }
+  // Rows longer than dequantize_weight_row's 64-block stack buffer.
+  const PackedMatrix wide = make_matrix(8, 32 * 150, 4);
+  std::vector<float> wa(wide.cols), wb(wide.cols);
+  dequantize_weight_row(wide.gguf_view(), 5, wa.data());
+  dequantize_weight_row(wide.packed_view(), 5, wb.data());
+  EXPECT_EQ(std::memcmp(wa.data(), wb.data(), wa.size() * 4), 0);
+}
+
+// Q4_K: every byte of every row comes back (scales and mins re-encoded in
+// ggml's 12-byte form), and the first super-block's fields sit where documented.
+TEST(PackedWeightsTest, Q4KLayoutIsAsDocumentedAndRoundTrips) {
+  const PackedMatrix m = make_matrix(24, 512, 5, GgmlType::kQ4_K);
+  std::vector<std::uint8_t> row(m.row_bytes);
+  std::vector<float> a(m.cols), b(m.cols);
+  for (std::int64_t r = 0; r < m.rows; ++r) {
+    unpack_rows8_row(GgmlType::kQ4_K, m.packed.data(), m.cols, r, row.data());
+    ASSERT_EQ(std::memcmp(row.data(), m.gguf.data() + r * m.row_bytes, m.row_bytes), 0) << "row " << r;
+    dequantize_weight_row(m.gguf_view(), r, a.data());
+    dequantize_weight_row(m.packed_view(), r, b.data());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "row " << r;
+  }
+  // Row 11 = group 1, lane 3; super-block 1 (at 1152 in the group); sub-block 5.
+  const auto& blk = reinterpret_cast<const BlockQ4_K*>(m.gguf.data() + 11 * m.row_bytes)[1];
+  const std::uint8_t* sup = m.packed.data() + 8 * m.row_bytes + 1152;
+  std::uint16_t d;
+  std::memcpy(&d, sup + 2 * 3, 2);
+  EXPECT_EQ(d, blk.d);
+  std::memcpy(&d, sup + 16 + 2 * 3, 2);
+  EXPECT_EQ(d, blk.dmin);
+  const int sc5 = (blk.scales[9] & 0xF) | ((blk.scales[1] >> 6) << 4);
+  const int mn5 = (blk.scales[9] >> 4) | ((blk.scales[5] >> 6) << 4);
+  const int e = 5 * 8 + 3;  // >= 32: the high nibble of byte e - 32
+  EXPECT_EQ(sup[32 + e] & 63, sc5);
+  EXPECT_EQ(((sup[32 + e] >> 6) << 4) | (sup[96 + e - 32] >> 4), mn5);
+  // Value 6 of sub-block 3 = high nibble of qs[32 * 1 + 6]: pair 1, chunk 1, byte 2 of lane 3.
+  EXPECT_EQ(sup[128 + 256 * 1 + 32 * 1 + 4 * 3 + 2], blk.qs[32 + 6]);
+}
+
+TEST(PackedWeightsTest, OnlyQ8_0AndQ4KWithWholeGroupsCanBePacked) {
+  std::vector<std::uint8_t> data(144 * 16);
+  EXPECT_TRUE(can_pack_rows8(WeightView{GgmlType::kQ8_0, data.data(), 16, 32, 34}));
+  EXPECT_TRUE(can_pack_rows8(WeightView{GgmlType::kQ4_K, data.data(), 16, 256, 144}));
+  EXPECT_FALSE(can_pack_rows8(WeightView{GgmlType::kQ4_K, data.data(), 4, 256, 144}));
+  EXPECT_FALSE(can_pack_rows8(WeightView{GgmlType::kQ6_K, data.data(), 8, 256, 210}));
+  EXPECT_FALSE(can_pack_rows8(WeightView{GgmlType::kQ8_0, data.data(), 12, 32, 34}));
+  EXPECT_FALSE(can_pack_rows8(WeightView{GgmlType::kQ4_0, data.data(), 16, 32, 18}));
+  EXPECT_FALSE(can_pack_rows8(WeightView{GgmlType::kQ8_0, data.data(), 16, 32, 34, WeightLayout::kRows8}));
+}
+
+// The kRows8 kernels against the exact-integer formula in float64:
+// y = sum_b dw_b * dx_b * isum_b, with the activations quantized as the
+// kernels quantize them; |err| <= 1e-5 * sum_b |dw_b * dx_b * isum_b|.
+// The exact-integer formula of the kRows8 kernels in float64, with the
+// activations quantized as the kernels quantize them. Q8_0: y = sum_b dw_b *
+// dx_b * isum_b. Q4_K: y = sum_s d_s * dx_s * sum_sb sc * dot_sb - dmin_s * dx_s
+// * sum_sb mn * (sum of the sub-block's 32 q). bound: the sum of |terms|.
+void integer_formula(const PackedMatrix& m, const detail::QuantizedActs& acts, std::int64_t n, std::vector<double>* ref,
+                     std::vector<double>* bound) {
+  ref->assign(n * m.rows, 0.0);
+  bound->assign(n * m.rows, 0.0);
+  for (std::int64_t t = 0; t < n; ++t) {
+    const std::int8_t* xq = acts.q + t * acts.q_stride;
+    for (std::int64_t r = 0; r < m.rows; ++r) {
+      const std::uint8_t* row = m.gguf.data() + r * m.row_bytes;
+      auto add = [&](double v) {
+        (*ref)[t * m.rows + r] += v;
+        (*bound)[t * m.rows + r] += std::fabs(v);
+      };
+      if (m.type == GgmlType::kQ8_0) {
+        const auto* blk = reinterpret_cast<const BlockQ8_0*>(row);
+        for (std::int64_t b = 0; b < acts.nb; ++b) {
+          std::int64_t isum = 0;
+          for (int k = 0; k < 32; ++k) isum += blk[b].qs[k] * xq[32 * b + k];
+          add(double(fp16_to_fp32(blk[b].d)) * acts.d[t * acts.nb + b] * double(isum));
+        }
+        continue;
+      }
+      const auto* blk = reinterpret_cast<const BlockQ4_K*>(row);
+      for (std::int64_t s = 0; s < acts.nb / 8; ++s) {
+        const std::uint8_t* q = blk[s].scales;
+        std::int64_t isum = 0, mins = 0;
+        for (int sb = 0; sb < 8; ++sb) {
+          const int sc = sb < 4 ? q[sb] & 63 : (q[sb + 4] & 0xF) | ((q[sb - 4] >> 6) << 4);
+          const int mn = sb < 4 ? q[sb + 4] & 63 : (q[sb + 4] >> 4) | ((q[sb] >> 6) << 4);
+          std::int64_t dot = 0, xsum = 0;
+          for (int i = 0; i < 32; ++i) {
+            const int v = (blk[s].qs[32 * (sb / 2) + i] >> (4 * (sb % 2))) & 0xF;
+            const int x = xq[256 * s + 32 * sb + i];
+            dot += v * x;
+            xsum += x;
+          }
+          isum += sc * dot;
+          mins += mn * xsum;
+        }
+        const double dx = acts.d[t * (acts.nb / 8) + s];
+        add(double(fp16_to_fp32(blk[s].d)) * dx * double(isum));
+        add(-double(fp16_to_fp32(blk[s].dmin)) * dx * double(mins));
+      }
+    }
+  }
+}
+
+TEST(PackedWeightsTest, MatchesTheIntegerFormulaAtEveryIsaLevel) {
+  ThreadPool pool1(1), pool2(2);
+  std::uint32_t seed = 10;
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_K}) {
+    const std::vector<std::int64_t> col_set =
+        type == GgmlType::kQ8_0 ? std::vector<std::int64_t>{32, 96, 512} : std::vector<std::int64_t>{256, 768};
+    for (std::int64_t cols : col_set) {
+      for (std::int64_t rows : {8, 24, 136}) {
+        const PackedMatrix m = make_matrix(rows, cols, seed++, type);
+        for (std::int64_t n : {1, 2, 3, 4, 7, 130}) {
+          const std::vector<float> x = make_acts(n, cols, seed++);
+          std::vector<std::uint8_t> scratch(detail::quantized_acts_bytes(n, cols));
+          const detail::QuantizedActs acts =
+              detail::layout_quantized_acts(scratch.data(), n, cols, detail::takes_k_format(type));
+          detail::quantize_acts(x.data(), cols, 0, n, acts);
+          std::vector<double> ref, bound;
+          integer_formula(m, acts, n, &ref, &bound);
+          for (ThreadPool* pool : {&pool1, &pool2}) {
+            for (Isa isa : supported_isas(detect_cpu_features())) {
+              KernelContext ctx(pool, isa);
+              std::vector<float> y(n * rows, NAN);
+              matmul(m.packed_view(), x.data(), n, y.data(), ctx);
+              for (std::int64_t i = 0; i < n * rows; ++i) {
+                ASSERT_LE(std::fabs(y[i] - ref[i]), 1e-5 * bound[i] + 1e-30)
+                    << type_name(type) << " rows=" << rows << " cols=" << cols << " n=" << n
+                    << " isa=" << isa_name(isa) << " threads=" << pool->num_threads() << " token " << i / rows
+                    << " row " << i % rows;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Every ISA level, thread count and batch size gives bitwise the same rows,
+// and a token computed alone equals the same token inside any batch (a
+// prompt's last token and the same token decoded alone agree exactly).
+TEST(PackedWeightsTest, BitwiseTheSameAcrossIsaLevelsBatchesAndThreads) {
+  const CpuFeatures cpu = detect_cpu_features();
+  for (Isa isa : all_isas()) {
+    if (!isa_supported(isa, cpu)) {
+      std::printf("[ SKIPPED  ] ISA level %s: not supported by this CPU\n", std::string(isa_name(isa)).c_str());
+    }
+  }
+  ThreadPool pool1(1), pool2(2);
+  for (auto [type, cols] : {std::pair{GgmlType::kQ8_0, 64}, std::pair{GgmlType::kQ8_0, 768},
+                            std::pair{GgmlType::kQ4_K, 256}, std::pair{GgmlType::kQ4_K, 768}}) {
+    const std::int64_t rows = 136;  // 17 groups: remainders of every group tile
+    const PackedMatrix m = make_matrix(rows, cols, 77, type);
+    const std::int64_t n = 131;
+    const std::vector<float> x = make_acts(n, cols, 78);
+    std::vector<float> alone(n * rows);
+    KernelContext base(&pool1, Isa::kAvx2);
+    for (std::int64_t t = 0; t < n; ++t) matmul(m.packed_view(), x.data() + t * cols, 1, alone.data() + t * rows, base);
+    for (Isa isa : supported_isas(cpu)) {
+      for (ThreadPool* pool : {&pool1, &pool2}) {
+        KernelContext ctx(pool, isa);
+        for (std::int64_t k : {1, 2, 3, 4, 5, 6, 13, 64, 131}) {
+          for (std::int64_t first : {std::int64_t{0}, n - k}) {
+            std::vector<float> y(k * rows, NAN);
+            matmul(m.packed_view(), x.data() + first * cols, k, y.data(), ctx);
+            ASSERT_EQ(std::memcmp(y.data(), alone.data() + first * rows, y.size() * 4), 0)
+                << type_name(type) << " cols=" << cols << " tokens " << first << ".." << first + k << " isa=" << isa_name(isa)
+                << " threads=" << pool->num_threads();
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(PackedWeightsDeathTest, Rows8NeedsQ8_0OrQ4KAndWholeGroups) {
+  ThreadPool pool(1);
+  KernelContext ctx(&pool);
+  std::vector<std::uint8_t> data(34 * 16);
+  std::vector<float> x(32), y(16);
+  EXPECT_DEATH(matmul(WeightView{GgmlType::kQ8_0, data.data(), 12, 32, 34, WeightLayout::kRows8}, x.data(), 1,
+                      y.data(), ctx),
+               "kRows8 layout needs q8_0 or q4_K with rows % 8 == 0, not q8_0 with 12 rows");
+  EXPECT_DEATH(matmul(WeightView{GgmlType::kQ4_0, data.data(), 16, 32, 18, WeightLayout::kRows8}, x.data(), 1,
+                      y.data(), ctx),
+               "kRows8 layout needs q8_0 or q4_K with rows % 8 == 0, not q4_0");
+}
+
+}  // namespace
+}  // namespace ecoserve::kernels
