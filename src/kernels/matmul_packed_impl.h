@@ -339,22 +339,29 @@ void q4k_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::int64
 }
 
 struct Q4kTiles {
+  static constexpr int kTokens = kQ4kTokens;
+  static constexpr int kStreams[4] = {kQ4kStreams[0], kQ4kStreams[1], kQ4kStreams[2], kQ4kStreams[3]};
   template <int G, int T>
   static constexpr PackedTileFn fn() {
     return &q4k_tile<G, T>;
   }
 };
 
-// Weight rows [r0, r1) (multiples of 8) of a kRows8 Q4_K matrix times tokens [t0, t1).
-void rows_q4_k_rows8(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
-                     std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride, float*) {
+// Weight rows [r0, r1) (multiples of 8) of a kRows8 K-quant matrix times
+// tokens [t0, t1), with the tiles of K (Q4kTiles).
+template <class K>
+void krows8(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0, std::int64_t r1,
+            std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride) {
   const std::int64_t gbytes = 8 * static_cast<std::int64_t>(row_bytes);
   const std::int64_t g0 = r0 / 8, g1 = r1 / 8;
+  // Up to 4 tokens (decode): streams of far-apart groups, for memory bandwidth.
   if (dispatch_gemv_tokens(t1 - t0, [&](auto n) {
         constexpr int T = decltype(n)::value;
-        split_streams<kQ4kStreams[T - 1]>(
+        split_streams<K::kStreams[T - 1]>(
             g0, g1, [&](auto streams, std::int64_t first, std::int64_t stream_groups, std::int64_t count) {
               constexpr int S = decltype(streams)::value;
+              // At most K::kTokens tokens per tile (the registers' limit), then one at a time.
+              constexpr int kT = T < K::kTokens ? T : K::kTokens;
               for (std::int64_t i = 0; i < count; ++i) {
                 const std::uint8_t* grp[S];
                 float* yg[S];
@@ -364,29 +371,33 @@ void rows_q4_k_rows8(const std::uint8_t* w, std::size_t row_bytes, const Quantiz
                   grp[k] = w + g * gbytes;
                   yg[k] = y + 8 * g;
                 }
-                // At most kQ4kTokens tokens per tile (the registers' limit), then one at a time.
-                constexpr int kT = T < kQ4kTokens ? T : kQ4kTokens;
                 std::int64_t t = t0;
-                for (; t + kT <= t1; t += kT) q4k_tile<S, kT>(grp, a, t, yg, y_stride);
-                for (; t < t1; ++t) q4k_tile<S, 1>(grp, a, t, yg, y_stride);
+                for (; t + kT <= t1; t += kT) K::template fn<S, kT>()(grp, a, t, yg, y_stride);
+                for (; t < t1; ++t) K::template fn<S, 1>()(grp, a, t, yg, y_stride);
               }
             });
       })) {
     return;
   }
-  static constexpr auto kTable = make_tile_table<PackedTileFn, 1, kQ4kTokens, Q4kTiles>();
-  const std::int64_t chunk = imax(kQ4kTokens, kActChunkBytes / a.q_stride / kQ4kTokens * kQ4kTokens);
+  static constexpr auto kTable = make_tile_table<PackedTileFn, 1, K::kTokens, K>();
+  // Tokens whose activations stay in L2 while the groups pass.
+  const std::int64_t chunk = imax(K::kTokens, kActChunkBytes / a.q_stride / K::kTokens * K::kTokens);
   for (std::int64_t tc = t0; tc < t1; tc += chunk) {
     const std::int64_t te = imin(t1, tc + chunk);
     for (std::int64_t g = g0; g < g1; ++g) {
       const std::uint8_t* grp[1] = {w + g * gbytes};
       float* yg[1] = {y + 8 * g};
-      for (std::int64_t t = tc; t < te; t += kQ4kTokens) {
-        const int nt = static_cast<int>(imin(kQ4kTokens, te - t));
+      for (std::int64_t t = tc; t < te; t += K::kTokens) {
+        const int nt = static_cast<int>(imin(K::kTokens, te - t));
         kTable.fns[0][nt - 1](grp, a, t, yg, y_stride);
       }
     }
   }
+}
+
+void rows_q4_k_rows8(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
+                     std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride, float*) {
+  krows8<Q4kTiles>(w, row_bytes, a, r0, r1, t0, t1, y, y_stride);
 }
 
 }  // namespace
