@@ -31,13 +31,12 @@ constexpr std::int64_t kBlasMinTokens = 65;
 // Activations quantized to int8, the operand of every quantized-weight kernel.
 // Row t of token data: q + t * q_stride (64-byte aligned).
 //  - Block format (Q8_0, Q4_0 weights): one float scale per block of 32:
-//    d + t * nb, s + t * nb = d * sum(q) of each block, and xc (below).
+//    d + t * nb, and xc, xt (below).
 //  - K format (Q4_K, Q6_K weights; ggml's Q8_K): one float scale per 256
 //    values, d + t * (nb / 8), and bsums + t * 2 * nb: the sum of each 16 q.
 struct QuantizedActs {
   const std::int8_t* q = nullptr;   // [n_tokens][cols] int8, x ~ q * d
   const float* d = nullptr;         // block scales
-  const float* s = nullptr;         // block format: d * sum(q) of each block
   const std::int16_t* bsums = nullptr;  // K format: [n_tokens][cols / 16] sums of 16 q
   // Block format: [n_tokens][nb][8] int32, lane i = -128 * (q[4i] + ... + q[4i+3])
   // of the block (the VNNI kernels' start value for biased unsigned weights).

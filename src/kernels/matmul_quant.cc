@@ -29,7 +29,7 @@ inline int hsum_i32(__m256i v) {
 std::size_t quantized_acts_bytes(std::int64_t n_tokens, std::int64_t cols) {
   const std::int64_t nb = cols / 32;
   const std::int64_t q_stride = round_up(cols, kActAlign);
-  return static_cast<std::size_t>(kActAlign + n_tokens * q_stride + 3 * round_up(n_tokens * nb * 4, kActAlign) +
+  return static_cast<std::size_t>(kActAlign + n_tokens * q_stride + 2 * round_up(n_tokens * nb * 4, kActAlign) +
                                   round_up(n_tokens * nb * 32, kActAlign) + n_tokens * nb * 4);
 }
 
@@ -44,8 +44,6 @@ QuantizedActs layout_quantized_acts(std::uint8_t* scratch, std::int64_t n_tokens
   a.q = reinterpret_cast<const std::int8_t*>(p);
   p += n_tokens * a.q_stride;
   a.d = reinterpret_cast<const float*>(p);
-  p += round_up(n_tokens * a.nb * 4, kActAlign);
-  a.s = reinterpret_cast<const float*>(p);
   p += round_up(n_tokens * a.nb * 4, kActAlign);
   a.bsums = reinterpret_cast<const std::int16_t*>(p);
   p += round_up(n_tokens * a.nb * 4, kActAlign);
@@ -105,7 +103,6 @@ void quantize_acts(const float* x, std::int64_t cols, std::int64_t t0, std::int6
   for (std::int64_t t = t0; t < t1; ++t) {
     auto* q = const_cast<std::int8_t*>(a.q + t * a.q_stride);
     auto* d = const_cast<float*>(a.d + t * a.nb);
-    auto* s = const_cast<float*>(a.s + t * a.nb);
     auto* xc = const_cast<std::int32_t*>(a.xc + t * a.nb * 8);
     auto* xt_sum = const_cast<std::int32_t*>(a.xt + t * a.nb);
     const float* xt = x + t * cols;
@@ -137,7 +134,6 @@ void quantize_acts(const float* x, std::int64_t cols, std::int64_t t0, std::int6
       _mm256_store_si256(reinterpret_cast<__m256i*>(xc + 8 * b), sums4);
       xt_sum[b] = -128 * sum;
       d[b] = db;
-      s[b] = db * static_cast<float>(sum);
     }
   }
 }

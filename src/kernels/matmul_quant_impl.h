@@ -15,12 +15,11 @@
 // so results are bitwise equal across ISA levels and batch sizes):
 //  - activations are int8 blocks of 32 with a float scale dx (QuantizedActs);
 //  - each weight block of 32 becomes signed int8 (Q8_0, Q4_0 as q - 8); its integer dot with the
-//    activation block is kept as 8 int32 lanes (lane i: values 4i..4i+3;
-//    Q6_K: times its 16-value sub-block scale). These lanes are exact, so
-//    vpmaddubsw+vpmaddwd (AVX2) and vpdpbusd (VNNI) give the same ints;
+//    activation block is kept as 8 int32 lanes (lane i: values 4i..4i+3).
+//    These lanes are exact, so vpmaddubsw+vpmaddwd (AVX2) and vpdpbusd (VNNI)
+//    give the same ints;
 //  - per block, ascending: acc = fma(float(lanes), dw * dx, acc) (8 lanes);
-//  - y = hsum(acc) with a fixed reduction tree (formats with a min term would
-//    subtract min_term(); none of Q8_0, Q4_0 has one now);
+//  - y = hsum(acc) with a fixed reduction tree;
 //  - K-quants: see "K-quants" below.
 #pragma once
 
@@ -50,7 +49,7 @@ constexpr int kTokens = 4;
 constexpr int kRows = 3;
 constexpr int kTokens = 3;
 #endif
-static_assert(2 * kRows + kRows * kTokens <= kQuantScratchFloatsPerBlock);
+static_assert(kRows + kRows * kTokens <= kQuantScratchFloatsPerBlock);
 // krows_impl: 4 unpacked rows of <= 2.2 bytes per value, + 64 alignment, fit in 4 * kQuantScratchFloatsPerBlock
 // bytes per 32 values plus the 128 floats matmul adds.
 static_assert(4 * 32 * 22 / 10 <= 4 * kQuantScratchFloatsPerBlock);
@@ -100,46 +99,24 @@ inline __m256i idot(__m256i au, __m256i sx) {
 #endif
 }
 
-// Multipliers for idot_scaled: lanes 0-3 times s0, lanes 4-7 times s1.
-inline __m256i sub_scales(int s0, int s1) {
-#if ECO_QUANT_ISA == 0
-  return _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(s1)), _mm_set1_epi16(static_cast<short>(s0)));
-#else
-  return _mm256_set_m128i(_mm_set1_epi32(s1), _mm_set1_epi32(s0));
-#endif
-}
-
-// idot(au, sx) with lanes 0-3 times s0 and 4-7 times s1 (sv from sub_scales).
-// AVX2's vpmaddwd of the int16 pair sums by s equals s times their sum: exact.
-inline __m256i idot_scaled(__m256i au, __m256i sx, __m256i sv) {
-#if ECO_QUANT_ISA == 0
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(au, sx), sv);
-#else
-  return _mm256_mullo_epi32(idot(au, sx), sv);
-#endif
-}
-
 // ---- Weight formats: int8 block unpackers and per-block float scales ----
 //
-// U::row_scales(row, nb, dw, m): dw[b] = float scale of block b of the row;
-// m[b] = its min coefficient (kHasMin: the block contributes -m[b] * xs[b]).
-// U::unpack(row, b, &sv) -> the 32 weight values of block b as bytes (signed
-// when kSigned, else unsigned); sv = sub-block multipliers when kScaled.
+// U::row_scales(row, nb, dw): dw[b] = float scale of block b of the row.
+// U::unpack(row, b) -> the 32 weight values of block b as signed bytes.
+// U::block_scale(row, b) = dw[b], read inline by gemv.
 
 struct FmtQ8_0 {
   static constexpr std::size_t kBlockBytes = sizeof(BlockQ8_0);
-  static constexpr bool kSigned = true, kScaled = false, kHasMin = false;
-  static void row_scales(const std::uint8_t* row, std::int64_t nb, float* dw, float*) {
+  static void row_scales(const std::uint8_t* row, std::int64_t nb, float* dw) {
     const auto* blk = reinterpret_cast<const BlockQ8_0*>(row);
     for (std::int64_t b = 0; b < nb; ++b) dw[b] = h2f(blk[b].d);
   }
-  static __m256i unpack(const std::uint8_t* row, std::int64_t b, __m256i*) {
+  static __m256i unpack(const std::uint8_t* row, std::int64_t b) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>((reinterpret_cast<const BlockQ8_0*>(row) + b)->qs));
   }
   static float block_scale(const std::uint8_t* row, std::int64_t b) {
     return h2f((reinterpret_cast<const BlockQ8_0*>(row) + b)->d);
   }
-  static float block_min(float) { return 0.0f; }
 };
 
 // Q4_0: value = (q - 8) * d with q in 0..15, unpacked to signed q - 8 (as
@@ -147,12 +124,11 @@ struct FmtQ8_0 {
 // llama.cpp's; an unsigned q with an 8 * d min term rounds differently).
 struct FmtQ4_0 {
   static constexpr std::size_t kBlockBytes = sizeof(BlockQ4_0);
-  static constexpr bool kSigned = true, kScaled = false, kHasMin = false;
-  static void row_scales(const std::uint8_t* row, std::int64_t nb, float* dw, float*) {
+  static void row_scales(const std::uint8_t* row, std::int64_t nb, float* dw) {
     const auto* blk = reinterpret_cast<const BlockQ4_0*>(row);
     for (std::int64_t b = 0; b < nb; ++b) dw[b] = h2f(blk[b].d);
   }
-  static __m256i unpack(const std::uint8_t* row, std::int64_t b, __m256i*) {
+  static __m256i unpack(const std::uint8_t* row, std::int64_t b) {
     const auto* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs));
     const __m128i mask = _mm_set1_epi8(0x0F);
@@ -162,7 +138,6 @@ struct FmtQ4_0 {
   static float block_scale(const std::uint8_t* row, std::int64_t b) {
     return h2f((reinterpret_cast<const BlockQ4_0*>(row) + b)->d);
   }
-  static float block_min(float) { return 0.0f; }
 };
 
 // ---- K-quants (Q4_K, Q6_K) against K-format activations ----
@@ -329,9 +304,7 @@ struct FmtQ6_K {
                              _mm256_set_m128i(_mm_set1_epi16(sc[2 * j + 1]), _mm_set1_epi16(sc[2 * j])));
         }
       }
-      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(u.mo + 16 * s), _mm256_setzero_si256());
-      (void)sc16;
+      _mm256_store_si256(reinterpret_cast<__m256i*>(u.mo + 16 * s), _mm256_setzero_si256());  // no mins
       u.d[s] = u.off[s] = h2f(blk[s].d);
     }
   }
@@ -550,26 +523,21 @@ void krows_impl(const std::uint8_t* w, std::size_t row_bytes, const QuantizedAct
 // once per weight block, and each token block's lanes start from
 // -128 * (sum of its 4 activations) (QuantizedActs::xc): one vpdpbusd per
 // token instead of vpsignb + vpdpbusd. The lanes are the same exact ints.
-template <class U>
-constexpr bool kBiasedWeights = ECO_QUANT_ISA != 0 && U::kSigned && !U::kScaled;
+constexpr bool kBiasedWeights = ECO_QUANT_ISA != 0;
 
-// The operand weight blocks enter block_dot as: |q|, q ^ 0x80 (biased) or q.
-template <class U>
+// The operand weight blocks enter block_dot as: q ^ 0x80 (biased) or |q|.
 inline __m256i weight_operand(__m256i q) {
-  if constexpr (kBiasedWeights<U>) {
+  if constexpr (kBiasedWeights) {
     return _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80)));
-  } else if constexpr (U::kSigned) {
-    return _mm256_sign_epi8(q, q);
   } else {
-    return q;
+    return _mm256_sign_epi8(q, q);
   }
 }
 
-// The exact int32 lanes of one weight block (q and sv from unpack, aq from
+// The exact int32 lanes of one weight block (q from unpack, aq from
 // weight_operand) with one activation block x (xc: its 8 correction lanes).
-template <class U>
-inline __m256i block_dot(__m256i q, __m256i aq, __m256i sv, __m256i x, const std::int32_t* xc) {
-  if constexpr (kBiasedWeights<U>) {
+inline __m256i block_dot(__m256i q, __m256i aq, __m256i x, const std::int32_t* xc) {
+  if constexpr (kBiasedWeights) {
     const __m256i c = _mm256_load_si256(reinterpret_cast<const __m256i*>(xc));
 #if ECO_QUANT_ISA == 1
     return _mm256_dpbusd_avx_epi32(c, aq, x);
@@ -579,34 +547,19 @@ inline __m256i block_dot(__m256i q, __m256i aq, __m256i sv, __m256i x, const std
     return c;  // not reached: kBiasedWeights is false on AVX2
 #endif
   } else {
-    const __m256i sx = U::kSigned ? _mm256_sign_epi8(x, q) : x;
-    if constexpr (U::kScaled) {
-      return idot_scaled(aq, sx, sv);
-    } else {
-      return idot(aq, sx);
-    }
+    return idot(aq, _mm256_sign_epi8(x, q));
   }
-}
-
-// Min term of one output: sum_b m[b] * xs[b] in the fixed order described above.
-inline float min_term(const float* m, const float* xs, std::int64_t nb) {
-  __m256 acc = _mm256_setzero_ps();
-  const std::int64_t nb8 = nb & ~std::int64_t{7};
-  for (std::int64_t b = 0; b < nb8; b += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(m + b), _mm256_loadu_ps(xs + b), acc);
-  __m128 s = _mm_set_ss(hsum(acc));
-  for (std::int64_t b = nb8; b < nb; ++b) s = _mm_fmadd_ss(_mm_set_ss(m[b]), _mm_set_ss(xs[b]), s);
-  return _mm_cvtss_f32(s);
 }
 
 // ---- Tiles (several tokens) ----
 
-// Register tile: R weight rows x T tokens starting at token t0. dw, m: [R][nb]
+// Register tile: R weight rows x T tokens starting at token t0. dw: [R][nb]
 // (row_scales of the R rows). kPre: the combined scales dw * dx are computed
 // into `scales` ([R][T][nb]) first, 8 at a time; otherwise each in the loop.
 // Both compute the same float product, so results do not depend on kPre.
 template <class U, bool kPre, int R, int T>
 void tile(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t t0, const float* dw,
-          const float* m, float* scales, float* y, std::int64_t y_stride, std::int64_t pf_ahead) {
+          float* scales, float* y, std::int64_t y_stride, std::int64_t pf_ahead) {
   const std::int64_t nb = a.nb;
   const std::int64_t nb8 = nb & ~std::int64_t{7};
 #pragma GCC unroll 8
@@ -638,13 +591,12 @@ void tile(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, 
     }
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      __m256i sv = _mm256_setzero_si256();
-      const __m256i q = U::unpack(w + r * row_bytes, b, &sv);
-      const __m256i aq = weight_operand<U>(q);
+      const __m256i q = U::unpack(w + r * row_bytes, b);
+      const __m256i aq = weight_operand(q);
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(xq + t * a.q_stride + 32 * b));
-        const __m256i iv = block_dot<U>(q, aq, sv, xv, a.xc + ((t0 + t) * nb + b) * 8);
+        const __m256i iv = block_dot(q, aq, xv, a.xc + ((t0 + t) * nb + b) * 8);
         __m256 scale;
         if constexpr (kPre) {
           scale = _mm256_broadcast_ss(scales + (r * T + t) * nb + b);
@@ -659,9 +611,7 @@ void tile(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, 
   for (int t = 0; t < T; ++t)
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      float v = hsum(acc[r][t]);
-      if constexpr (U::kHasMin) v -= min_term(m + r * nb, a.s + (t0 + t) * nb, nb);
-      y[t * y_stride + r] = v;
+      y[t * y_stride + r] = hsum(acc[r][t]);
     }
 }
 
@@ -673,15 +623,12 @@ void tile(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, 
 // far-apart streams keep more DRAM requests in flight than one sequential
 // sweep. Block scales are read as the blocks are (a pass over the rows'
 // scales first would read each row alone, at one stream's bandwidth).
-// scratch: kStreams * nb floats (the min coefficients).
 template <class U, int kStreams, int kTokens>
 void gemv(const std::uint8_t* w, std::size_t row_bytes, std::int64_t stream_rows, std::int64_t count,
-          const QuantizedActs& a, std::int64_t t0, float* y, std::int64_t y_stride, float* scratch) {
+          const QuantizedActs& a, std::int64_t t0, float* y, std::int64_t y_stride) {
   const std::int64_t nb = a.nb;
   const std::int8_t* xq = a.q + t0 * a.q_stride;
   const float* dx = a.d + t0 * nb;
-  const float* xs = a.s + t0 * nb;
-  float* m = scratch;
   for (std::int64_t i = 0; i < count; ++i) {
     const std::uint8_t* rows[kStreams];
     __m256 acc[kStreams][kTokens];
@@ -699,14 +646,12 @@ void gemv(const std::uint8_t* w, std::size_t row_bytes, std::int64_t stream_rows
       }
 #pragma GCC unroll 8
       for (int s = 0; s < kStreams; ++s) {
-        __m256i sv = _mm256_setzero_si256();
-        const __m256i q = U::unpack(rows[s], b, &sv);
-        const __m256i aq = weight_operand<U>(q);
+        const __m256i q = U::unpack(rows[s], b);
+        const __m256i aq = weight_operand(q);
         const float dws = U::block_scale(rows[s], b);
-        if constexpr (U::kHasMin) m[s * nb + b] = U::block_min(dws);
 #pragma GCC unroll 8
         for (int t = 0; t < kTokens; ++t) {
-          const __m256i iv = block_dot<U>(q, aq, sv, xv[t], a.xc + ((t0 + t) * nb + b) * 8);
+          const __m256i iv = block_dot(q, aq, xv[t], a.xc + ((t0 + t) * nb + b) * 8);
           acc[s][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iv), _mm256_set1_ps(dws * dx[t * nb + b]), acc[s][t]);
         }
       }
@@ -714,11 +659,7 @@ void gemv(const std::uint8_t* w, std::size_t row_bytes, std::int64_t stream_rows
 #pragma GCC unroll 8
     for (int s = 0; s < kStreams; ++s)
 #pragma GCC unroll 8
-      for (int t = 0; t < kTokens; ++t) {
-        float v = hsum(acc[s][t]);
-        if constexpr (U::kHasMin) v -= min_term(m + s * nb, xs + t * nb, nb);
-        y[t * y_stride + s * stream_rows + i] = v;
-      }
+      for (int t = 0; t < kTokens; ++t) y[t * y_stride + s * stream_rows + i] = hsum(acc[s][t]);
   }
 }
 
@@ -726,16 +667,16 @@ void gemv(const std::uint8_t* w, std::size_t row_bytes, std::int64_t stream_rows
 // equal length, then the remaining rows one at a time.
 template <class U, int kStreams, int kTokens>
 void gemv_rows(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0, std::int64_t r1,
-               std::int64_t t0, float* y, std::int64_t y_stride, float* scratch) {
+               std::int64_t t0, float* y, std::int64_t y_stride) {
   float* yt = y + t0 * y_stride;
   split_streams<kStreams>(r0, r1, [&](auto streams, std::int64_t first, std::int64_t stream_rows, std::int64_t count) {
     gemv<U, decltype(streams)::value, kTokens>(w + first * row_bytes, row_bytes, stream_rows, count, a, t0,
-                                               yt + first, y_stride, scratch);
+                                               yt + first, y_stride);
   });
 }
 
-using TileFn = void (*)(const std::uint8_t*, std::size_t, const QuantizedActs&, std::int64_t, const float*,
-                        const float*, float*, float*, std::int64_t, std::int64_t);
+using TileFn = void (*)(const std::uint8_t*, std::size_t, const QuantizedActs&, std::int64_t, const float*, float*,
+                        float*, std::int64_t, std::int64_t);
 
 template <class U, bool kPre>
 struct QuantTiles {
@@ -752,7 +693,7 @@ void rows_impl(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs
   // Up to 4 tokens (decode): bound by weight bandwidth, streamed by gemv.
   if (dispatch_gemv_tokens(t1 - t0, [&](auto n) {
         constexpr int T = decltype(n)::value;
-        gemv_rows<U, kGemvStreams[T - 1], T>(w, row_bytes, a, r0, r1, t0, y, y_stride, scratch);
+        gemv_rows<U, kGemvStreams[T - 1], T>(w, row_bytes, a, r0, r1, t0, y, y_stride);
       })) {
     return;
   }
@@ -766,18 +707,17 @@ void rows_impl(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs
   for (std::int64_t off = 0; off < head; off += 64)
     _mm_prefetch(reinterpret_cast<const char*>(w + r0 * row_bytes + off), _MM_HINT_T0);
   float* dw = scratch;
-  float* m = dw + kRows * nb;
-  float* scales = m + kRows * nb;
+  float* scales = dw + kRows * nb;
   for (std::int64_t tc = t0; tc < t1; tc += chunk) {
     const std::int64_t te = imin(t1, tc + chunk);
     const bool pre = te - tc >= kTokens;
     const auto& table = pre ? kPreTable.fns : kInlineTable.fns;
     for (std::int64_t r = r0; r < r1; r += kRows) {
       const int nr = static_cast<int>(imin(kRows, r1 - r));
-      for (int i = 0; i < nr; ++i) U::row_scales(w + (r + i) * row_bytes, nb, dw + i * nb, m + i * nb);
+      for (int i = 0; i < nr; ++i) U::row_scales(w + (r + i) * row_bytes, nb, dw + i * nb);
       for (std::int64_t t = tc; t < te; t += kTokens) {
         const int nt = static_cast<int>(imin(kTokens, te - t));
-        table[nr - 1][nt - 1](w + r * row_bytes, row_bytes, a, t, dw, m, scales, y + t * y_stride + r, y_stride,
+        table[nr - 1][nt - 1](w + r * row_bytes, row_bytes, a, t, dw, scales, y + t * y_stride + r, y_stride,
                               t == tc ? pf_ahead : 0);
       }
     }
