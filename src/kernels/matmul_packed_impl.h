@@ -141,59 +141,14 @@ using PackedTileFn = void (*)(const std::uint8_t* const*, const QuantizedActs&, 
                               std::int64_t);
 
 struct PackedTiles {
+  static constexpr int kGroups = kPackedGroups;
+  static constexpr int kTokens = kPackedTokens;
+  static constexpr int kStreams[4] = {kPackedStreams[0], kPackedStreams[1], kPackedStreams[2], kPackedStreams[3]};
   template <int G, int T>
   static constexpr PackedTileFn fn() {
     return &packed_tile<G, T>;
   }
 };
-
-// Weight rows [r0, r1) (multiples of 8) of a kRows8 matrix w times tokens
-// [t0, t1); row_bytes: the GGUF row's bytes (a group is 8 of them).
-void rows_q8_0_rows8(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
-                     std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride, float*) {
-  const std::int64_t gbytes = 8 * static_cast<std::int64_t>(row_bytes);
-  const std::int64_t g0 = r0 / 8, g1 = r1 / 8;
-  // Up to 4 tokens (decode): streams of far-apart groups, for memory bandwidth.
-  if (dispatch_gemv_tokens(t1 - t0, [&](auto n) {
-        constexpr int T = decltype(n)::value;
-        split_streams<kPackedStreams[T - 1]>(
-            g0, g1, [&](auto streams, std::int64_t first, std::int64_t stream_groups, std::int64_t count) {
-              constexpr int S = decltype(streams)::value;
-              for (std::int64_t i = 0; i < count; ++i) {
-                const std::uint8_t* grp[S];
-                float* yg[S];
-#pragma GCC unroll 8
-                for (int s = 0; s < S; ++s) {
-                  const std::int64_t g = first + s * stream_groups + i;
-                  grp[s] = w + g * gbytes;
-                  yg[s] = y + 8 * g;
-                }
-                packed_tile<S, T>(grp, a, t0, yg, y_stride);
-              }
-            });
-      })) {
-    return;
-  }
-  static constexpr auto kTable = make_tile_table<PackedTileFn, kPackedGroups, kPackedTokens, PackedTiles>();
-  // Tokens whose activations stay in L2 while the groups pass.
-  const std::int64_t chunk = imax(kPackedTokens, kActChunkBytes / a.q_stride / kPackedTokens * kPackedTokens);
-  for (std::int64_t tc = t0; tc < t1; tc += chunk) {
-    const std::int64_t te = imin(t1, tc + chunk);
-    for (std::int64_t g = g0; g < g1; g += kPackedGroups) {
-      const int ng = static_cast<int>(imin(kPackedGroups, g1 - g));
-      const std::uint8_t* grp[kPackedGroups];
-      float* yg[kPackedGroups];
-      for (int i = 0; i < ng; ++i) {
-        grp[i] = w + (g + i) * gbytes;
-        yg[i] = y + 8 * (g + i);
-      }
-      for (std::int64_t t = tc; t < te; t += kPackedTokens) {
-        const int nt = static_cast<int>(imin(kPackedTokens, te - t));
-        kTable.fns[ng - 1][nt - 1](grp, a, t, yg, y_stride);
-      }
-    }
-  }
-}
 
 // ---- Q4_K in kRows8 (packed_weights.h) against K-format activations ----
 //
@@ -339,6 +294,7 @@ void q4k_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::int64
 }
 
 struct Q4kTiles {
+  static constexpr int kGroups = 1;
   static constexpr int kTokens = kQ4kTokens;
   static constexpr int kStreams[4] = {kQ4kStreams[0], kQ4kStreams[1], kQ4kStreams[2], kQ4kStreams[3]};
   template <int G, int T>
@@ -347,10 +303,12 @@ struct Q4kTiles {
   }
 };
 
-// Weight rows [r0, r1) (multiples of 8) of a kRows8 K-quant matrix times
-// tokens [t0, t1), with the tiles of K (Q4kTiles).
+// Weight rows [r0, r1) (multiples of 8) of a kRows8 matrix w times tokens
+// [t0, t1) with the tiles of K (PackedTiles for Q8_0, Q4kTiles): register
+// tiles of up to K::kGroups groups x K::kTokens tokens; row_bytes: the GGUF
+// row's bytes (a group is 8 of them).
 template <class K>
-void krows8(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0, std::int64_t r1,
+void rows8(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0, std::int64_t r1,
             std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride) {
   const std::int64_t gbytes = 8 * static_cast<std::int64_t>(row_bytes);
   const std::int64_t g0 = r0 / 8, g1 = r1 / 8;
@@ -379,25 +337,35 @@ void krows8(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a
       })) {
     return;
   }
-  static constexpr auto kTable = make_tile_table<PackedTileFn, 1, K::kTokens, K>();
+  static constexpr auto kTable = make_tile_table<PackedTileFn, K::kGroups, K::kTokens, K>();
   // Tokens whose activations stay in L2 while the groups pass.
   const std::int64_t chunk = imax(K::kTokens, kActChunkBytes / a.q_stride / K::kTokens * K::kTokens);
   for (std::int64_t tc = t0; tc < t1; tc += chunk) {
     const std::int64_t te = imin(t1, tc + chunk);
-    for (std::int64_t g = g0; g < g1; ++g) {
-      const std::uint8_t* grp[1] = {w + g * gbytes};
-      float* yg[1] = {y + 8 * g};
+    for (std::int64_t g = g0; g < g1; g += K::kGroups) {
+      const int ng = static_cast<int>(imin(K::kGroups, g1 - g));
+      const std::uint8_t* grp[K::kGroups];
+      float* yg[K::kGroups];
+      for (int i = 0; i < ng; ++i) {
+        grp[i] = w + (g + i) * gbytes;
+        yg[i] = y + 8 * (g + i);
+      }
       for (std::int64_t t = tc; t < te; t += K::kTokens) {
         const int nt = static_cast<int>(imin(K::kTokens, te - t));
-        kTable.fns[0][nt - 1](grp, a, t, yg, y_stride);
+        kTable.fns[ng - 1][nt - 1](grp, a, t, yg, y_stride);
       }
     }
   }
 }
 
+void rows_q8_0_rows8(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
+                     std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride, float*) {
+  rows8<PackedTiles>(w, row_bytes, a, r0, r1, t0, t1, y, y_stride);
+}
+
 void rows_q4_k_rows8(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
                      std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride, float*) {
-  krows8<Q4kTiles>(w, row_bytes, a, r0, r1, t0, t1, y, y_stride);
+  rows8<Q4kTiles>(w, row_bytes, a, r0, r1, t0, t1, y, y_stride);
 }
 
 }  // namespace
