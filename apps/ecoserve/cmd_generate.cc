@@ -140,7 +140,7 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("-m,--model", args->model, "GGUF model file")->required()->check(CLI::ExistingFile);
   cmd->add_flag("--mmap", args->mmap,
                   "map the model file (shared page cache, less memory) instead of reading it into huge-page "
-                  "memory (faster decode; Q8_0 matrices repacked for the faster int8 kernels: ~2.5x prefill)");
+                  "memory (faster decode; Q8_0 and Q4_K matrices repacked for faster int8 kernels: ~2x prefill)");
   cmd->add_option("-p,--prompt", args->prompt, "prompt text")->required();
   cmd->add_option("-n,--max-tokens", args->n, "tokens to generate at most")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--temp,--temperature", args->temp, "sampling temperature; 0 = greedy")->capture_default_str()->check(CLI::Range(0.0, 100.0));

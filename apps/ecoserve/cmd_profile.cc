@@ -410,7 +410,7 @@ void add_profile_command(CLI::App& app, int& exit_code) {
   eng->add_option("-m,--model", args->model, "GGUF model file")->required()->check(CLI::ExistingFile);
   eng->add_flag("--mmap", args->mmap,
                   "map the model file (shared page cache, less memory) instead of reading it into huge-page "
-                  "memory (faster decode; Q8_0 matrices repacked for the faster int8 kernels: ~2.5x prefill)");
+                  "memory (faster decode; Q8_0 and Q4_K matrices repacked for faster int8 kernels: ~2x prefill)");
   eng->add_option("-t,--threads", args->threads, "thread counts to measure")->capture_default_str()->delimiter(',');
   eng->add_option("--prompt-len", args->prompt_len, "prefill prompt length")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   eng->add_option("--batches", args->batches, "decode batch sizes")->capture_default_str()->delimiter(',');

@@ -78,7 +78,7 @@ std::string resolve_cluster_flags(ServeArgs& a) {
 void add_engine_flags(CLI::App* cmd, const std::shared_ptr<ServeArgs>& a) {
   cmd->add_flag("--mmap", a->mmap,
                   "map the model file (shared page cache, less memory) instead of reading it into huge-page "
-                  "memory (faster decode; Q8_0 matrices repacked for the faster int8 kernels: ~2.5x prefill)");
+                  "memory (faster decode; Q8_0 and Q4_K matrices repacked for faster int8 kernels: ~2x prefill)");
   cmd->add_option("--policy", a->policy,
                   "instance scheduling policy: prefill-first (vLLM), chunked (Sarathi-Serve) or temporal (EcoServe's "
                   "prefill and decode phases; what --strategy padg uses)")

@@ -32,7 +32,7 @@ enum class GgmlType : std::uint32_t {
 
 // How a weight matrix's rows are stored in memory.
 //  - kGguf: row after row, as in the GGUF file.
-//  - kRows8: Q8_0 only, 8 rows interleaved per group for the int8 kernels
+//  - kRows8: Q8_0 and Q4_K, 8 rows interleaved per group for the int8 kernels
 //    (kernels/packed_weights.h); the same bytes per matrix, rows % 8 == 0.
 enum class WeightLayout : std::uint8_t { kGguf, kRows8 };
 

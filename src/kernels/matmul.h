@@ -4,7 +4,7 @@
 //
 // W is a weight matrix as stored in GGUF: w.rows output features, each row of
 // w.cols input values encoded in w.type (ggml's ne0 = cols), row after row
-// (w.layout kGguf) or, for Q8_0, repacked 8 rows at a time (kRows8,
+// (w.layout kGguf) or, for Q8_0 and Q4_K, repacked 8 rows at a time (kRows8,
 // kernels/packed_weights.h: the faster int8 kernels). x is row-major
 // [n_tokens, cols] float, y is row-major [n_tokens, rows] float.
 // The work is split over ctx.pool's threads, with the kernels of ctx.isa.

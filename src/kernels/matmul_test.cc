@@ -11,6 +11,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_kernels.h"
+#include "kernels/matmul_test_util.h"
 #include "kernels/quant.h"
 
 namespace ecoserve::kernels {
@@ -43,15 +44,7 @@ Matrix make_matrix(GgmlType type, std::int64_t rows, std::int64_t cols, std::uin
   return m;
 }
 
-std::vector<float> make_acts(std::int64_t n, std::int64_t cols, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> x(n * cols);
-  for (auto& v : x) v = dist(rng);
-  for (std::int64_t t = 0; t < n; t += 3) x[t * cols + (t * 7) % cols] = -9.0f;  // outliers
-  if (n > 1) std::fill(x.begin() + cols, x.begin() + 2 * cols, 0.0f);            // an all-zero token
-  return x;
-}
+using testing::make_acts;
 
 bool is_float(GgmlType t) { return t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kBF16; }
 

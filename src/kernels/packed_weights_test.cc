@@ -15,6 +15,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_kernels.h"
+#include "kernels/matmul_test_util.h"
 #include "kernels/quant.h"
 
 namespace ecoserve::kernels {
@@ -54,15 +55,7 @@ PackedMatrix make_matrix(std::int64_t rows, std::int64_t cols, std::uint32_t see
   return m;
 }
 
-std::vector<float> make_acts(std::int64_t n, std::int64_t cols, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> x(n * cols);
-  for (auto& v : x) v = dist(rng);
-  for (std::int64_t t = 0; t < n; t += 3) x[t * cols + (t * 7) % cols] = -9.0f;  // -127 after quantization
-  if (n > 1) std::fill(x.begin() + cols, x.begin() + 2 * cols, 0.0f);            // an all-zero token
-  return x;
-}
+using testing::make_acts;
 
 TEST(PackedWeightsTest, LayoutIsAsDocumentedAndRoundTrips) {
   const PackedMatrix m = make_matrix(16, 96, 3);

@@ -143,7 +143,7 @@ class GgufFile {
   // what fn(old, out) writes to out, given a copy of the old bytes; the rest
   // stays read-only. FAILED_PRECONDITION on a shared mapping, INVALID_ARGUMENT
   // for a range outside the file. Callers own the meaning of the new bytes
-  // (LlamaModel repacks Q8_0 matrices, kernels/packed_weights.h). Not thread-safe:
+  // (LlamaModel repacks Q8_0 and Q4_K matrices, kernels/packed_weights.h). Not thread-safe:
   // only before the file is shared.
   Status rewrite_bytes(const std::uint8_t* data, std::size_t n,
                        const std::function<void(const std::uint8_t* old, std::uint8_t* out)>& fn);
