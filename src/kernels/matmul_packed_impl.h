@@ -62,6 +62,19 @@ inline __m256i broadcast4(const std::int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
+// lanes += the 4-value dots of unsigned bytes q and signed bytes x. On AVX2
+// vpmaddubsw's int16 pair sums must not saturate (q <= 128 with |x| <= 127:
+// |w| here, Q4_K's nibbles), or they would differ from vpdpbusd's exact sums.
+inline __m256i dot_acc(__m256i lanes, __m256i q, __m256i x) {
+#if ECO_QUANT_ISA == 0
+  return _mm256_add_epi32(lanes, _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), _mm256_set1_epi16(1)));
+#elif ECO_QUANT_ISA == 1
+  return _mm256_dpbusd_avx_epi32(lanes, q, x);
+#else
+  return _mm256_dpbusd_epi32(lanes, q, x);
+#endif
+}
+
 // G groups (grp[i]: the group's bytes, nb blocks) x T tokens from t0; yg[i]:
 // the group's first row in output row 0 (y of token t = yg[i] + t * y_stride).
 template <int G, int T>
@@ -70,12 +83,10 @@ void packed_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::in
   const std::int64_t nb = a.nb;
   const std::int8_t* xq = a.q + t0 * a.q_stride;
   const float* dx = a.d + t0 * nb;
-  const std::uint8_t* gq[G];
-  const std::uint8_t* gs[G];
+  const std::uint8_t* gq[G];  // the quants, after the group's nb * 16 bytes of scales
   __m256 acc[G][T];
 #pragma GCC unroll 8
   for (int r = 0; r < G; ++r) {
-    gs[r] = grp[r];
     gq[r] = grp[r] + 16 * nb;
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
@@ -111,19 +122,16 @@ void packed_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::in
 #pragma GCC unroll 8
         for (int r = 0; r < G; ++r) {
 #if ECO_QUANT_ISA == 0
-          const __m256i p = _mm256_maddubs_epi16(wa[r], _mm256_sign_epi8(xv, ws[r]));
-          isum[r][t] = _mm256_add_epi32(isum[r][t], _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
-#elif ECO_QUANT_ISA == 1
-          isum[r][t] = _mm256_dpbusd_avx_epi32(isum[r][t], w[r], xv);
+          isum[r][t] = dot_acc(isum[r][t], wa[r], _mm256_sign_epi8(xv, ws[r]));
 #else
-          isum[r][t] = _mm256_dpbusd_epi32(isum[r][t], w[r], xv);
+          isum[r][t] = dot_acc(isum[r][t], w[r], xv);
 #endif
         }
       }
     }
 #pragma GCC unroll 8
     for (int r = 0; r < G; ++r) {
-      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gs[r] + 16 * b)));
+      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(grp[r] + 16 * b)));
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][t]), _mm256_mul_ps(dw, _mm256_set1_ps(dx[t * nb + b])),
@@ -169,17 +177,6 @@ constexpr int kQ4kTokens = 2;
 constexpr int kQ4kStreams[] = {2, 1, 1, 1};
 #endif
 constexpr std::int64_t kQ4kGroupSuperBytes = 1152;
-
-// lanes += the 4-value dots of unsigned q (0..15) and signed x.
-inline __m256i q4_dot(__m256i lanes, __m256i q, __m256i x) {
-#if ECO_QUANT_ISA == 0
-  return _mm256_add_epi32(lanes, _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), _mm256_set1_epi16(1)));
-#elif ECO_QUANT_ISA == 1
-  return _mm256_dpbusd_avx_epi32(lanes, q, x);
-#else
-  return _mm256_dpbusd_epi32(lanes, q, x);
-#endif
-}
 
 // The 8 scales and mins of the 8 rows of one super-block: sc[sb * 8 + row], mn[sb * 8 + row].
 inline void q4k_scales(const std::uint8_t* sup, std::uint8_t* sc, std::uint8_t* mn) {
@@ -235,8 +232,8 @@ void q4k_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::int64
 #pragma GCC unroll 8
           for (int t = 0; t < T; ++t) {
             const std::int8_t* x = a.q + (t0 + t) * a.q_stride + 256 * s + 64 * j + 4 * c;
-            lo_acc[r][t] = q4_dot(lo_acc[r][t], lo, broadcast4(x));
-            hi_acc[r][t] = q4_dot(hi_acc[r][t], hi, broadcast4(x + 32));
+            lo_acc[r][t] = dot_acc(lo_acc[r][t], lo, broadcast4(x));
+            hi_acc[r][t] = dot_acc(hi_acc[r][t], hi, broadcast4(x + 32));
           }
         }
       }

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
 #include "base/status.h"
 #include "kernels/quant.h"
@@ -163,9 +162,13 @@ void dequantize_weight_row(const WeightView& w, std::int64_t row, float* out) {
     }
     return;
   }
-  std::vector<std::uint8_t> bytes(w.row_bytes);
-  unpack_rows8_row(w.type, data, w.cols, row, bytes.data());
-  dequantize_row(w.type, bytes.data(), out, w.cols);
+  // Q4_K: one super-block at a time through the stack, as for Q8_0 above.
+  const std::uint8_t* gd = data + row / kGroupRows * kGroupRows * static_cast<std::int64_t>(w.row_bytes);
+  BlockQ4_K blk;
+  for (std::int64_t s = 0; s < w.cols / kQK_K; ++s) {
+    q4k_unpack_row(gd + s * kQ4kGroupSuperBytes, row % kGroupRows, &blk);
+    dequantize_row(GgmlType::kQ4_K, &blk, out + s * kQK_K, kQK_K);
+  }
 }
 
 }  // namespace ecoserve::kernels
