@@ -13,10 +13,15 @@
 //     Work units are handed out dynamically over the pool, as the engine does.
 //
 // Counters: bytes_per_second = K/V bytes of the context read once per KV head
-// (n_ctx * n_head_kv * head_dim * 2 * elem bytes) per second; read_GBps = this
-// machine's read bandwidth with the same thread count (kernels::measure_read_gbps);
-// pct_of_read = achieved / read_GBps * 100. The blocks of several sequences
-// rotate so that the bytes touched between two reads of one sequence exceed L3.
+// (n_ctx * n_head_kv * head_dim * 2 * elem bytes) per second (Google Benchmark shows
+// it in GiB/s); read_GBps = this machine's read bandwidth with the same thread count
+// (kernels::measure_read_gbps); pct_of_read = achieved / read_GBps * 100;
+// fma_GBps = the bytes/s at which the threads' float32 FMA peak
+// (kernels::measure_f32_fma_gmacs) would run out: every K or V element takes g =
+// n_head / n_head_kv multiply-adds, so elem / g bytes per multiply-add (f32, g = 4:
+// 1 byte; fp16: 0.5); pct_of_bound = achieved / min(read_GBps, fma_GBps) * 100, the
+// roofline of the kernel on this CPU. The blocks of several sequences rotate so that
+// the bytes touched between two reads of one sequence exceed L3.
 //
 //   build/bench/attention_bench --benchmark_filter=DecodeAttention
 #include <benchmark/benchmark.h>
@@ -79,6 +84,12 @@ Cache& cache_for(bool f16) {
   return *c;
 }
 
+// One core's float32 multiply-adds per second, in units of 1e9.
+double fma_gmacs() {
+  static const double g = measure_f32_fma_gmacs(0.3);
+  return g;
+}
+
 double read_gbps(ThreadPool& pool) {
   static std::map<int, double> measured;
   double& g = measured[pool.num_threads()];
@@ -138,10 +149,13 @@ void BM_DecodeAttention(benchmark::State& state) {
   }
   const double kv_bytes = static_cast<double>(n_ctx) * kKvDim * 2 * (f16 ? 2 : 4);
   state.SetBytesProcessed(static_cast<int64_t>(kv_bytes * static_cast<double>(state.iterations())));
+  const double fma_gbps = fma_gmacs() * pool.num_threads() * (f16 ? 2.0 : 4.0) / group;
+  const double achieved = kv_bytes * static_cast<double>(state.iterations());  // / seconds: kIsRate
   state.counters["read_GBps"] = peak;
-  state.counters["pct_of_read"] =
-      benchmark::Counter(kv_bytes * static_cast<double>(state.iterations()) * 100.0 / (peak * 1e9),
-                         benchmark::Counter::kIsRate);
+  state.counters["fma_GBps"] = fma_gbps;
+  state.counters["pct_of_read"] = benchmark::Counter(achieved * 100.0 / (peak * 1e9), benchmark::Counter::kIsRate);
+  state.counters["pct_of_bound"] =
+      benchmark::Counter(achieved * 100.0 / (std::min(peak, fma_gbps) * 1e9), benchmark::Counter::kIsRate);
 }
 
 void decode_args(benchmark::internal::Benchmark* b) {

@@ -255,12 +255,22 @@ TileFn pick_tile_fn(int32_t hd) {
 
 // Positions per tile of the position-major kernel.
 constexpr int32_t kRowTile = 8;
-// Software prefetch of rows this many positions ahead: every line of an fp16 row, the
-// first line of a float32 row (measured best on this machine; the hardware prefetcher
-// then follows the row).
-constexpr int32_t kPrefetchAhead = 8;
-template <bool kF16>
-constexpr int kPrefetchStep = kF16 ? 64 : 1 << 20;
+// Software prefetch, into L2 (_MM_HINT_T1), of every line of the K and V rows this many
+// positions ahead (4 tiles): measured on Zen 4, prefetching into L1 one tile ahead
+// evicted the tile in use (a tile's K rows alone fill L1), and the hardware prefetcher
+// alone left compute and memory time adding up rather than overlapping.
+constexpr int32_t kPrefetchAhead = 32;
+
+// Lane `lane` (0..3, a constant after unrolling) of each 128-bit half of v, in every lane.
+// Broadcasts from registers: on Zen 4 a vbroadcastss per FMA pair starved the FMA pipes.
+inline __m256 lane_broadcast(__m256 v, int lane) {
+  switch (lane) {
+    case 0: return _mm256_shuffle_ps(v, v, 0x00);
+    case 1: return _mm256_shuffle_ps(v, v, 0x55);
+    case 2: return _mm256_shuffle_ps(v, v, 0xaa);
+    default: return _mm256_shuffle_ps(v, v, 0xff);
+  }
+}
 
 // Sum of each of a[0..8), as one vector.
 inline __m256 hsum8x8(const __m256* a) {
@@ -285,44 +295,54 @@ void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
   constexpr int kElem = kF16 ? 2 : 4;
   const int32_t H = G * (kv1 - kv0);
   const __m256 vscale = _mm256_set1_ps(scale);
-  // Scores of every head for every position of the tile: pbuf[j * H + h]. S partial
-  // sums per head keep 8 independent FMA chains in flight.
-  constexpr int S = 8 / G;
-  for (int32_t j = 0; j < n; ++j) {
+  // Scores of every head for every position of the tile: pbuf[j * H + h], P positions
+  // at a time so that each q vector loaded serves P positions (P * G = 8 independent
+  // FMA chains; loads per FMA (G + P) / (G * P)).
+  constexpr int P = G >= 8 ? 1 : 8 / G;
+  auto scores = [&]<int Pn>(int32_t j0) {
     for (int32_t c0 = 0; c0 < H; c0 += 8) {
-      __m256 sums[8];
+      __m256 sums[Pn][8];
 #pragma GCC unroll 8
       for (int c = 0; c < 8 / G; ++c) {
-        const int64_t kr = off[j] + static_cast<int64_t>(kv0 + c0 / G + c) * kHd;
-        if (j + kPrefetchAhead < n_ahead) {
-          const char* pk = static_cast<const char*>(kv.k) +
-                           (off[j + kPrefetchAhead] + static_cast<int64_t>(kv0 + c0 / G + c) * kHd) * kElem;
-          for (int b = 0; b < kHd * kElem; b += kPrefetchStep<kF16>) _mm_prefetch(pk + b, _MM_HINT_T0);
+        const int64_t head = static_cast<int64_t>(kv0 + c0 / G + c) * kHd;
+#pragma GCC unroll 8
+        for (int a = 0; a < Pn; ++a) {
+          if (j0 + a + kPrefetchAhead < n_ahead) {
+            const char* pk = static_cast<const char*>(kv.k) + (off[j0 + a + kPrefetchAhead] + head) * kElem;
+            for (int b = 0; b < kHd * kElem; b += 64) _mm_prefetch(pk + b, _MM_HINT_T1);
+          }
         }
         const float* qc = q + static_cast<int64_t>(c0 + c * G) * kHd;
-        __m256 acc[G][S];
+        __m256 acc[Pn][G];
 #pragma GCC unroll 8
-        for (int h = 0; h < G; ++h)
+        for (int a = 0; a < Pn; ++a)
 #pragma GCC unroll 8
-          for (int t = 0; t < S; ++t) acc[h][t] = _mm256_setzero_ps();
+          for (int h = 0; h < G; ++h) acc[a][h] = _mm256_setzero_ps();
 #pragma GCC unroll 16
         for (int v = 0; v < NV; ++v) {
-          const __m256 kk = load8<kF16>(kv.k, kr + 8 * v);
+          __m256 kk[Pn];
 #pragma GCC unroll 8
-          for (int h = 0; h < G; ++h)
-            acc[h][v % S] = _mm256_fmadd_ps(_mm256_loadu_ps(qc + h * kHd + 8 * v), kk, acc[h][v % S]);
+          for (int a = 0; a < Pn; ++a) kk[a] = load8<kF16>(kv.k, off[j0 + a] + head + 8 * v);
+#pragma GCC unroll 8
+          for (int h = 0; h < G; ++h) {
+            __m256 qv = _mm256_loadu_ps(qc + h * kHd + 8 * v);
+            if constexpr (Pn > 1) asm("" : "+x"(qv));  // one load for Pn FMAs, not a memory operand in each
+#pragma GCC unroll 8
+            for (int a = 0; a < Pn; ++a) acc[a][h] = _mm256_fmadd_ps(qv, kk[a], acc[a][h]);
+          }
         }
 #pragma GCC unroll 8
-        for (int h = 0; h < G; ++h) {
-          __m256 t0 = acc[h][0];
+        for (int a = 0; a < Pn; ++a)
 #pragma GCC unroll 8
-          for (int t = 1; t < S; ++t) t0 = _mm256_add_ps(t0, acc[h][t]);
-          sums[c * G + h] = t0;
-        }
+          for (int h = 0; h < G; ++h) sums[a][c * G + h] = acc[a][h];
       }
-      _mm256_storeu_ps(pbuf + j * H + c0, _mm256_mul_ps(hsum8x8(sums), vscale));
+#pragma GCC unroll 8
+      for (int a = 0; a < Pn; ++a) _mm256_storeu_ps(pbuf + (j0 + a) * H + c0, _mm256_mul_ps(hsum8x8(sums[a]), vscale));
     }
-  }
+  };
+  int32_t j = 0;
+  for (; j + P <= n; j += P) scores.template operator()<P>(j);
+  for (; j < n; ++j) scores.template operator()<1>(j);
   // Online softmax, 8 heads per vector: m = max(m, tile max) (rescaling o and l of the
   // heads whose max grew), then p = exp(s - m), l += p.
   for (int32_t c0 = 0; c0 < H; c0 += 8) {
@@ -357,32 +377,44 @@ void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
   // o is read and written once per tile (not once per position).
   constexpr int CH = G >= 8 ? 1 : G == 4 ? 2 : 4;
   static_assert(NV % CH == 0);
+  const char* vrow[kRowTile];  // each position's V row of KV head kv0
+  const char* vahead[kRowTile];  // its row kPrefetchAhead positions on (prefetched), or null
+  for (int32_t j = 0; j < n; ++j) {
+    vrow[j] = static_cast<const char*>(kv.v) + (off[j] + static_cast<int64_t>(kv0) * kHd) * kElem;
+    vahead[j] = j + kPrefetchAhead >= n_ahead ? nullptr
+                                              : static_cast<const char*>(kv.v) +
+                                                    (off[j + kPrefetchAhead] + static_cast<int64_t>(kv0) * kHd) * kElem;
+  }
   for (int32_t kvh = kv0; kvh < kv1; ++kvh) {
     const int32_t hb = (kvh - kv0) * G;
     float* o = st.o + static_cast<int64_t>(hb) * kHd;
+    const int64_t head_bytes = static_cast<int64_t>(kvh - kv0) * kHd * kElem;
     for (int v0 = 0; v0 < NV; v0 += CH) {
+      const int64_t at = head_bytes + 8 * v0 * kElem;
       __m256 acc[G][CH];
 #pragma GCC unroll 8
       for (int h = 0; h < G; ++h)
 #pragma GCC unroll 4
         for (int c = 0; c < CH; ++c) acc[h][c] = _mm256_setzero_ps();
-      // Each line read here is prefetched for the next tile's position (one
+      // Each line read here is prefetched for the position kPrefetchAhead on (one
       // prefetch per line read, spread over the pass: a burst of a whole tile's
       // lines overflowed the miss queue and most were dropped).
       const bool pf_line = (8 * v0 * kElem) % 64 == 0;
+#pragma GCC unroll 8
       for (int32_t j = 0; j < n; ++j) {
-        const int64_t vr = off[j] + static_cast<int64_t>(kvh) * kHd + 8 * v0;
-        if (pf_line && j + 2 * n < n_ahead) {
-          const int64_t ahead = off[j + 2 * n] + static_cast<int64_t>(kvh) * kHd + 8 * v0;
-          _mm_prefetch(static_cast<const char*>(kv.v) + ahead * kElem, _MM_HINT_T0);
-        }
+        if (pf_line && vahead[j]) _mm_prefetch(vahead[j] + at, _MM_HINT_T1);
         __m256 vv[CH];
 #pragma GCC unroll 4
-        for (int c = 0; c < CH; ++c) vv[c] = load8<kF16>(kv.v, vr + 8 * c);
+        for (int c = 0; c < CH; ++c) vv[c] = load8<kF16>(vrow[j] + at, 8 * c);
         const float* pj = pbuf + j * H + hb;
+        __m256 p4[(G + 3) / 4];
+        if constexpr (G >= 4) {
+#pragma GCC unroll 2
+          for (int b = 0; b < G / 4; ++b) p4[b] = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(pj + 4 * b));
+        }
 #pragma GCC unroll 8
         for (int h = 0; h < G; ++h) {
-          const __m256 pb = _mm256_broadcast_ss(pj + h);
+          const __m256 pb = G >= 4 ? lane_broadcast(p4[h / 4], h % 4) : _mm256_broadcast_ss(pj + h);
 #pragma GCC unroll 4
           for (int c = 0; c < CH; ++c) acc[h][c] = _mm256_fmadd_ps(pb, vv[c], acc[h][c]);
         }
