@@ -1,8 +1,9 @@
 // Benchmark of decode attention: one token of one sequence against its paged KV
-// cache, Llama-like shape (n_head 32, n_head_kv 8, head_dim 128, block_size 16),
-// at contexts 4k..32k, f32 and fp16 KV, 1 and 2 threads.
+// cache (block_size 16), f32 and fp16 KV, 1 and 2 threads, in two head shapes:
+// shape 0 = Llama-like GQA (n_head 32, n_head_kv 8, head_dim 128) at contexts
+// 4k..32k, shape 1 = the synth 110m preset's MHA (12 heads, head_dim 64) at 128..32k.
 //
-//   BM_DecodeAttention/ctx/f16/threads/mode: one layer's attention for one
+//   BM_DecodeAttention/ctx/f16/threads/mode/shape: one layer's attention for one
 //     decode token. mode 0 = one attend_one per query head (K/V of a KV head
 //     read g = 4 times, the engine before grouping); mode 1 = one attend_group per
 //     KV head (K/V read once, but one 512-byte row per 4 KiB page); mode 2 =
@@ -46,8 +47,14 @@
 namespace ecoserve::kernels {
 namespace {
 
-constexpr int32_t kHead = 32, kHeadKv = 8, kHeadDim = 128, kBlock = 16;
-constexpr int64_t kKvDim = int64_t{kHeadKv} * kHeadDim;
+constexpr int32_t kBlock = 16;
+constexpr int64_t kKvDim = 1024;  // the cache's row size; a shape's kv_dim must not exceed it
+
+// The head shapes measured: a Llama-2/3-style GQA layer and the synth 110m preset's MHA.
+struct Shape {
+  int32_t n_head, n_head_kv, head_dim;
+};
+constexpr Shape kShapes[] = {{32, 8, 128}, {12, 12, 64}};
 constexpr int32_t kPoolTokens = 32768;  // the cache: 256 MiB of K+V for f32, 128 MiB for f16
 
 // A K and a V pool of kPoolTokens tokens in shuffled blocks, random values.
@@ -106,6 +113,9 @@ void BM_DecodeAttention(benchmark::State& state) {
   const double peak = read_gbps(pool);
   const int32_t blocks_per_seq = (n_ctx + kBlock - 1) / kBlock;
   const int32_t n_seqs = std::max<int32_t>(1, static_cast<int32_t>(cache.blocks.size()) / blocks_per_seq);
+  const Shape shape = kShapes[state.range(4)];
+  const int32_t kHead = shape.n_head, kHeadKv = shape.n_head_kv, kHeadDim = shape.head_dim;
+  const int64_t kv_dim = int64_t{kHeadKv} * kHeadDim;
   const AttentionDims dims{kHead, kHeadKv, kHeadDim, 1.0f / std::sqrt(static_cast<float>(kHeadDim))};
   const int32_t group = kHead / kHeadKv;
   std::vector<float> q(static_cast<size_t>(kHead) * kHeadDim), out(q.size());
@@ -121,7 +131,7 @@ void BM_DecodeAttention(benchmark::State& state) {
     const std::span<const BlockId> table(cache.blocks.data() + static_cast<size_t>(seq) * blocks_per_seq,
                                          blocks_per_seq);
     seq = (seq + 1) % n_seqs;
-    const PagedKvView kv{cache.k.data(), cache.v.data(), kKvDim, kBlock, table, f16};
+    const PagedKvView kv{cache.k.data(), cache.v.data(), kv_dim, kBlock, table, f16};
     if (mode == 2 && splits == 1) {
       attend_token(q.data(), n_ctx, kv, dims, out.data(), scratch[0]);
     } else {
@@ -147,7 +157,7 @@ void BM_DecodeAttention(benchmark::State& state) {
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
-  const double kv_bytes = static_cast<double>(n_ctx) * kKvDim * 2 * (f16 ? 2 : 4);
+  const double kv_bytes = static_cast<double>(n_ctx) * kv_dim * 2 * (f16 ? 2 : 4);
   state.SetBytesProcessed(static_cast<int64_t>(kv_bytes * static_cast<double>(state.iterations())));
   const double fma_gbps = fma_gmacs() * pool.num_threads() * (f16 ? 2.0 : 4.0) / group;
   const double achieved = kv_bytes * static_cast<double>(state.iterations());  // / seconds: kIsRate
@@ -159,13 +169,18 @@ void BM_DecodeAttention(benchmark::State& state) {
 }
 
 void decode_args(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"ctx", "f16", "threads", "mode"});
+  b->ArgNames({"ctx", "f16", "threads", "mode", "shape"});
   for (int64_t mode : {0, 1, 2})
     for (int64_t f16 : {0, 1})
       for (int64_t threads : {1, 2})
         for (int64_t ctx : {4096, 8192, 16384, 32768}) {
-          b->Args({ctx, f16, threads, mode});
+          b->Args({ctx, f16, threads, mode, 0});
         }
+  for (int64_t f16 : {0, 1})
+    for (int64_t threads : {1, 2})
+      for (int64_t ctx : {128, 1024, 4096, 32768}) {
+        b->Args({ctx, f16, threads, 2, 1});
+      }
 }
 
 BENCHMARK(BM_DecodeAttention)->Apply(decode_args)->UseRealTime()->Unit(benchmark::kMicrosecond);

@@ -280,20 +280,22 @@ inline __m256 hsum8x8(const __m256* a) {
   return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
-// The position-major kernel: the H = G * (kv1 - kv0) query heads (H a multiple of 8,
-// G in {1, 2, 4, 8}, head_dim = 8 * NV) over the n <= kRowTile positions whose head-0
-// row offsets are off[0..n), folded into st; off[n..n_ahead) are the positions after
-// them (prefetched). K and V rows are read position by position, each front to back
-// (this machine's prefetchers lose interleaved streams): 8 heads are scored at a time,
-// the softmax state is updated per tile with the heads in vector lanes (a head's o and
-// l are rescaled only when its max grows), and every V vector is widened once for the
-// G heads that share it. `pbuf` holds kRowTile * H floats.
+// The position-major kernel: the H = G * (kv1 - kv0) query heads (G in {1, 2, 4, 8},
+// any H: a last partial vector of heads is masked; head_dim = 8 * NV) over the n <=
+// kRowTile positions whose head-0 row offsets are off[0..n), folded into st;
+// off[n..n_ahead) are the positions after them (prefetched). K and V rows are read
+// position by position, each front to back (this machine's prefetchers lose interleaved
+// streams): 8 heads are scored at a time, the softmax state is updated per tile with the
+// heads in vector lanes (a head's o and l are rescaled only when its max grows), and
+// every V vector is widened once for the G heads that share it. `pbuf` holds
+// kRowTile * Hp floats (Hp = H rounded up to 8).
 template <int NV, bool kF16, int G>
 void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int32_t n, int32_t n_ahead,
                const PagedKvView& kv, float scale, OnlineState st, float* pbuf) {
   constexpr int kHd = 8 * NV;
   constexpr int kElem = kF16 ? 2 : 4;
   const int32_t H = G * (kv1 - kv0);
+  const int32_t Hp = (H + 7) & ~7;  // pbuf's row stride: heads in whole vectors
   const __m256 vscale = _mm256_set1_ps(scale);
   // Scores of every head for every position of the tile: pbuf[j * H + h], P positions
   // at a time so that each q vector loaded serves P positions (P * G = 8 independent
@@ -304,6 +306,13 @@ void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
       __m256 sums[Pn][8];
 #pragma GCC unroll 8
       for (int c = 0; c < 8 / G; ++c) {
+        if (c0 / G + c >= kv1 - kv0) {  // past the last head (H % 8 != 0): zero scores
+#pragma GCC unroll 8
+          for (int a = 0; a < Pn; ++a)
+#pragma GCC unroll 8
+            for (int h = 0; h < G; ++h) sums[a][c * G + h] = _mm256_setzero_ps();
+          continue;
+        }
         const int64_t head = static_cast<int64_t>(kv0 + c0 / G + c) * kHd;
 #pragma GCC unroll 8
         for (int a = 0; a < Pn; ++a) {
@@ -337,7 +346,7 @@ void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
           for (int h = 0; h < G; ++h) sums[a][c * G + h] = acc[a][h];
       }
 #pragma GCC unroll 8
-      for (int a = 0; a < Pn; ++a) _mm256_storeu_ps(pbuf + (j0 + a) * H + c0, _mm256_mul_ps(hsum8x8(sums[a]), vscale));
+      for (int a = 0; a < Pn; ++a) _mm256_storeu_ps(pbuf + (j0 + a) * Hp + c0, _mm256_mul_ps(hsum8x8(sums[a]), vscale));
     }
   };
   int32_t j = 0;
@@ -346,9 +355,13 @@ void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
   // Online softmax, 8 heads per vector: m = max(m, tile max) (rescaling o and l of the
   // heads whose max grew), then p = exp(s - m), l += p.
   for (int32_t c0 = 0; c0 < H; c0 += 8) {
+    // Lanes of heads c0..c0+7 that exist (all but in a last, partial vector).
+    const int lanes = std::min<int32_t>(8, H - c0);
+    const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(lanes), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     __m256 mt = _mm256_loadu_ps(pbuf + c0);
-    for (int32_t j = 1; j < n; ++j) mt = _mm256_max_ps(mt, _mm256_loadu_ps(pbuf + j * H + c0));
-    int grew = _mm256_movemask_ps(_mm256_cmp_ps(mt, _mm256_loadu_ps(st.m + c0), _CMP_GT_OQ));
+    for (int32_t j = 1; j < n; ++j) mt = _mm256_max_ps(mt, _mm256_loadu_ps(pbuf + j * Hp + c0));
+    // Lanes past the last head never grow: their scores are 0 and their m loads as 0.
+    int grew = _mm256_movemask_ps(_mm256_cmp_ps(mt, _mm256_maskload_ps(st.m + c0, live), _CMP_GT_OQ));
     if (grew) {
       alignas(32) float mts[8];
       _mm256_store_ps(mts, mt);
@@ -362,15 +375,15 @@ void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
         st.m[h] = mts[i];
       }
     }
-    const __m256 m = _mm256_loadu_ps(st.m + c0);
-    __m256 l = _mm256_loadu_ps(st.l + c0);
+    const __m256 m = _mm256_maskload_ps(st.m + c0, live);
+    __m256 l = _mm256_maskload_ps(st.l + c0, live);
     for (int32_t j = 0; j < n; ++j) {
-      float* sc = pbuf + j * H + c0;
+      float* sc = pbuf + j * Hp + c0;
       const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(sc), m));
       _mm256_storeu_ps(sc, e);
       l = _mm256_add_ps(l, e);
     }
-    _mm256_storeu_ps(st.l + c0, l);
+    _mm256_maskstore_ps(st.l + c0, live, l);
   }
   // o[h] += sum_j p[j][h] V_j[kv head of h]: for each KV head and each CH vectors
   // of head_dim, the G heads' sums over the tile's positions stay in registers and
@@ -406,7 +419,7 @@ void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
         __m256 vv[CH];
 #pragma GCC unroll 4
         for (int c = 0; c < CH; ++c) vv[c] = load8<kF16>(vrow[j] + at, 8 * c);
-        const float* pj = pbuf + j * H + hb;
+        const float* pj = pbuf + j * Hp + hb;
         __m256 p4[(G + 3) / 4];
         if constexpr (G >= 4) {
 #pragma GCC unroll 2
@@ -445,8 +458,7 @@ RowsFn pick_rows_fn_g(int32_t g) {
 }
 
 // The position-major kernel for these shapes, or null when it does not apply.
-RowsFn pick_rows_fn(int32_t hd, int32_t g, int32_t heads, bool f16) {
-  if (heads % 8 != 0) return nullptr;
+RowsFn pick_rows_fn(int32_t hd, int32_t g, bool f16) {
   switch (hd) {
     case 64: return f16 ? pick_rows_fn_g<8, true>(g) : pick_rows_fn_g<8, false>(g);
     case 128: return f16 ? pick_rows_fn_g<16, true>(g) : pick_rows_fn_g<16, false>(g);
@@ -470,7 +482,16 @@ void attend_range(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t b
   std::fill(st.o, st.o + static_cast<int64_t>(heads) * hd, 0.0f);
   const TileFn fn = hd % 8 != 0 ? nullptr : kv.f16 ? pick_tile_fn<true>(hd) : pick_tile_fn<false>(hd);
   if (begin < end) tile_offsets(kv, begin, end - begin, 0, hd, rows);
-  if (const RowsFn rf = pick_rows_fn(hd, g, heads, kv.f16)) {
+  if (const RowsFn rf = pick_rows_fn(hd, g, kv.f16)) {
+    // The kernel prefetches kPrefetchAhead positions on; the first ones are asked for here.
+    const int64_t row_bytes = static_cast<int64_t>(kv1 - kv0) * hd * (kv.f16 ? 2 : 4);
+    for (int32_t j = 0; j < std::min(kPrefetchAhead, end - begin); ++j) {
+      const int64_t at = (rows[j] + static_cast<int64_t>(kv0) * hd) * (kv.f16 ? 2 : 4);
+      for (int64_t b = 0; b < row_bytes; b += 64) {
+        _mm_prefetch(static_cast<const char*>(kv.k) + at + b, _MM_HINT_T1);
+        _mm_prefetch(static_cast<const char*>(kv.v) + at + b, _MM_HINT_T1);
+      }
+    }
     for (int32_t p0 = begin; p0 < end; p0 += kRowTile) {
       rf(q, kv0, kv1, rows + (p0 - begin), std::min(kRowTile, end - p0), end - p0, kv, scale, st, p);
     }
@@ -500,7 +521,7 @@ void attend_range(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t b
 
 // Floats of attend_range's `p` scratch for `heads` query heads.
 inline size_t p_floats(int32_t heads) {
-  return std::max<size_t>(kMaxSub * kTile, static_cast<size_t>(kRowTile) * heads);
+  return std::max<size_t>(kMaxSub * kTile, static_cast<size_t>(kRowTile) * ((heads + 7) & ~7));
 }
 
 // attend_range over [0, n_ctx), normalised into out[heads * hd].

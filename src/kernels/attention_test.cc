@@ -252,13 +252,16 @@ TEST_P(DecodeTest, PartialsMergeToTheWholeContext) {
 }
 
 // GQA group sizes 1, 2, 4 and 8 (the position-major kernel's; 3: the per-KV-head one),
-// head_dim 64 and 128, float32 and fp16 caches.
+// head counts that fill whole 8-head vectors and ones that end in a masked partial one
+// (12 and 4 heads), head_dim 64 and 128, float32 and fp16 caches.
 INSTANTIATE_TEST_SUITE_P(Shapes, DecodeTest,
                          ::testing::Values(DecodeCase{8, 8, 64, false}, DecodeCase{8, 8, 128, true},
                                            DecodeCase{16, 4, 64, true}, DecodeCase{16, 4, 128, false},
                                            DecodeCase{16, 4, 128, true}, DecodeCase{8, 1, 64, false},
                                            DecodeCase{6, 2, 64, false}, DecodeCase{4, 2, 24, true},
-                                           DecodeCase{16, 8, 64, false}, DecodeCase{16, 8, 128, true}),
+                                           DecodeCase{16, 8, 64, false}, DecodeCase{16, 8, 128, true},
+                                           DecodeCase{12, 12, 64, true}, DecodeCase{12, 6, 128, false},
+                                           DecodeCase{4, 4, 64, false}, DecodeCase{12, 3, 64, true}),
                          [](const ::testing::TestParamInfo<DecodeCase>& i) {
                            const DecodeCase& c = i.param;
                            return "h" + std::to_string(c.n_head) + "_kv" + std::to_string(c.n_head_kv) + "_d" +
