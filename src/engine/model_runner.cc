@@ -28,8 +28,9 @@ const SamplingParams& greedy_params() {
 }  // namespace
 
 // One piece of a layer's attention: a sequence's whole chunk for one KV head (GEMM
-// path), or one token's all heads (attend_token), or a position range of one
-// token's context (attend_partial into partial slot `part`, merged after the pass).
+// path), or one token's all heads (attend_token), or the heads of a range of KV heads
+// of one token (attend_kv_heads), or a position range of one token's context
+// (attend_partial into partial slot `part`, merged after the pass).
 struct AttnUnit {
   int32_t seq;
   int32_t head;   // KV head for chunk units
@@ -37,13 +38,15 @@ struct AttnUnit {
   bool chunk;
   int32_t begin = 0, end = 0;  // position range of a split unit
   int32_t part = -1;           // partial slot of a split unit, -1 if not split
+  int32_t kv_begin = 0, kv_end = 0;  // KV heads of a head-split unit (kv_begin < kv_end), else 0, 0
 };
 
 // Runs of at least this many tokens use the GEMM attention kernel.
 constexpr int64_t kChunkAttentionMinTokens = 8;
-// A decode token's context of at least this many positions is split across the pool's
-// threads (flash-decoding) when the step has fewer decode tokens than threads, so that
-// one long sequence does not leave threads idle.
+// When a step has fewer decode tokens than threads, each decode token is split across
+// the pool's threads so that one sequence does not leave threads idle: a context of at
+// least this many positions by position range (flash-decoding), a shorter one by KV
+// heads when there are at least as many as threads (nothing to merge).
 constexpr int64_t kSplitAttentionMinContext = 1024;
 
 struct ModelRunner::Impl {
@@ -255,7 +258,17 @@ StatusOr<StepOutput> ModelRunner::execute(const StepPlan& plan) {
       } else {
         for (int64_t i = 0; i < n_q; ++i) {
           const int64_t n_ctx = seq.num_computed + i + 1;
-          const int32_t parts = decode_tokens < threads && n_ctx >= kSplitAttentionMinContext ? threads : 1;
+          const bool few = decode_tokens < threads;
+          const int32_t parts = few && n_ctx >= kSplitAttentionMinContext ? threads : 1;
+          if (parts == 1 && few && c.n_head_kv >= threads) {
+            for (int32_t p = 0; p < threads; ++p) {
+              AttnUnit u{static_cast<int32_t>(s), -1, t + i, false};
+              u.kv_begin = static_cast<int32_t>(int64_t{c.n_head_kv} * p / threads);
+              u.kv_end = static_cast<int32_t>(int64_t{c.n_head_kv} * (p + 1) / threads);
+              costed.push_back({n_ctx * int64_t{u.kv_end - u.kv_begin} * group, u});
+            }
+            continue;
+          }
           if (parts == 1) {
             costed.push_back({n_ctx * c.n_head, AttnUnit{static_cast<int32_t>(s), -1, t + i, false}});
             continue;
@@ -351,6 +364,10 @@ StatusOr<StepOutput> ModelRunner::execute(const StepPlan& plan) {
           const int64_t t0 = m.seq_first_row[unit.seq];
           kernels::attend_chunk(m.q.data() + t0 * q_dim, q_dim, static_cast<int32_t>(seq.tokens.size()),
                                 seq.num_computed, unit.head, kv, dims, m.attn.data() + t0 * q_dim, q_dim, scratch);
+        } else if (unit.kv_begin < unit.kv_end) {
+          const int64_t t = unit.row;
+          kernels::attend_kv_heads(m.q.data() + t * q_dim, unit.kv_begin, unit.kv_end, m.pos[t] + 1, kv, dims,
+                                   m.attn.data() + t * q_dim, scratch);
         } else if (unit.part < 0) {
           const int64_t t = unit.row;
           kernels::attend_token(m.q.data() + t * q_dim, m.pos[t] + 1, kv, dims, m.attn.data() + t * q_dim, scratch);

@@ -260,6 +260,43 @@ TEST_F(ModelRunnerTest, SplitLongContextDecodeEqualsPrefill) {
   }
 }
 
+// A lone decode token with a short context and at least as many KV heads as threads is
+// split across the threads by KV heads (attend_kv_heads, here 1 and 2 of 3 MHA heads of
+// head_dim 64: the position-major kernel with partial head vectors); its logits equal
+// the same token's in a step with as many decode tokens as threads (not split), and
+// those of a prefill chunk ending at the same position (the GEMM attention path).
+TEST_F(ModelRunnerTest, HeadSplitDecodeEqualsUnsplitAndPrefill) {
+  TinyLlamaSpec spec;
+  spec.n_embd = 192;
+  spec.n_head = 3;
+  spec.n_head_kv = 3;
+  auto m = build_tiny_llama(spec, vocab_path_);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  const int32_t n = 37;
+  const auto a = random_tokens(n + 1, vocab_, 41);
+  const auto b = random_tokens(n + 1, vocab_, 42);
+  const auto ta = range_ids(0, 3), tb = range_ids(3, 3);
+  auto alone = runner(16, 8, 0, *m);
+  auto paired = runner(16, 8, 0, *m);
+  auto prefill = runner(16, 8, 0, *m);
+  ASSERT_TRUE(alone && paired && prefill);
+  run_one(*alone, make_step(1, 0, {a.begin(), a.begin() + n}, ta));
+  StepPlan first;
+  first.seqs.push_back(make_step(1, 0, {a.begin(), a.begin() + n}, ta));
+  first.seqs.push_back(make_step(2, 0, {b.begin(), b.begin() + n}, tb));
+  ASSERT_TRUE(paired->execute(first).ok());
+
+  const auto split = run_one(*alone, make_step(1, n, {a[n]}, ta)).seqs.at(0).logits;
+  StepPlan both;
+  both.seqs.push_back(make_step(1, n, {a[n]}, ta));
+  both.seqs.push_back(make_step(2, n, {b[n]}, tb));
+  auto out = paired->execute(both);
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  const auto chunk = run_one(*prefill, make_step(1, 0, a, ta)).seqs.at(0).logits;
+  EXPECT_LT(rel_diff(split, out->seqs.at(0).logits), 1e-5);
+  EXPECT_LT(rel_diff(split, chunk), 1e-5);
+}
+
 TEST_F(ModelRunnerTest, BlockSizesGiveSameLogits) {
   const auto prompt = random_tokens(40, vocab_, 21);
   const auto decode = random_tokens(5, vocab_, 22);

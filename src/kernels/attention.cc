@@ -558,6 +558,13 @@ void attend_token(const float* q, int32_t n_ctx, const PagedKvView& kv, const At
   attend_heads(q, d.n_head / d.n_head_kv, 0, d.n_head_kv, n_ctx, kv, d.head_dim, d.scale, out, scratch);
 }
 
+void attend_kv_heads(const float* q, int32_t kv_begin, int32_t kv_end, int32_t n_ctx, const PagedKvView& kv,
+                     const AttentionDims& d, float* out, AttentionScratch& scratch) {
+  const int32_t g = d.n_head / d.n_head_kv;
+  const int64_t first = static_cast<int64_t>(kv_begin) * g * d.head_dim;
+  attend_heads(q + first, g, kv_begin, kv_end, n_ctx, kv, d.head_dim, d.scale, out + first, scratch);
+}
+
 void attend_partial(const float* q, int32_t begin, int32_t end, const PagedKvView& kv, const AttentionDims& d,
                     AttentionPartial& part, AttentionScratch& scratch) {
   const int32_t hd = d.head_dim;

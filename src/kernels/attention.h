@@ -10,7 +10,8 @@
 //    and short chunks;
 //  - attend_one: the same for a single query head;
 //  - attend_token: all query heads of one token in one pass over the context (reads
-//    whole K/V position rows; the fastest decode kernel);
+//    whole K/V position rows; the fastest decode kernel); attend_kv_heads: the same for
+//    a range of KV heads (one thread's share of a token);
 //  - attend_partial + merge_partials: attend_token over a range of positions, kept as
 //    an unnormalised softmax state, and the log-sum-exp merge of such states
 //    (flash-decoding: split one long context across threads);
@@ -77,6 +78,13 @@ void attend_group(const float* q, int32_t kv_head, int32_t n_ctx, const PagedKvV
 // The decode kernel.
 void attend_token(const float* q, int32_t n_ctx, const PagedKvView& kv, const AttentionDims& d, float* out,
                   AttentionScratch& scratch);
+
+// attend_token for the query heads of KV heads [kv_begin, kv_end) only (0 <= kv_begin <
+// kv_end <= n_head_kv): q and out are the token's whole [n_head][head_dim] rows, and only
+// those heads' rows of out are written. Splits a short decode token across threads by
+// heads, with nothing to merge.
+void attend_kv_heads(const float* q, int32_t kv_begin, int32_t kv_end, int32_t n_ctx, const PagedKvView& kv,
+                     const AttentionDims& d, float* out, AttentionScratch& scratch);
 
 // attend_token's softmax state over positions [begin, end) only (0 <= begin <= end <=
 // the context the block table covers); resizes `part`. With merge_partials, splits one

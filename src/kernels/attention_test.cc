@@ -229,6 +229,33 @@ TEST_P(DecodeTest, TokenGroupAndOneAgreeWithReference) {
   }
 }
 
+// attend_kv_heads over a split of the KV heads writes exactly attend_token's rows for
+// its heads (the same arithmetic per head: bitwise), and no other rows.
+TEST_P(DecodeTest, KvHeadRangesEqualTheWholeToken) {
+  const DecodeCase c = GetParam();
+  const int n_ctx = 77;
+  const TestCache cache(n_ctx, c.n_head_kv, c.hd, 16, c.f16, 11);
+  const PagedKvView kv = cache.view();
+  const AttentionDims dims{c.n_head, c.n_head_kv, c.hd, 1.0f / std::sqrt(static_cast<float>(c.hd))};
+  std::mt19937 rng(12);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> q(static_cast<size_t>(c.n_head) * c.hd);
+  for (auto& x : q) x = nd(rng);
+  AttentionScratch scratch;
+  std::vector<float> whole(q.size());
+  attend_token(q.data(), n_ctx, kv, dims, whole.data(), scratch);
+  const int g = c.n_head / c.n_head_kv;
+  for (int cut = 1; cut < c.n_head_kv; ++cut) {
+    std::vector<float> split(q.size(), 12345.0f);
+    attend_kv_heads(q.data(), 0, cut, n_ctx, kv, dims, split.data(), scratch);
+    for (size_t i = static_cast<size_t>(cut) * g * c.hd; i < split.size(); ++i) {
+      ASSERT_EQ(split[i], 12345.0f) << "cut " << cut << " wrote past its heads at " << i;
+    }
+    attend_kv_heads(q.data(), cut, c.n_head_kv, n_ctx, kv, dims, split.data(), scratch);
+    for (size_t i = 0; i < whole.size(); ++i) ASSERT_EQ(split[i], whole[i]) << "cut " << cut << " i=" << i;
+  }
+}
+
 // attend_partial over split ranges (including an empty one), merged, equals
 // attend_token over the whole context.
 TEST_P(DecodeTest, PartialsMergeToTheWholeContext) {
