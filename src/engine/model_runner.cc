@@ -318,9 +318,8 @@ StatusOr<StepOutput> ModelRunner::execute(const StepPlan& plan) {
     pool.parallel_for(T, row_grain, [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) kernels::rms_norm(m.x.data() + t * d, w.attn_norm.data(), d, c.rms_eps, m.xn.data() + t * d);
     });
-    kernels::matmul(w.wq, m.xn.data(), T, m.q.data(), m.kctx);
-    kernels::matmul(w.wk, m.xn.data(), T, m.k.data(), m.kctx);
-    kernels::matmul(w.wv, m.xn.data(), T, m.v.data(), m.kctx);
+    const kernels::MatmulTarget qkv[] = {{&w.wq, m.q.data()}, {&w.wk, m.k.data()}, {&w.wv, m.v.data()}};
+    kernels::matmul_many(qkv, m.xn.data(), T, m.kctx);
 
     uint8_t* kc = m.k_cache[l].data();
     uint8_t* vc = m.v_cache[l].data();
@@ -388,8 +387,8 @@ StatusOr<StepOutput> ModelRunner::execute(const StepPlan& plan) {
     pool.parallel_for(T, row_grain, [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) kernels::rms_norm(m.x.data() + t * d, w.ffn_norm.data(), d, c.rms_eps, m.xn.data() + t * d);
     });
-    kernels::matmul(w.w_gate, m.xn.data(), T, m.gate.data(), m.kctx);
-    kernels::matmul(w.w_up, m.xn.data(), T, m.up.data(), m.kctx);
+    const kernels::MatmulTarget gate_up[] = {{&w.w_gate, m.gate.data()}, {&w.w_up, m.up.data()}};
+    kernels::matmul_many(gate_up, m.xn.data(), T, m.kctx);
     pool.parallel_for(T, row_grain, [&](int64_t b, int64_t e) {
       kernels::silu_mul(m.gate.data() + b * c.n_ff, m.up.data() + b * c.n_ff, (e - b) * c.n_ff,
                         m.gate.data() + b * c.n_ff);

@@ -1,6 +1,7 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <array>
 
 #include "base/status.h"
 #include "kernels/matmul_kernels.h"
@@ -26,9 +27,8 @@ inline void share(std::int64_t n, std::int64_t unit, int i, int parts, std::int6
   *end = std::min(n, units * (i + 1) / parts * unit);
 }
 
-}  // namespace
-
-void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y, KernelContext& ctx) {
+// The checks every product's weights and shape must pass.
+void check_shape(const WeightView& w, std::int64_t n_tokens) {
   const TypeTraits* traits = type_traits(w.type);
   ECO_CHECK_MSG(traits != nullptr && (is_float_type(w.type) || is_quantized_type(w.type)),
                 "matmul: unsupported weight type {}", type_name(w.type));
@@ -42,6 +42,40 @@ void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y
                     ((w.type == GgmlType::kQ8_0 || w.type == GgmlType::kQ4_K) && w.rows % 8 == 0),
                 "matmul: the kRows8 layout needs q8_0 or q4_K with rows % 8 == 0, not {} with {} rows", traits->name,
                 w.rows);
+}
+
+// x [n_tokens, cols] quantized into ctx.scratch (on all threads when there is enough of it).
+detail::QuantizedActs quantize_input(const float* x, std::int64_t cols, std::int64_t n_tokens, bool k_format,
+                                     KernelContext& ctx) {
+  const std::size_t need = detail::quantized_acts_bytes(n_tokens, cols);
+  if (ctx.scratch.size() < need) ctx.scratch.resize(need);
+  const detail::QuantizedActs acts = detail::layout_quantized_acts(ctx.scratch.data(), n_tokens, cols, k_format);
+  ThreadPool& pool = *ctx.pool;
+  if (pool.num_threads() > 1 && n_tokens > 1 && n_tokens * cols >= kParallelQuantizeElems) {
+    pool.run([&](int i, int parts) {
+      std::int64_t t0, t1;
+      share(n_tokens, 1, i, parts, &t0, &t1);
+      if (t0 < t1) detail::quantize_acts(x, cols, t0, t1, acts);
+    });
+  } else {
+    detail::quantize_acts(x, cols, 0, n_tokens, acts);
+  }
+  return acts;
+}
+
+// Grows ctx.tile_scratch for the int8 kernels on rows of `cols` values; returns each
+// thread's share in floats.
+std::size_t tile_scratch_floats(std::int64_t cols, KernelContext& ctx) {
+  const auto per_thread = static_cast<std::size_t>(detail::kQuantScratchFloatsPerBlock * (cols / 32) + 128);
+  const auto need = per_thread * static_cast<std::size_t>(ctx.pool->num_threads());
+  if (ctx.tile_scratch.size() < need) ctx.tile_scratch.resize(need);
+  return per_thread;
+}
+
+}  // namespace
+
+void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y, KernelContext& ctx) {
+  check_shape(w, n_tokens);
   if (w.rows == 0 || n_tokens == 0) return;
   ECO_CHECK_MSG(w.data != nullptr && x != nullptr && y != nullptr, "matmul: null data pointer");
   ECO_CHECK_MSG(ctx.pool != nullptr, "matmul: KernelContext without a thread pool");
@@ -101,24 +135,69 @@ void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y
     return;
   }
 
-  const std::size_t need = detail::quantized_acts_bytes(n_tokens, w.cols);
-  if (ctx.scratch.size() < need) ctx.scratch.resize(need);
-  const detail::QuantizedActs acts =
-      detail::layout_quantized_acts(ctx.scratch.data(), n_tokens, w.cols, detail::takes_k_format(w.type));
-  if (nthreads > 1 && n_tokens > 1 && n_tokens * w.cols >= kParallelQuantizeElems) {
-    pool.run([&](int i, int parts) {
-      std::int64_t t0, t1;
-      share(n_tokens, 1, i, parts, &t0, &t1);
-      if (t0 < t1) detail::quantize_acts(x, w.cols, t0, t1, acts);
-    });
-  } else {
-    detail::quantize_acts(x, w.cols, 0, n_tokens, acts);
-  }
-  const std::size_t per_thread = static_cast<std::size_t>(detail::kQuantScratchFloatsPerBlock * (w.cols / 32) + 128);
-  if (ctx.tile_scratch.size() < per_thread * nthreads) ctx.tile_scratch.resize(per_thread * nthreads);
+  const detail::QuantizedActs acts = quantize_input(x, w.cols, n_tokens, detail::takes_k_format(w.type), ctx);
+  const std::size_t per_thread = tile_scratch_floats(w.cols, ctx);
   const detail::QuantRowsFn kernel = detail::quant_rows_kernel(ctx.isa, w.type, w.layout);
   run([&](int i, std::int64_t r0, std::int64_t r1, std::int64_t t0, std::int64_t t1) {
     kernel(wdata, w.row_bytes, acts, r0, r1, t0, t1, y, w.rows, ctx.tile_scratch.data() + per_thread * i);
+  });
+}
+
+void matmul_many(std::span<const MatmulTarget> targets, const float* x, std::int64_t n_tokens, KernelContext& ctx) {
+  constexpr std::size_t kMaxFused = 8;
+  bool fused = targets.size() > 1 && targets.size() <= kMaxFused && n_tokens > 0;
+  for (const MatmulTarget& t : targets) {
+    ECO_CHECK_MSG(t.w != nullptr, "matmul_many: a target without weights");
+    check_shape(*t.w, n_tokens);
+    const WeightView& w0 = *targets[0].w;
+    fused = fused && is_quantized_type(t.w->type) && t.w->cols == w0.cols && t.w->rows % kRowUnit == 0 &&
+            detail::takes_k_format(t.w->type) == detail::takes_k_format(w0.type);
+  }
+  if (!fused) {
+    for (const MatmulTarget& t : targets) matmul(*t.w, x, n_tokens, t.y, ctx);
+    return;
+  }
+  ECO_CHECK_MSG(x != nullptr, "matmul_many: null input");
+  ECO_CHECK_MSG(ctx.pool != nullptr, "matmul_many: KernelContext without a thread pool");
+  const std::int64_t cols = targets[0].w->cols;
+  std::array<detail::QuantRowsFn, kMaxFused> kernels{};
+  std::int64_t total_rows = 0;
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    const WeightView& w = *targets[i].w;
+    ECO_CHECK_MSG(w.data != nullptr && targets[i].y != nullptr, "matmul_many: null data pointer");
+    kernels[i] = detail::quant_rows_kernel(ctx.isa, w.type, w.layout);
+    total_rows += w.rows;
+  }
+  const detail::QuantizedActs acts = quantize_input(x, cols, n_tokens, detail::takes_k_format(targets[0].w->type), ctx);
+  const std::size_t per_thread = tile_scratch_floats(cols, ctx);
+  // Rows [r0, r1) of the targets' rows laid end to end, tokens [t0, t1), on `thread`.
+  auto rows_fn = [&](int thread, std::int64_t r0, std::int64_t r1, std::int64_t t0, std::int64_t t1) {
+    std::int64_t base = 0;
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+      const WeightView& w = *targets[i].w;
+      const std::int64_t lo = std::max(r0, base), hi = std::min(r1, base + w.rows);
+      if (lo < hi) {
+        kernels[i](static_cast<const std::uint8_t*>(w.data), w.row_bytes, acts, lo - base, hi - base, t0, t1,
+                   targets[i].y, w.rows, ctx.tile_scratch.data() + per_thread * thread);
+      }
+      base += w.rows;
+    }
+  };
+  ThreadPool& pool = *ctx.pool;
+  const int nthreads = pool.num_threads();
+  if (nthreads == 1) {
+    rows_fn(0, 0, total_rows, 0, n_tokens);
+    return;
+  }
+  const bool split_rows = total_rows >= 4 * kRowUnit * nthreads || n_tokens < 2 * nthreads;
+  pool.run([&](int i, int parts) {
+    std::int64_t r0 = 0, r1 = total_rows, t0 = 0, t1 = n_tokens;
+    if (split_rows) {
+      share(total_rows, kRowUnit, i, parts, &r0, &r1);
+    } else {
+      share(n_tokens, 1, i, parts, &t0, &t1);
+    }
+    if (r0 < r1 && t0 < t1) rows_fn(i, r0, r1, t0, t1);
   });
 }
 

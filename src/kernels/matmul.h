@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -43,5 +44,19 @@ struct KernelContext {
 };
 
 void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y, KernelContext& ctx);
+
+// One product of matmul_many: y = x W^T for the matrix w, y row-major [n_tokens, w->rows].
+struct MatmulTarget {
+  const WeightView* w;
+  float* y;
+};
+
+// matmul(*t.w, x, n_tokens, t.y, ctx) for every target (matrices with the same cols that
+// read the same x: a layer's Q, K and V projections, or its gate and up), bitwise the same
+// results. When all are quantized types taking the same activation format and every
+// matrix's rows are a multiple of 16, x is quantized once and all matrices' rows are
+// shared out in one pass over the pool (one synchronisation, not one per matrix);
+// otherwise it calls matmul per target.
+void matmul_many(std::span<const MatmulTarget> targets, const float* x, std::int64_t n_tokens, KernelContext& ctx);
 
 }  // namespace ecoserve::kernels

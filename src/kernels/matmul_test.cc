@@ -12,6 +12,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/matmul_test_util.h"
+#include "kernels/packed_weights.h"
 #include "kernels/quant.h"
 
 namespace ecoserve::kernels {
@@ -153,6 +154,66 @@ TEST(MatmulTest, BitwiseSameAloneOrBatchedAndAtAnyThreadCount) {
         matmul(m.view(), x.data() + 11 * cols, k, sub.data(), *ctx);
         EXPECT_EQ(std::memcmp(sub.data(), batched.data() + 11 * rows, sub.size() * 4), 0)
             << type_name(type) << " sub-batch of " << k << " threads " << ctx->pool->num_threads();
+      }
+    }
+  }
+}
+
+// matmul_many equals matmul per target, bitwise: fused (quantized types sharing an
+// activation format, rows % 16 == 0; GGUF and kRows8 layouts, decode and tile batches,
+// 1 and 2 threads) and falling back (a float matrix, mixed formats, odd rows).
+TEST(MatmulTest, ManyTargetsEqualOneMatmulEach) {
+  ThreadPool pool1(1), pool2(2);
+  KernelContext ctx1(&pool1), ctx2(&pool2);
+  const std::int64_t cols = 512;
+  struct Case {
+    const char* name;
+    std::vector<std::pair<GgmlType, std::int64_t>> mats;  // type, rows
+    bool pack;                                            // Q8_0 / Q4_K in kRows8
+  };
+  const std::vector<Case> cases = {
+      {"q8_0 qkv", {{GgmlType::kQ8_0, 96}, {GgmlType::kQ8_0, 32}, {GgmlType::kQ8_0, 32}}, false},
+      {"q8_0 qkv packed", {{GgmlType::kQ8_0, 96}, {GgmlType::kQ8_0, 32}, {GgmlType::kQ8_0, 32}}, true},
+      {"q4_k + q6_k", {{GgmlType::kQ4_K, 64}, {GgmlType::kQ6_K, 48}}, false},
+      {"q4_k packed + q6_k", {{GgmlType::kQ4_K, 64}, {GgmlType::kQ6_K, 48}}, true},
+      {"q4_0 gate/up", {{GgmlType::kQ4_0, 80}, {GgmlType::kQ4_0, 80}}, false},
+      {"mixed formats", {{GgmlType::kQ8_0, 32}, {GgmlType::kQ4_K, 32}}, false},
+      {"with a float matrix", {{GgmlType::kQ8_0, 32}, {GgmlType::kF16, 32}}, false},
+      {"odd rows", {{GgmlType::kQ8_0, 40}, {GgmlType::kQ8_0, 24}}, false},
+  };
+  for (const Case& c : cases) {
+    std::vector<Matrix> mats;
+    std::vector<WeightView> views;
+    for (std::size_t i = 0; i < c.mats.size(); ++i) {
+      mats.push_back(make_matrix(c.mats[i].first, c.mats[i].second, cols, 300 + static_cast<std::uint32_t>(i)));
+    }
+    for (Matrix& m : mats) {
+      WeightView v = m.view();
+      if (c.pack && can_pack_rows8(v)) {
+        std::vector<std::uint8_t> packed(m.data.size());
+        pack_rows8(m.type, m.data.data(), m.rows, m.cols, packed.data());
+        m.data = std::move(packed);
+        v = m.view();
+        v.layout = WeightLayout::kRows8;
+      }
+      views.push_back(v);
+    }
+    for (std::int64_t n : {1, 3, 40}) {
+      const std::vector<float> x = make_acts(n, cols, 17);
+      for (KernelContext* ctx : {&ctx1, &ctx2}) {
+        std::vector<std::vector<float>> many(views.size()), one(views.size());
+        std::vector<MatmulTarget> targets;
+        for (std::size_t i = 0; i < views.size(); ++i) {
+          many[i].assign(n * views[i].rows, -1.0f);
+          one[i].assign(n * views[i].rows, -2.0f);
+          targets.push_back({&views[i], many[i].data()});
+          matmul(views[i], x.data(), n, one[i].data(), *ctx);
+        }
+        matmul_many(targets, x.data(), n, *ctx);
+        for (std::size_t i = 0; i < views.size(); ++i) {
+          EXPECT_EQ(std::memcmp(many[i].data(), one[i].data(), many[i].size() * 4), 0)
+              << c.name << " matrix " << i << " tokens " << n << " threads " << ctx->pool->num_threads();
+        }
       }
     }
   }
