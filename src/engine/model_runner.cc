@@ -302,7 +302,9 @@ StatusOr<StepOutput> ModelRunner::execute(const StepPlan& plan) {
   m.up.resize(T * c.n_ff);
   m.cos_sin.resize(T * c.rope_dim);
   ThreadPool& pool = *pool_;
-  const int64_t row_grain = 32;
+  // Per-token work (norms, RoPE, KV writes) goes to the threads in runs of at least this
+  // many tokens: a 32-token decode step is split, a single token is not dispatched.
+  const int64_t row_grain = 8;
 
   pool.parallel_for(T, row_grain, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
