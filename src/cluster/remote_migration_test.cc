@@ -258,7 +258,9 @@ TEST_F(RemoteMigrationTest, MigratedOnceOrThereAndBackTheTokensEqualAnUnmigrated
           EXPECT_NE(m.from, m.to) << label;
           EXPECT_GE(m.stages, 1) << label;
           EXPECT_GT(m.context_tokens, 0) << label;
-          if (h > 0) EXPECT_EQ(m.from, st.recent_migrations[static_cast<size_t>(h - 1)].to) << label;
+          if (h > 0) {
+            EXPECT_EQ(m.from, st.recent_migrations[static_cast<size_t>(h - 1)].to) << label;
+          }
         }
         // Nothing reserved, suspended or held anywhere; no request left on either
         // side of the wire (the source forgot the request it handed over).

@@ -193,7 +193,9 @@ TEST_F(LlumnixTest, DestinationKilledMidCopyTheRequestFinishesOnTheSource) {
     Router* r = router.get();
     std::atomic<bool> asked{false};
     auto on_event = [&, r](const instance::TokenEvent& ev) {
-      if (ev.token >= 0 && !asked.exchange(true)) EXPECT_TRUE(r->migrate(RequestId(1), "1").ok());
+      if (ev.token >= 0 && !asked.exchange(true)) {
+        EXPECT_TRUE(r->migrate(RequestId(1), "1").ok());
+      }
     };
     ASSERT_TRUE(router->submit(request(1, kPrompt, 0.0f, 48), c.sink(on_event)).ok());
     auto got = c.wait(1);
@@ -218,7 +220,9 @@ TEST_F(LlumnixTest, SourceKilledAfterCommitTheRequestContinuesOnTheDestination) 
     Router* r = router.get();
     std::atomic<bool> asked{false};
     auto on_event = [&, r](const instance::TokenEvent& ev) {
-      if (ev.token >= 0 && !asked.exchange(true)) EXPECT_TRUE(r->migrate(RequestId(1), "1").ok());
+      if (ev.token >= 0 && !asked.exchange(true)) {
+        EXPECT_TRUE(r->migrate(RequestId(1), "1").ok());
+      }
     };
     ASSERT_TRUE(router->submit(request(1, kPrompt, 0.0f, 64), c.sink(on_event)).ok());
     wait_stats(*router, [](const ClusterStats& s) { return s.migrations_completed + !s.migrations_aborted.empty() > 0; });
@@ -281,7 +285,9 @@ TEST_F(LlumnixTest, CancelDuringStopAndCopyEndsOnceAndLeaksNothing) {
     Collector c;
     std::atomic<bool> asked{false};
     auto on_event = [&](const instance::TokenEvent& ev) {
-      if (ev.token >= 0 && !asked.exchange(true)) EXPECT_TRUE(r->migrate(RequestId(1), "1").ok());
+      if (ev.token >= 0 && !asked.exchange(true)) {
+        EXPECT_TRUE(r->migrate(RequestId(1), "1").ok());
+      }
     };
     ASSERT_TRUE(router->submit(request(1, kPrompt, 0.0f, 200), c.sink(on_event)).ok());
     auto got = c.wait(1);
@@ -327,7 +333,9 @@ TEST_F(LlumnixTest, RemovingAnInstanceMigratesItsRequestsAway) {
   const ClusterStats st = wait_stats(*router, [](const ClusterStats& s) { return s.instances_removed == 1; });
   EXPECT_GE(st.migrations_completed, 1);
   for (const MigrationRecord& m : st.recent_migrations) {
-    if (m.outcome == "completed") EXPECT_EQ(m.reason, "drain");
+    if (m.outcome == "completed") {
+      EXPECT_EQ(m.reason, "drain");
+    }
   }
   EXPECT_EQ(st.instances_removed, 1);
   router->stop();
