@@ -297,7 +297,7 @@ void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
   const int32_t H = G * (kv1 - kv0);
   const int32_t Hp = (H + 7) & ~7;  // pbuf's row stride: heads in whole vectors
   const __m256 vscale = _mm256_set1_ps(scale);
-  // Scores of every head for every position of the tile: pbuf[j * H + h], P positions
+  // Scores of every head for every position of the tile: pbuf[j * Hp + h], P positions
   // at a time so that each q vector loaded serves P positions (P * G = 8 independent
   // FMA chains; loads per FMA (G + P) / (G * P)).
   constexpr int P = G >= 8 ? 1 : 8 / G;
