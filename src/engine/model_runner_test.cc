@@ -113,6 +113,17 @@ class ModelRunnerTest : public ::testing::Test {
     return r.ok() ? std::move(*r) : nullptr;
   }
 
+  // The default tiny model with another width and head layout.
+  StatusOr<std::shared_ptr<const model::LlamaModel>> model_with_heads(int n_embd, int n_head, int n_head_kv,
+                                                                      int n_ctx = 256) const {
+    TinyLlamaSpec spec;
+    spec.n_embd = n_embd;
+    spec.n_head = n_head;
+    spec.n_head_kv = n_head_kv;
+    spec.n_ctx = n_ctx;
+    return build_tiny_llama(spec, vocab_path_);
+  }
+
   std::string vocab_path_;
   std::shared_ptr<const model::LlamaModel> model_;
   int32_t vocab_ = 0;
@@ -237,12 +248,8 @@ TEST_F(ModelRunnerTest, ChunkedPrefillEqualsWholePrefill) {
 // threads is split across the threads (attend_partial + merge); its logits equal those
 // of a prefill chunk ending at the same position (the GEMM attention path).
 TEST_F(ModelRunnerTest, SplitLongContextDecodeEqualsPrefill) {
-  TinyLlamaSpec spec;
-  spec.n_embd = 512;  // head_dim 64, GQA group 4: the position-major decode kernel
-  spec.n_head = 8;
-  spec.n_head_kv = 2;
-  spec.n_ctx = 1200;
-  auto m = build_tiny_llama(spec, vocab_path_);
+  // head_dim 64, GQA group 4: the position-major decode kernel
+  const auto m = model_with_heads(512, 8, 2, 1200);
   ASSERT_TRUE(m.ok()) << m.status().to_string();
   const int32_t n = 1100;
   const auto prompt = random_tokens(n + 2, vocab_, 21);
@@ -266,11 +273,7 @@ TEST_F(ModelRunnerTest, SplitLongContextDecodeEqualsPrefill) {
 // the same token's in a step with as many decode tokens as threads (not split), and
 // those of a prefill chunk ending at the same position (the GEMM attention path).
 TEST_F(ModelRunnerTest, HeadSplitDecodeEqualsUnsplitAndPrefill) {
-  TinyLlamaSpec spec;
-  spec.n_embd = 192;
-  spec.n_head = 3;
-  spec.n_head_kv = 3;
-  auto m = build_tiny_llama(spec, vocab_path_);
+  const auto m = model_with_heads(192, 3, 3);
   ASSERT_TRUE(m.ok()) << m.status().to_string();
   const int32_t n = 37;
   const auto a = random_tokens(n + 1, vocab_, 41);

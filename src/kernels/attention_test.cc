@@ -193,6 +193,19 @@ struct DecodeCase {
 
 class DecodeTest : public ::testing::TestWithParam<DecodeCase> {};
 
+AttentionDims dims_of(const DecodeCase& c) {
+  return AttentionDims{c.n_head, c.n_head_kv, c.hd, 1.0f / std::sqrt(static_cast<float>(c.hd))};
+}
+
+// One token's [n_head][head_dim] query row, N(0, 1) values.
+std::vector<float> random_query(const DecodeCase& c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> q(static_cast<size_t>(c.n_head) * c.hd);
+  for (auto& x : q) x = nd(rng);
+  return q;
+}
+
 // attend_token (all heads in one pass), attend_group (one KV head's g heads) and
 // attend_one agree with the double reference at 1 token, contexts that are not
 // multiples of the block size, and a long one; and attend_group equals per-head
@@ -202,11 +215,8 @@ TEST_P(DecodeTest, TokenGroupAndOneAgreeWithReference) {
   const int g = c.n_head / c.n_head_kv, block = 16;
   const TestCache cache(5000, c.n_head_kv, c.hd, block, c.f16, 3);
   const PagedKvView kv = cache.view();
-  const AttentionDims dims{c.n_head, c.n_head_kv, c.hd, 1.0f / std::sqrt(static_cast<float>(c.hd))};
-  std::mt19937 rng(5);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> q(static_cast<size_t>(c.n_head) * c.hd);
-  for (auto& x : q) x = nd(rng);
+  const AttentionDims dims = dims_of(c);
+  const std::vector<float> q = random_query(c, 5);
   AttentionScratch scratch;
   std::vector<float> tok(q.size()), grp(q.size()), one(q.size());
   for (int n_ctx : {1, 7, 16, 33, 200, 5000}) {
@@ -236,11 +246,8 @@ TEST_P(DecodeTest, KvHeadRangesEqualTheWholeToken) {
   const int n_ctx = 77;
   const TestCache cache(n_ctx, c.n_head_kv, c.hd, 16, c.f16, 11);
   const PagedKvView kv = cache.view();
-  const AttentionDims dims{c.n_head, c.n_head_kv, c.hd, 1.0f / std::sqrt(static_cast<float>(c.hd))};
-  std::mt19937 rng(12);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> q(static_cast<size_t>(c.n_head) * c.hd);
-  for (auto& x : q) x = nd(rng);
+  const AttentionDims dims = dims_of(c);
+  const std::vector<float> q = random_query(c, 12);
   AttentionScratch scratch;
   std::vector<float> whole(q.size());
   attend_token(q.data(), n_ctx, kv, dims, whole.data(), scratch);
@@ -263,11 +270,8 @@ TEST_P(DecodeTest, PartialsMergeToTheWholeContext) {
   const int n_ctx = 1234;
   const TestCache cache(n_ctx, c.n_head_kv, c.hd, 16, c.f16, 9);
   const PagedKvView kv = cache.view();
-  const AttentionDims dims{c.n_head, c.n_head_kv, c.hd, 1.0f / std::sqrt(static_cast<float>(c.hd))};
-  std::mt19937 rng(6);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> q(static_cast<size_t>(c.n_head) * c.hd);
-  for (auto& x : q) x = nd(rng);
+  const AttentionDims dims = dims_of(c);
+  const std::vector<float> q = random_query(c, 6);
   AttentionScratch scratch;
   std::vector<float> whole(q.size()), merged(q.size());
   attend_token(q.data(), n_ctx, kv, dims, whole.data(), scratch);
