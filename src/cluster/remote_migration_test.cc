@@ -582,9 +582,10 @@ TEST_F(RemoteMigrationTest, ASilentRoutersSuspendedRequestAndReservationsAreClea
     reserve.num_tokens = chunk->chunk.end;
     auto reserved = call(to_dst, reserve);
     ASSERT_TRUE(reserved.ok() && reserved->code == StatusCode::kOk);
-    // Suspended there (holding its blocks, not stepping), reserved here.
-    EXPECT_GT(src->backend->status().kv_usage, 0.0);
-    EXPECT_GT(dst->backend->status().kv_usage, 0.0);
+    // Suspended there (holding its blocks, not stepping), reserved here. status() is the
+    // loop's snapshot, refreshed after the reply is sent: poll for it.
+    EXPECT_TRUE(eventually([&] { return src->backend->status().kv_usage > 0.0; }));
+    EXPECT_TRUE(eventually([&] { return dst->backend->status().kv_usage > 0.0; }));
     // The router vanishes without a word.
   }
   EXPECT_TRUE(eventually([&] { return src->backend->idle() && src->backend->status().kv_usage == 0.0; }));
