@@ -488,7 +488,18 @@ TEST(ServerIntegrationLlumnix, RemovingAnInstanceMigratesItsStreamsAndTheTextIsE
       }
     });
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(60));  // two on each instance, decoding
+  // Remove instance 1 while it decodes. Polled, not a fixed sleep: on a loaded machine
+  // the streams may not have reached it 60 ms after they were started.
+  bool decoding = false;
+  for (const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+       !decoding && std::chrono::steady_clock::now() < deadline;) {
+    const json c = request(server.port(), http::verb::get, "/admin/cluster").j();
+    for (const json& in : c["instances"]) {
+      decoding = decoding || (in["name"] == "1" && in["num_running"].get<int>() > 0);
+    }
+    if (!decoding) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_TRUE(decoding) << "instance 1 never ran a request";
   EXPECT_EQ(request(server.port(), http::verb::delete_, "/admin/instances/1").status, 202);
   for (auto& t : clients) t.join();
   for (int i = 0; i < 4; ++i) EXPECT_EQ(texts[static_cast<size_t>(i)], want) << "client " << i;
