@@ -27,6 +27,27 @@ inline void share(std::int64_t n, std::int64_t unit, int i, int parts, std::int6
   *end = std::min(n, units * (i + 1) / parts * unit);
 }
 
+// rows_fn(thread, r0, r1, t0, t1) on every thread's share of rows [0, rows) x tokens
+// [0, n_tokens): rows in kRowUnit units unless there are too few rows for it, else tokens.
+template <class RowsFn>
+void run_shares(ThreadPool& pool, std::int64_t rows, std::int64_t n_tokens, RowsFn&& rows_fn) {
+  const int nthreads = pool.num_threads();
+  if (nthreads == 1) {
+    rows_fn(0, 0, rows, 0, n_tokens);
+    return;
+  }
+  const bool split_rows = rows >= 4 * kRowUnit * nthreads || n_tokens < 2 * nthreads;
+  pool.run([&](int i, int parts) {
+    std::int64_t r0 = 0, r1 = rows, t0 = 0, t1 = n_tokens;
+    if (split_rows) {
+      share(rows, kRowUnit, i, parts, &r0, &r1);
+    } else {
+      share(n_tokens, 1, i, parts, &t0, &t1);
+    }
+    if (r0 < r1 && t0 < t1) rows_fn(i, r0, r1, t0, t1);
+  });
+}
+
 // The checks every product's weights and shape must pass.
 void check_shape(const WeightView& w, std::int64_t n_tokens) {
   const TypeTraits* traits = type_traits(w.type);
@@ -83,25 +104,7 @@ void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y
   const auto* wdata = static_cast<const std::uint8_t*>(w.data);
   ThreadPool& pool = *ctx.pool;
   const int nthreads = pool.num_threads();
-  // Split rows across threads unless there are too few rows for it.
-  const bool split_rows = w.rows >= 4 * kRowUnit * nthreads || n_tokens < 2 * nthreads;
-
-  // rows_fn(thread, r0, r1, t0, t1) on every thread's share.
-  auto run = [&](auto&& rows_fn) {
-    if (nthreads == 1) {
-      rows_fn(0, 0, w.rows, 0, n_tokens);
-      return;
-    }
-    pool.run([&](int i, int parts) {
-      std::int64_t r0 = 0, r1 = w.rows, t0 = 0, t1 = n_tokens;
-      if (split_rows) {
-        share(w.rows, kRowUnit, i, parts, &r0, &r1);
-      } else {
-        share(n_tokens, 1, i, parts, &t0, &t1);
-      }
-      if (r0 < r1 && t0 < t1) rows_fn(i, r0, r1, t0, t1);
-    });
-  };
+  auto run = [&](auto&& rows_fn) { run_shares(pool, w.rows, n_tokens, rows_fn); };
 
   if (n_tokens >= detail::kBlasMinTokens && is_float_type(w.type)) {
     float* panels = nullptr;
@@ -183,22 +186,7 @@ void matmul_many(std::span<const MatmulTarget> targets, const float* x, std::int
       base += w.rows;
     }
   };
-  ThreadPool& pool = *ctx.pool;
-  const int nthreads = pool.num_threads();
-  if (nthreads == 1) {
-    rows_fn(0, 0, total_rows, 0, n_tokens);
-    return;
-  }
-  const bool split_rows = total_rows >= 4 * kRowUnit * nthreads || n_tokens < 2 * nthreads;
-  pool.run([&](int i, int parts) {
-    std::int64_t r0 = 0, r1 = total_rows, t0 = 0, t1 = n_tokens;
-    if (split_rows) {
-      share(total_rows, kRowUnit, i, parts, &r0, &r1);
-    } else {
-      share(n_tokens, 1, i, parts, &t0, &t1);
-    }
-    if (r0 < r1 && t0 < t1) rows_fn(i, r0, r1, t0, t1);
-  });
+  run_shares(*ctx.pool, total_rows, n_tokens, rows_fn);
 }
 
 }  // namespace ecoserve::kernels
