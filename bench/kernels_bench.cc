@@ -12,7 +12,9 @@
 //     the output layer for the last token only (prefill tokens/s bound).
 //   BM_OpenBlasSgemm / BM_OpenBlasSgemv: OpenBLAS on the same F32 shapes, for
 //     reference (sgemv: the 32000x768 output layer, one token).
-// type: 0 = f32, 1 = f16, 2 = q4_0, 8 = q8_0, 12 = q4_k, 14 = q6_k. Run e.g.
+// type: 0 = f32, 1 = f16, 2 = q4_0, 8 = q8_0, 12 = q4_k, 14 = q6_k; plus 100: the
+// same type repacked to the engine's kRows8 layout (108, 112; what `generate` and
+// `serve` run unless --mmap). Run e.g.
 //   build/bench/kernels_bench --benchmark_filter='Model|Prefill'
 #include <benchmark/benchmark.h>
 #include <cblas.h>
@@ -27,6 +29,7 @@
 #include "base/fp16.h"
 #include "base/thread_pool.h"
 #include "kernels/matmul.h"
+#include "kernels/packed_weights.h"
 
 namespace ecoserve::kernels {
 namespace {
@@ -67,11 +70,30 @@ std::unique_ptr<Weights> make_weights(GgmlType type, std::int64_t rows, std::int
   return w;
 }
 
-const Weights& cached_weights(GgmlType type, std::int64_t rows, std::int64_t cols, int index) {
-  static std::map<std::tuple<GgmlType, std::int64_t, std::int64_t, int>, std::unique_ptr<Weights>> cache;
-  auto& slot = cache[{type, rows, cols, index}];
-  if (!slot) slot = make_weights(type, rows, cols, rows * 31 + cols * 7 + index);
+// The weights of make_weights in the kRows8 layout.
+std::unique_ptr<Weights> make_packed_weights(GgmlType type, std::int64_t rows, std::int64_t cols, std::uint64_t seed) {
+  std::unique_ptr<Weights> w = make_weights(type, rows, cols, seed);
+  std::vector<std::uint8_t> packed(w->bytes.size());
+  pack_rows8(type, w->bytes.data(), rows, cols, packed.data());
+  w->bytes = std::move(packed);
+  w->view.data = w->bytes.data();
+  w->view.layout = WeightLayout::kRows8;
+  return w;
+}
+
+constexpr std::int64_t kPackedCode = 100;  // type argument + this: kRows8 layout
+
+// code: a type argument (kPackedCode + type for the kRows8 layout).
+const Weights& cached_weights(std::int64_t code, std::int64_t rows, std::int64_t cols, int index) {
+  static std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, int>, std::unique_ptr<Weights>> cache;
+  auto& slot = cache[{code, rows, cols, index}];
+  const std::uint64_t seed = rows * 31 + cols * 7 + index;
+  if (!slot && code >= kPackedCode) slot = make_packed_weights(static_cast<GgmlType>(code - kPackedCode), rows, cols, seed);
+  if (!slot) slot = make_weights(static_cast<GgmlType>(code), rows, cols, seed);
   return *slot;
+}
+const Weights& cached_weights(GgmlType type, std::int64_t rows, std::int64_t cols, int index) {
+  return cached_weights(static_cast<std::int64_t>(type), rows, cols, index);
 }
 
 std::vector<float> make_acts(std::int64_t n) {
@@ -82,14 +104,14 @@ std::vector<float> make_acts(std::int64_t n) {
   return x;
 }
 
-GgmlType type_arg(std::int64_t a) { return static_cast<GgmlType>(a); }
+GgmlType type_arg(std::int64_t a) { return static_cast<GgmlType>(a % kPackedCode); }
 
 void BM_Matmul(benchmark::State& state) {
   const GgmlType type = type_arg(state.range(0));
   const std::int64_t rows = state.range(1), cols = state.range(2), n = state.range(3);
   ThreadPool pool(static_cast<int>(state.range(4)));
   KernelContext ctx(&pool);
-  const Weights& w = cached_weights(type, rows, cols, 0);
+  const Weights& w = cached_weights(state.range(0), rows, cols, 0);
   const std::vector<float> x = make_acts(n * cols);
   std::vector<float> y(n * rows);
   for (auto _ : state) {
@@ -156,6 +178,7 @@ BENCHMARK(BM_OpenBlasSgemv)
 // All linear layers of the model for n tokens; output layer for out_tokens of them.
 void run_model(benchmark::State& state, std::int64_t n, std::int64_t out_tokens) {
   const GgmlType type = type_arg(state.range(0));
+  const std::int64_t code = state.range(0);
   ThreadPool pool(static_cast<int>(state.range(2)));
   KernelContext ctx(&pool);
   struct Layer {
@@ -163,12 +186,12 @@ void run_model(benchmark::State& state, std::int64_t n, std::int64_t out_tokens)
   };
   std::vector<Layer> layers;
   for (int l = 0; l < kLayers; ++l) {
-    layers.push_back({&cached_weights(type, kDim, kDim, 4 * l), &cached_weights(type, kDim, kDim, 4 * l + 1),
-                      &cached_weights(type, kDim, kDim, 4 * l + 2), &cached_weights(type, kDim, kDim, 4 * l + 3),
-                      &cached_weights(type, kFfn, kDim, l), &cached_weights(type, kFfn, kDim, 100 + l),
-                      &cached_weights(type, kDim, kFfn, l)});
+    layers.push_back({&cached_weights(code, kDim, kDim, 4 * l), &cached_weights(code, kDim, kDim, 4 * l + 1),
+                      &cached_weights(code, kDim, kDim, 4 * l + 2), &cached_weights(code, kDim, kDim, 4 * l + 3),
+                      &cached_weights(code, kFfn, kDim, l), &cached_weights(code, kFfn, kDim, 100 + l),
+                      &cached_weights(code, kDim, kFfn, l)});
   }
-  const Weights& out = cached_weights(type, kVocab, kDim, 0);
+  const Weights& out = cached_weights(code, kVocab, kDim, 0);
   const std::vector<float> x = make_acts(n * kFfn);
   std::vector<float> y(n * kFfn), y2(n * kFfn), logits(out_tokens * kVocab);
   std::int64_t bytes = out.bytes.size();
@@ -191,7 +214,7 @@ void run_model(benchmark::State& state, std::int64_t n, std::int64_t out_tokens)
   }
   state.SetItemsProcessed(state.iterations() * n);
   state.SetBytesProcessed(state.iterations() * bytes);
-  state.SetLabel(std::string(type_name(type)));
+  state.SetLabel(std::string(type_name(type)) + (code >= kPackedCode ? " rows8" : ""));
 }
 
 void BM_ModelMatmuls(benchmark::State& state) { run_model(state, state.range(1), state.range(1)); }
@@ -203,10 +226,11 @@ constexpr std::int64_t kF16 = static_cast<std::int64_t>(GgmlType::kF16);
 constexpr std::int64_t kQ4_0 = static_cast<std::int64_t>(GgmlType::kQ4_0);
 constexpr std::int64_t kQ4_K = static_cast<std::int64_t>(GgmlType::kQ4_K);
 constexpr std::int64_t kQ6_K = static_cast<std::int64_t>(GgmlType::kQ6_K);
+constexpr std::int64_t kQ8Rows8 = kPackedCode + kQ8;
 
 void matmul_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"type", "rows", "cols", "n", "threads"});
-  for (std::int64_t type : {kQ8, kF32})
+  for (std::int64_t type : {kQ8Rows8, kQ8, kF32})
     for (auto [rows, cols] : {std::pair{kDim, kDim}, {kFfn, kDim}, {kDim, kFfn}, {kVocab, kDim}})
       for (std::int64_t n : {1, 8, 16, 32, 64, 128, 512})
         for (std::int64_t threads : {1, 2}) b->Args({type, rows, cols, n, threads});
@@ -214,7 +238,7 @@ void matmul_args(benchmark::internal::Benchmark* b) {
 
 void model_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"type", "n", "threads"});
-  for (std::int64_t type : {kQ8, kF32})
+  for (std::int64_t type : {kQ8Rows8, kQ8, kF32})
     for (std::int64_t n : {1, 2, 3, 4, 8, 32, 64})
       for (std::int64_t threads : {1, 2}) b->Args({type, n, threads});
   // The other weight types at decode (their bytes are left zero: speed does not depend on values).
@@ -224,7 +248,7 @@ void model_args(benchmark::internal::Benchmark* b) {
 
 void prefill_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"type", "n", "threads"});
-  for (std::int64_t type : {kQ8, kF32})
+  for (std::int64_t type : {kQ8Rows8, kQ8, kF32})
     for (std::int64_t threads : {1, 2}) b->Args({type, 512, threads});
 }
 

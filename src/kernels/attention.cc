@@ -412,10 +412,15 @@ void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
       // Each line read here is prefetched for the position kPrefetchAhead on (one
       // prefetch per line read, spread over the pass: a burst of a whole tile's
       // lines overflowed the miss queue and most were dropped).
+      // The CH vectors span kChunkBytes: one line (every other chunk when 32 bytes) or several.
+      constexpr int kChunkBytes = 8 * CH * kElem;
       const bool pf_line = (8 * v0 * kElem) % 64 == 0;
 #pragma GCC unroll 8
       for (int32_t j = 0; j < n; ++j) {
-        if (pf_line && vahead[j]) _mm_prefetch(vahead[j] + at, _MM_HINT_T1);
+        if (pf_line && vahead[j]) {
+#pragma GCC unroll 4
+          for (int b = 0; b < kChunkBytes; b += 64) _mm_prefetch(vahead[j] + at + b, _MM_HINT_T1);
+        }
         __m256 vv[CH];
 #pragma GCC unroll 4
         for (int c = 0; c < CH; ++c) vv[c] = load8<kF16>(vrow[j] + at, 8 * c);

@@ -107,8 +107,11 @@ void quantize_acts(const float* x, std::int64_t cols, std::int64_t t0, std::int6
     auto* xt_sum = const_cast<std::int32_t*>(a.xt + t * a.nb);
     const float* xt = x + t * cols;
     for (std::int64_t b = 0; b < a.nb; ++b) {
-      __m256 v[4];
-      for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(xt + 32 * b + 8 * k);
+      // Four named loads: as a loop into an array, GCC 12 copied the block to the stack in
+      // 16-byte pieces and read it back in 32-byte ones (a store-forwarding stall per load).
+      const __m256 v0 = _mm256_loadu_ps(xt + 32 * b), v1 = _mm256_loadu_ps(xt + 32 * b + 8);
+      const __m256 v2 = _mm256_loadu_ps(xt + 32 * b + 16), v3 = _mm256_loadu_ps(xt + 32 * b + 24);
+      const __m256 v[4] = {v0, v1, v2, v3};
       __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign_mask, v[0]), _mm256_andnot_ps(sign_mask, v[1])),
                                _mm256_max_ps(_mm256_andnot_ps(sign_mask, v[2]), _mm256_andnot_ps(sign_mask, v[3])));
       __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
