@@ -58,10 +58,32 @@ void scale_inplace(float* y, float a, int64_t n) {
 }
 
 void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out) {
-  double ss = 0.0;
-  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  // Sum of squares in double (each square is exact there), 16 lanes at a time: a
+  // single scalar chain of double adds was 3% of a prefill step.
+  __m256d acc[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+    const __m256d d0 = _mm256_cvtps_pd(_mm256_castps256_ps128(a)), d1 = _mm256_cvtps_pd(_mm256_extractf128_ps(a, 1));
+    const __m256d d2 = _mm256_cvtps_pd(_mm256_castps256_ps128(b)), d3 = _mm256_cvtps_pd(_mm256_extractf128_ps(b, 1));
+    acc[0] = _mm256_fmadd_pd(d0, d0, acc[0]);
+    acc[1] = _mm256_fmadd_pd(d1, d1, acc[1]);
+    acc[2] = _mm256_fmadd_pd(d2, d2, acc[2]);
+    acc[3] = _mm256_fmadd_pd(d3, d3, acc[3]);
+  }
+  const __m256d s4 = _mm256_add_pd(_mm256_add_pd(acc[0], acc[1]), _mm256_add_pd(acc[2], acc[3]));
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, s4);
+  double ss = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  for (; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
   const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
-  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
+  // out = (x * scale) * w, in that order (out may be x).
+  const __m256 vs = _mm256_set1_ps(scale);
+  i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vs), _mm256_loadu_ps(w + i)));
+  }
+  for (; i < n; ++i) out[i] = x[i] * scale * w[i];
 }
 
 void rope_cos_sin(int64_t pos, int32_t rope_dim, float base, float freq_scale, float* cos_sin) {
