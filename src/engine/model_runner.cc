@@ -385,8 +385,10 @@ StatusOr<StepOutput> ModelRunner::execute(const StepPlan& plan) {
     }
 
     kernels::matmul(w.wo, m.attn.data(), T, m.tmp.data(), m.kctx);
-    kernels::add_inplace(m.x.data(), m.tmp.data(), T * d);
+    // Residual add and the FFN norm, per token on the threads (a serial add of a 512-token
+    // prompt kept the other thread waiting).
     pool.parallel_for(T, row_grain, [&](int64_t b, int64_t e) {
+      kernels::add_inplace(m.x.data() + b * d, m.tmp.data() + b * d, (e - b) * d);
       for (int64_t t = b; t < e; ++t) kernels::rms_norm(m.x.data() + t * d, w.ffn_norm.data(), d, c.rms_eps, m.xn.data() + t * d);
     });
     const kernels::MatmulTarget gate_up[] = {{&w.w_gate, m.gate.data()}, {&w.w_up, m.up.data()}};
@@ -396,7 +398,9 @@ StatusOr<StepOutput> ModelRunner::execute(const StepPlan& plan) {
                         m.gate.data() + b * c.n_ff);
     });
     kernels::matmul(w.w_down, m.gate.data(), T, m.tmp.data(), m.kctx);
-    kernels::add_inplace(m.x.data(), m.tmp.data(), T * d);
+    pool.parallel_for(T, row_grain, [&](int64_t b, int64_t e) {
+      kernels::add_inplace(m.x.data() + b * d, m.tmp.data() + b * d, (e - b) * d);
+    });
   }
 
   // Logits only for the sequences that sample: the last token of their run.
