@@ -280,6 +280,35 @@ inline __m256 hsum8x8(const __m256* a) {
   return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
+// dst[0..G) = scale * (the sum of each of a[0..G)), by the additions hsum8x8 makes
+// (pairwise hadd levels, then the two 128-bit halves), so any G gives the same bits.
+template <int G>
+inline void store_head_sums(const __m256* a, __m256 scale, float* dst) {
+  if constexpr (G >= 8) {
+    _mm256_storeu_ps(dst, _mm256_mul_ps(hsum8x8(a), scale));
+  } else {
+    __m256 u;
+    if constexpr (G == 4) {
+      u = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+    } else if constexpr (G == 2) {
+      const __m256 t = _mm256_hadd_ps(a[0], a[1]);
+      u = _mm256_hadd_ps(t, t);
+    } else {
+      const __m256 t = _mm256_hadd_ps(a[0], a[0]);
+      u = _mm256_hadd_ps(t, t);
+    }
+    const __m128 r = _mm_mul_ps(_mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1)),
+                                _mm256_castps256_ps128(scale));
+    if constexpr (G == 4) {
+      _mm_storeu_ps(dst, r);
+    } else if constexpr (G == 2) {
+      _mm_storel_pi(reinterpret_cast<__m64*>(dst), r);
+    } else {
+      _mm_store_ss(dst, r);
+    }
+  }
+}
+
 // The position-major kernel: the H = G * (kv1 - kv0) query heads (G in {1, 2, 4, 8},
 // any H: a last partial vector of heads is masked; head_dim = 8 * NV) over the n <=
 // kRowTile positions whose head-0 row offsets are off[0..n), folded into st;
@@ -301,16 +330,15 @@ void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
   // at a time so that each q vector loaded serves P positions (P * G = 8 independent
   // FMA chains; loads per FMA (G + P) / (G * P)).
   constexpr int P = G >= 8 ? 1 : 8 / G;
+  // Each KV head's G sums are reduced and stored as soon as they are complete (holding
+  // 8 heads' sums in registers for one 8-lane reduction spilled with 16 registers).
   auto scores = [&]<int Pn>(int32_t j0) {
     for (int32_t c0 = 0; c0 < H; c0 += 8) {
-      __m256 sums[Pn][8];
 #pragma GCC unroll 8
       for (int c = 0; c < 8 / G; ++c) {
         if (c0 / G + c >= kv1 - kv0) {  // past the last head (H % 8 != 0): zero scores
 #pragma GCC unroll 8
-          for (int a = 0; a < Pn; ++a)
-#pragma GCC unroll 8
-            for (int h = 0; h < G; ++h) sums[a][c * G + h] = _mm256_setzero_ps();
+          for (int a = 0; a < Pn; ++a) std::fill_n(pbuf + (j0 + a) * Hp + c0 + c * G, G, 0.0f);
           continue;
         }
         const int64_t head = static_cast<int64_t>(kv0 + c0 / G + c) * kHd;
@@ -341,12 +369,8 @@ void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
           }
         }
 #pragma GCC unroll 8
-        for (int a = 0; a < Pn; ++a)
-#pragma GCC unroll 8
-          for (int h = 0; h < G; ++h) sums[a][c * G + h] = acc[a][h];
+        for (int a = 0; a < Pn; ++a) store_head_sums<G>(acc[a], vscale, pbuf + (j0 + a) * Hp + c0 + c * G);
       }
-#pragma GCC unroll 8
-      for (int a = 0; a < Pn; ++a) _mm256_storeu_ps(pbuf + (j0 + a) * Hp + c0, _mm256_mul_ps(hsum8x8(sums[a]), vscale));
     }
   };
   int32_t j = 0;
