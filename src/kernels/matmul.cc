@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 
 #include "base/status.h"
 #include "kernels/matmul_kernels.h"
@@ -12,6 +13,10 @@ namespace {
 // Rows are handed to threads in units of 16 so no two threads write the same
 // 64-byte line of y (and kRows8 groups of 8 rows stay whole).
 constexpr std::int64_t kRowUnit = 16;
+// Up to this many tokens (the GEMV kernels) rows go to threads in kChunksPerThread
+// chunks each, dynamically.
+constexpr std::int64_t kDynamicMaxTokens = 4;
+constexpr int kChunksPerThread = 4;
 // Quantize activations on all threads only when there is enough of them.
 constexpr std::int64_t kParallelQuantizeElems = 64 * 1024;
 
@@ -37,6 +42,21 @@ void run_shares(ThreadPool& pool, std::int64_t rows, std::int64_t n_tokens, Rows
     return;
   }
   const bool split_rows = rows >= 4 * kRowUnit * nthreads || n_tokens < 2 * nthreads;
+  if (split_rows && n_tokens <= kDynamicMaxTokens) {
+    // Memory-bound: chunks handed out as threads finish, so a thread that gets less of
+    // the memory bandwidth does less of the rows instead of making the other wait.
+    const std::int64_t units = (rows + kRowUnit - 1) / kRowUnit;
+    const std::int64_t chunks = std::min<std::int64_t>(units, std::int64_t{kChunksPerThread} * nthreads);
+    std::atomic<std::int64_t> next{0};
+    pool.run([&](int i, int) {
+      for (std::int64_t c = next.fetch_add(1); c < chunks; c = next.fetch_add(1)) {
+        const std::int64_t r0 = std::min(rows, units * c / chunks * kRowUnit);
+        const std::int64_t r1 = std::min(rows, units * (c + 1) / chunks * kRowUnit);
+        if (r0 < r1) rows_fn(i, r0, r1, 0, n_tokens);
+      }
+    });
+    return;
+  }
   pool.run([&](int i, int parts) {
     std::int64_t r0 = 0, r1 = rows, t0 = 0, t1 = n_tokens;
     if (split_rows) {
