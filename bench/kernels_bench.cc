@@ -88,7 +88,9 @@ const Weights& cached_weights(std::int64_t code, std::int64_t rows, std::int64_t
   static std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, int>, std::unique_ptr<Weights>> cache;
   auto& slot = cache[{code, rows, cols, index}];
   const std::uint64_t seed = rows * 31 + cols * 7 + index;
-  if (!slot && code >= kPackedCode) slot = make_packed_weights(static_cast<GgmlType>(code - kPackedCode), rows, cols, seed);
+  if (!slot && code >= kPackedCode) {
+    slot = make_packed_weights(static_cast<GgmlType>(code - kPackedCode), rows, cols, seed);
+  }
   if (!slot) slot = make_weights(static_cast<GgmlType>(code), rows, cols, seed);
   return *slot;
 }

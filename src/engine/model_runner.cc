@@ -389,7 +389,9 @@ StatusOr<StepOutput> ModelRunner::execute(const StepPlan& plan) {
     // prompt kept the other thread waiting).
     pool.parallel_for(T, row_grain, [&](int64_t b, int64_t e) {
       kernels::add_inplace(m.x.data() + b * d, m.tmp.data() + b * d, (e - b) * d);
-      for (int64_t t = b; t < e; ++t) kernels::rms_norm(m.x.data() + t * d, w.ffn_norm.data(), d, c.rms_eps, m.xn.data() + t * d);
+      for (int64_t t = b; t < e; ++t) {
+        kernels::rms_norm(m.x.data() + t * d, w.ffn_norm.data(), d, c.rms_eps, m.xn.data() + t * d);
+      }
     });
     const kernels::MatmulTarget gate_up[] = {{&w.w_gate, m.gate.data()}, {&w.w_up, m.up.data()}};
     kernels::matmul_many(gate_up, m.xn.data(), T, m.kctx);

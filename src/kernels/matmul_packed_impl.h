@@ -355,7 +355,9 @@ void rows8(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a,
       std::int64_t pf = 0;
       for (std::int64_t t = tc; t < te; t += K::kTokens) {
         const int nt = static_cast<int>(imin(K::kTokens, te - t));
-        for (const std::int64_t end = imin(next_bytes, pf + share); pf < end; pf += 64) _mm_prefetch(next + pf, _MM_HINT_T1);
+        for (const std::int64_t end = imin(next_bytes, pf + share); pf < end; pf += 64) {
+          _mm_prefetch(next + pf, _MM_HINT_T1);
+        }
         kTable.fns[ng - 1][nt - 1](grp, a, t, yg, y_stride);
       }
     }

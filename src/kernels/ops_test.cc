@@ -35,6 +35,25 @@ TEST(OpsTest, RmsNorm) {
   EXPECT_NEAR(out[3], 4 * inv * 0.5f, 1e-6);
 }
 
+// Every length through the vector loops and their tails, in place and not: the
+// float64 formula out = (x * scale) * w, scale = 1 / sqrt(mean(x^2) + eps).
+TEST(OpsTest, RmsNormMatchesTheFormulaAtEveryLengthAndInPlace) {
+  for (int n : {1, 5, 8, 15, 16, 17, 31, 33, 768, 2051}) {
+    std::vector<float> x(n), w(n), out(n);
+    double ss = 0;
+    for (int i = 0; i < n; ++i) {
+      x[i] = std::sin(0.37f * i) * (1.0f + static_cast<float>(i % 11));
+      w[i] = 0.5f + 0.01f * static_cast<float>(i % 13);
+      ss += static_cast<double>(x[i]) * x[i];
+    }
+    const float scale = static_cast<float>(1.0 / std::sqrt(ss / n + 1e-5));
+    rms_norm(x.data(), w.data(), n, 1e-5f, out.data());
+    for (int i = 0; i < n; ++i) EXPECT_FLOAT_EQ(out[i], x[i] * scale * w[i]) << "n=" << n << " i=" << i;
+    rms_norm(x.data(), w.data(), n, 1e-5f, x.data());
+    for (int i = 0; i < n; ++i) EXPECT_EQ(x[i], out[i]) << "in place, n=" << n << " i=" << i;
+  }
+}
+
 TEST(OpsTest, RopeRotatesPairsByPositionAngle) {
   // One head, head_dim 4, rope_dim 4: pair 0 rotates by pos, pair 1 by pos * base^(-1/2).
   std::vector<float> cs(4);
