@@ -15,6 +15,7 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "base/eventually.h"
 #include "base/test_data.h"
 #include "cluster/instance_backend.h"
 #include "cluster/instance_service.h"
@@ -318,11 +319,8 @@ TEST_F(RemoteTest, ASilentRoutersRequestsAreCancelledAndItsHeldKvFreed) {
     EXPECT_FALSE(mixed->backend->idle());
   }
   // Within the router timeout both instances give everything back.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (std::chrono::steady_clock::now() < deadline &&
-         (prefill->backend->status().num_free_blocks != 128 || !mixed->backend->idle())) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  eventually([&] { return prefill->backend->status().num_free_blocks == 128 && mixed->backend->idle(); }, 10,
+             std::chrono::milliseconds(20));
   EXPECT_EQ(prefill->backend->status().num_free_blocks, 128);
   EXPECT_TRUE(mixed->backend->idle());
   EXPECT_EQ(prefill->service->num_routers(), 0u);
@@ -421,10 +419,7 @@ TEST_F(RemoteTest, AFrozenEngineBehindALivePortIsCaughtByTheReadinessProbe) {
   ASSERT_TRUE((*router)->instances().at(0).healthy);
   ASSERT_TRUE(raw_a->freeze_for_testing(from_ms(3000)).ok());
   // The port answers status (the socket thread is alive) but the engine does not step.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-  while (std::chrono::steady_clock::now() < deadline && (*router)->instances().at(0).healthy) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  eventually([&] { return !(*router)->instances().at(0).healthy; }, 3, std::chrono::milliseconds(20));
   EXPECT_FALSE((*router)->instances().at(0).healthy);
   EXPECT_TRUE((*router)->instances().at(1).healthy);
   // New requests go to the healthy one and complete.

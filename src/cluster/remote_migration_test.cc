@@ -28,6 +28,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "base/eventually.h"
 #include "base/subprocess.h"
 #include "base/test_data.h"
 #include "cluster/cluster_test_util.h"
@@ -45,16 +46,6 @@ constexpr const char* kPrompt = "Once upon a time, there was a little girl named
 
 using testing::Collector;
 using testing::Outcome;
-
-// Waits until `pred` holds (checked every 2 ms) or `seconds` pass.
-bool eventually(const std::function<bool()>& pred, double seconds = 10.0) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return pred();
-}
 
 int64_t aborted(const ClusterStats& st, const std::string& reason) {
   for (const auto& [r, n] : st.migrations_aborted) {

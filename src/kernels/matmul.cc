@@ -50,8 +50,8 @@ void run_shares(ThreadPool& pool, std::int64_t rows, std::int64_t n_tokens, Rows
     std::atomic<std::int64_t> next{0};
     pool.run([&](int i, int) {
       for (std::int64_t c = next.fetch_add(1); c < chunks; c = next.fetch_add(1)) {
-        const std::int64_t r0 = std::min(rows, units * c / chunks * kRowUnit);
-        const std::int64_t r1 = std::min(rows, units * (c + 1) / chunks * kRowUnit);
+        std::int64_t r0, r1;
+        share(rows, kRowUnit, static_cast<int>(c), static_cast<int>(chunks), &r0, &r1);
         if (r0 < r1) rows_fn(i, r0, r1, 0, n_tokens);
       }
     });

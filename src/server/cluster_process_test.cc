@@ -20,6 +20,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "base/eventually.h"
 #include "base/subprocess.h"
 #include "base/test_data.h"
 #include "server/server_test_client.h"
@@ -97,14 +98,9 @@ class ClusterProcessTest : public ::testing::Test {
     return json();
   }
 
-  // Waits until `pred` holds (checked every 20 ms) or `seconds` pass.
+  // Polls every 20 ms: each check is an HTTP round trip to the processes.
   static bool eventually(const std::function<bool()>& pred, double seconds) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (pred()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return pred();
+    return ecoserve::eventually(pred, seconds, std::chrono::milliseconds(20));
   }
 
   // Runs `n` 200-token streams in threads (joined on scope exit, also when an

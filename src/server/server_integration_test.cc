@@ -28,6 +28,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "base/eventually.h"
 #include "base/test_data.h"
 #include "server/server_test_client.h"
 
@@ -490,15 +491,15 @@ TEST(ServerIntegrationLlumnix, RemovingAnInstanceMigratesItsStreamsAndTheTextIsE
   }
   // Remove instance 1 while it decodes. Polled, not a fixed sleep: on a loaded machine
   // the streams may not have reached it 60 ms after they were started.
-  bool decoding = false;
-  for (const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-       !decoding && std::chrono::steady_clock::now() < deadline;) {
-    const json c = request(server.port(), http::verb::get, "/admin/cluster").j();
-    for (const json& in : c["instances"]) {
-      decoding = decoding || (in["name"] == "1" && in["num_running"].get<int>() > 0);
-    }
-    if (!decoding) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  const bool decoding = eventually(
+      [&] {
+        const json c = request(server.port(), http::verb::get, "/admin/cluster").j();
+        for (const json& in : c["instances"]) {
+          if (in["name"] == "1" && in["num_running"].get<int>() > 0) return true;
+        }
+        return false;
+      },
+      20.0);
   EXPECT_TRUE(decoding) << "instance 1 never ran a request";
   EXPECT_EQ(request(server.port(), http::verb::delete_, "/admin/instances/1").status, 202);
   for (auto& t : clients) t.join();
