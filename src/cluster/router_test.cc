@@ -152,6 +152,30 @@ TEST(RouterTest, StopEndsEveryRequestWithAbort) {
   EXPECT_TRUE(f.fakes[0]->stopped && f.fakes[1]->stopped);
 }
 
+// Holds the instances' loop threads (after a step) until opened.
+class Gate {
+ public:
+  void wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return open_; });
+  }
+  void open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
+
+struct GateOpener {
+  Gate* gate;
+  ~GateOpener() { gate->open(); }
+};
+
 // Two real instances (tiny model, 1 thread each) behind the router: greedy tokens
 // equal single-instance generation for every routing policy and for padg.
 TEST(RouterTest, RealInstancesGiveTheSameGreedyTokensUnderEveryRouter) {
@@ -182,13 +206,22 @@ TEST(RouterTest, RealInstancesGiveTheSameGreedyTokensUnderEveryRouter) {
   // padg: a prefill is predicted at 0.4 s and the TTFT SLO is 1 s, so two prompts
   // fit an instance and the rest go round the ring (some prompts must reach
   // instance 1); the instances alternate prefill and decode phases.
+  // What a router sees depends on how far the instances got while the prompts were
+  // submitted: a loaded host can deschedule this thread for longer than a whole
+  // request takes, and then every prompt finds instance 0 idle (and padg's
+  // calibration, learning that a real prefill takes milliseconds, not 0.4 s, lets
+  // any number of prompts fit it). So every instance stops after its first step
+  // until all prompts are in (the gate), and padg routes by the cost model alone:
+  // then each router's choices are the same on every run.
   auto cost = std::make_shared<ConstantPrefillCost>();
   const TimePoint t0 = clock.now();
   for (const char* policy : {"round-robin", "least-loaded", "cache-aware", "padg"}) {
     const bool padg = std::string(policy) == "padg";
+    auto gate = std::make_shared<Gate>();
     std::vector<std::unique_ptr<GenerationBackend>> members;
     for (int i = 0; i < 2; ++i) {
       instance::InstanceOptions io;
+      io.on_step = [gate](const instance::StepStats&) { gate->wait(); };
       if (padg) {
         io.policy = "temporal";
         io.cost_model = cost;
@@ -203,9 +236,11 @@ TEST(RouterTest, RealInstancesGiveTheSameGreedyTokensUnderEveryRouter) {
       ro.strategy = "padg";
       ro.cost_model = cost;
       ro.padg.default_slo_ttft = std::chrono::seconds(1);
+      ro.padg.calibrate = false;
     }
     auto router = Router::create(std::move(members), ro, &clock);
     ASSERT_TRUE(router.ok());
+    const GateOpener opener{gate.get()};  // also when an assertion returns early
     (*router)->start();
     std::mutex mu;
     std::condition_variable cv;
@@ -229,6 +264,7 @@ TEST(RouterTest, RealInstancesGiveTheSameGreedyTokensUnderEveryRouter) {
                                })
                       .ok());
     }
+    gate->open();
     {
       std::unique_lock<std::mutex> lock(mu);
       cv.wait(lock, [&] { return finished == static_cast<int>(prompts.size()); });
