@@ -12,6 +12,10 @@
 //     engine runs a decode token (one range per thread; with 1 thread,
 //     attend_token itself).
 //     Work units are handed out dynamically over the pool, as the engine does.
+//     mode 3 = a batch of decode tokens, as the engine's batched decode runs them: per
+//     iteration each thread runs attend_token for one token of its own sequence
+//     (bytes counted for all of them); mode 4 = mode 3 with each call streaming into
+//     the thread's next token (kernels::DecodeStream), as the engine does.
 //
 // Counters: bytes_per_second = K/V bytes of the context read once per KV head
 // (n_ctx * n_head_kv * head_dim * 2 * elem bytes) per second (Google Benchmark shows
@@ -127,7 +131,33 @@ void BM_DecodeAttention(benchmark::State& state) {
   const int32_t splits = pool.num_threads();
   std::vector<AttentionPartial> partials(splits);
   int32_t seq = 0;
-  for (auto _ : state) {
+  if (mode >= 3) {
+    const int32_t T = pool.num_threads();
+    auto view = [&](int32_t sq) {
+      const std::span<const BlockId> table(cache.blocks.data() + static_cast<size_t>(sq % n_seqs) * blocks_per_seq,
+                                           blocks_per_seq);
+      return PagedKvView{cache.k.data(), cache.v.data(), kv_dim, kBlock, table, f16};
+    };
+    std::vector<std::vector<float>> outs(T, std::vector<float>(q.size()));
+    bool warm = false;
+    for (auto _ : state) {
+      pool.run([&](int thread, int) {
+        const PagedKvView kv = view(seq + thread), next = view(seq + T + thread);
+        DecodeStream stream;
+        if (mode == 4) {
+          stream.next = &next;
+          stream.next_n_ctx = n_ctx;
+          stream.started = warm;
+        }
+        attend_token(q.data(), n_ctx, kv, dims, outs[thread].data(), scratch[thread], stream);
+      });
+      warm = true;
+      seq = (seq + T) % n_seqs;
+      benchmark::DoNotOptimize(outs[0].data());
+      benchmark::ClobberMemory();
+    }
+  }
+  if (mode < 3) for (auto _ : state) {  // (modes 3 and 4 are measured above)
     const std::span<const BlockId> table(cache.blocks.data() + static_cast<size_t>(seq) * blocks_per_seq,
                                          blocks_per_seq);
     seq = (seq + 1) % n_seqs;
@@ -157,7 +187,7 @@ void BM_DecodeAttention(benchmark::State& state) {
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
-  const double kv_bytes = static_cast<double>(n_ctx) * kv_dim * 2 * (f16 ? 2 : 4);
+  const double kv_bytes = static_cast<double>(n_ctx) * kv_dim * 2 * (f16 ? 2 : 4) * (mode >= 3 ? pool.num_threads() : 1);
   state.SetBytesProcessed(static_cast<int64_t>(kv_bytes * static_cast<double>(state.iterations())));
   const double fma_gbps = fma_gmacs() * pool.num_threads() * (f16 ? 2.0 : 4.0) / group;
   const double achieved = kv_bytes * static_cast<double>(state.iterations());  // / seconds: kIsRate
@@ -181,6 +211,11 @@ void decode_args(benchmark::internal::Benchmark* b) {
       for (int64_t ctx : {128, 1024, 4096, 32768}) {
         b->Args({ctx, f16, threads, 2, 1});
       }
+  for (int64_t shape : {0, 1})
+    for (int64_t f16 : {0, 1})
+      for (int64_t threads : {1, 2})
+        for (int64_t ctx : {128, 512, 2048})
+          for (int64_t mode : {3, 4}) b->Args({ctx, f16, threads, mode, shape});
 }
 
 BENCHMARK(BM_DecodeAttention)->Apply(decode_args)->UseRealTime()->Unit(benchmark::kMicrosecond);

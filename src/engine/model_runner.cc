@@ -353,11 +353,26 @@ StatusOr<StepOutput> ModelRunner::execute(const StepPlan& plan) {
     });
 
     // Paged attention, causal over each sequence's cache; units handed out dynamically.
+    // A thread claims its next unit while it starts one, so that a decode token's
+    // prefetch runs on into the next token's context (kernels::DecodeStream), except
+    // for the last 2 units per thread (claimed as they are reached, so no thread waits
+    // with a unit claimed by one still busy).
     const kernels::AttentionDims dims{c.n_head, c.n_head_kv, static_cast<int32_t>(hd), scale};
     std::atomic<size_t> next_unit{0};
+    const size_t n_units = m.attn_units.size();
+    const size_t tail = 2 * static_cast<size_t>(pool.num_threads());
+    auto token_unit = [&](size_t u) {
+      const AttnUnit& a = m.attn_units[u];
+      return !a.chunk && a.kv_begin == a.kv_end && a.part < 0;
+    };
     pool.run([&](int thread, int) {
       kernels::AttentionScratch& scratch = m.attn_scratch[thread];
-      for (size_t u = next_unit.fetch_add(1); u < m.attn_units.size(); u = next_unit.fetch_add(1)) {
+      bool started = false;  // this unit's first positions were prefetched by the one before
+      size_t ahead = n_units;  // the unit claimed ahead, if any
+      for (size_t u = next_unit.fetch_add(1); u < n_units;) {
+        if (next_unit.load(std::memory_order_relaxed) + tail < n_units) ahead = next_unit.fetch_add(1);
+        const bool warm = started;
+        started = false;
         const AttnUnit& unit = m.attn_units[u];
         const auto& seq = plan.seqs[unit.seq];
         const kernels::PagedKvView kv{kc, vc, kv_dim, B, seq.block_table, f16};
@@ -371,11 +386,24 @@ StatusOr<StepOutput> ModelRunner::execute(const StepPlan& plan) {
                                    m.attn.data() + t * q_dim, scratch);
         } else if (unit.part < 0) {
           const int64_t t = unit.row;
-          kernels::attend_token(m.q.data() + t * q_dim, m.pos[t] + 1, kv, dims, m.attn.data() + t * q_dim, scratch);
+          kernels::DecodeStream stream;
+          stream.started = warm;
+          kernels::PagedKvView next_kv;
+          if (ahead < n_units && token_unit(ahead)) {
+            const AttnUnit& nu = m.attn_units[ahead];
+            next_kv = kernels::PagedKvView{kc, vc, kv_dim, B, plan.seqs[nu.seq].block_table, f16};
+            stream.next = &next_kv;
+            stream.next_n_ctx = m.pos[nu.row] + 1;
+          }
+          kernels::attend_token(m.q.data() + t * q_dim, m.pos[t] + 1, kv, dims, m.attn.data() + t * q_dim, scratch,
+                                stream);
+          started = stream.next != nullptr;
         } else {
           kernels::attend_partial(m.q.data() + unit.row * q_dim, unit.begin, unit.end, kv, dims,
                                   m.attn_partials[unit.part], scratch);
         }
+        u = ahead < n_units ? ahead : next_unit.fetch_add(1);
+        ahead = n_units;
       }
     });
     const size_t parts = static_cast<size_t>(pool.num_threads());  // every split token has one part per thread

@@ -501,10 +501,12 @@ RowsFn pick_rows_fn(int32_t hd, int32_t g, bool f16) {
 // KV heads in the inner one, so one pass reads each position's [kv0, kv1) rows together
 // (contiguous for all heads: one page's worth of rows at a time, not one row per page).
 // The position-major kernel (rows_step) where the shape allows, else tile_step per KV head.
-// Scratch: `p` holds p_floats(heads) floats, `buf` hd floats, `rows` end - begin int64s.
+// `stream` (attend_token only: kv0 = 0, kv1 = n_head_kv): see DecodeStream.
+// Scratch: `p` holds p_floats(heads) floats, `buf` hd floats, `rows` end - begin +
+// kPrefetchAhead int64s.
 void attend_range(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t begin, int32_t end,
                   const PagedKvView& kv, int32_t hd, float scale, OnlineState st, float* p, float* buf,
-                  int64_t* rows) {
+                  int64_t* rows, const DecodeStream& stream = {}) {
   const int32_t heads = g * (kv1 - kv0);
   std::fill(st.m, st.m + heads, -std::numeric_limits<float>::infinity());
   std::fill(st.l, st.l + heads, 0.0f);
@@ -512,9 +514,16 @@ void attend_range(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t b
   const TileFn fn = hd % 8 != 0 ? nullptr : kv.f16 ? pick_tile_fn<true>(hd) : pick_tile_fn<false>(hd);
   if (begin < end) tile_offsets(kv, begin, end - begin, 0, hd, rows);
   if (const RowsFn rf = pick_rows_fn(hd, g, kv.f16)) {
-    // The kernel prefetches kPrefetchAhead positions on; the first ones are asked for here.
+    // The kernel prefetches kPrefetchAhead positions on; past `end` it runs on into the
+    // next call's first positions (rows after end - begin), if the caller named them.
+    int32_t extra = 0;
+    if (stream.next && stream.next_n_ctx > 0) {
+      extra = std::min(kPrefetchAhead, stream.next_n_ctx);
+      tile_offsets(*stream.next, 0, extra, 0, hd, rows + (end - begin));
+    }
+    // The first ones are asked for here, unless the call before streamed them in.
     const int64_t row_bytes = static_cast<int64_t>(kv1 - kv0) * hd * (kv.f16 ? 2 : 4);
-    for (int32_t j = 0; j < std::min(kPrefetchAhead, end - begin); ++j) {
+    for (int32_t j = 0; !stream.started && j < std::min(kPrefetchAhead, end - begin); ++j) {
       const int64_t at = (rows[j] + static_cast<int64_t>(kv0) * hd) * (kv.f16 ? 2 : 4);
       for (int64_t b = 0; b < row_bytes; b += 64) {
         _mm_prefetch(static_cast<const char*>(kv.k) + at + b, _MM_HINT_T1);
@@ -522,7 +531,7 @@ void attend_range(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t b
       }
     }
     for (int32_t p0 = begin; p0 < end; p0 += kRowTile) {
-      rf(q, kv0, kv1, rows + (p0 - begin), std::min(kRowTile, end - p0), end - p0, kv, scale, st, p);
+      rf(q, kv0, kv1, rows + (p0 - begin), std::min(kRowTile, end - p0), end - p0 + extra, kv, scale, st, p);
     }
     return;
   }
@@ -555,15 +564,15 @@ inline size_t p_floats(int32_t heads) {
 
 // attend_range over [0, n_ctx), normalised into out[heads * hd].
 void attend_heads(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t n_ctx, const PagedKvView& kv,
-                  int32_t hd, float scale, float* out, AttentionScratch& scratch) {
+                  int32_t hd, float scale, float* out, AttentionScratch& scratch, const DecodeStream& stream = {}) {
   const int32_t heads = g * (kv1 - kv0);
   const size_t o_size = static_cast<size_t>(heads) * hd;
   scratch.scores.resize(2 * static_cast<size_t>(heads) + o_size + p_floats(heads) + hd);
   float* base = scratch.scores.data();
   const OnlineState st{base, base + heads, base + 2 * heads};
   float* p = base + 2 * heads + o_size;
-  scratch.rows.resize(n_ctx);
-  attend_range(q, g, kv0, kv1, 0, n_ctx, kv, hd, scale, st, p, p + p_floats(heads), scratch.rows.data());
+  scratch.rows.resize(static_cast<size_t>(n_ctx) + kPrefetchAhead);
+  attend_range(q, g, kv0, kv1, 0, n_ctx, kv, hd, scale, st, p, p + p_floats(heads), scratch.rows.data(), stream);
   for (int32_t h = 0; h < heads; ++h) {
     scale_inplace(st.o + static_cast<int64_t>(h) * hd, 1.0f / st.l[h], hd);
     std::memcpy(out + static_cast<int64_t>(h) * hd, st.o + static_cast<int64_t>(h) * hd, hd * sizeof(float));
@@ -583,8 +592,8 @@ void attend_group(const float* q, int32_t kv_head, int32_t n_ctx, const PagedKvV
 }
 
 void attend_token(const float* q, int32_t n_ctx, const PagedKvView& kv, const AttentionDims& d, float* out,
-                  AttentionScratch& scratch) {
-  attend_heads(q, d.n_head / d.n_head_kv, 0, d.n_head_kv, n_ctx, kv, d.head_dim, d.scale, out, scratch);
+                  AttentionScratch& scratch, const DecodeStream& stream) {
+  attend_heads(q, d.n_head / d.n_head_kv, 0, d.n_head_kv, n_ctx, kv, d.head_dim, d.scale, out, scratch, stream);
 }
 
 void attend_kv_heads(const float* q, int32_t kv_begin, int32_t kv_end, int32_t n_ctx, const PagedKvView& kv,
@@ -601,7 +610,7 @@ void attend_partial(const float* q, int32_t begin, int32_t end, const PagedKvVie
   part.sum.resize(d.n_head);
   part.acc.resize(static_cast<size_t>(d.n_head) * hd);
   scratch.scores.resize(p_floats(d.n_head) + hd);
-  scratch.rows.resize(std::max(0, end - begin));
+  scratch.rows.resize(static_cast<size_t>(std::max(0, end - begin)) + kPrefetchAhead);
   attend_range(q, d.n_head / d.n_head_kv, 0, d.n_head_kv, begin, end, kv, hd, d.scale,
                OnlineState{part.max.data(), part.sum.data(), part.acc.data()}, scratch.scores.data(),
                scratch.scores.data() + p_floats(d.n_head), scratch.rows.data());

@@ -71,13 +71,25 @@ void attend_one(const float* q, int32_t kv_head, int32_t n_ctx, const PagedKvVie
 void attend_group(const float* q, int32_t kv_head, int32_t n_ctx, const PagedKvView& kv, const AttentionDims& d,
                   float* out, AttentionScratch& scratch);
 
+// Consecutive decode tokens on one thread (attend_token calls on the same layer's cache:
+// the same k, v, kv_dim and block size): the call reads `next`'s first positions into
+// L2 while it finishes its own context, in the same one-prefetch-per-line-read stream,
+// so the next call does not start with its first tiles missing the cache (a short
+// context is mostly start: at 128 positions, a quarter). Only where those lines go
+// differs; the results are the same bits with or without it.
+struct DecodeStream {
+  const PagedKvView* next = nullptr;  // the context the thread's next attend_token reads, or null
+  int32_t next_n_ctx = 0;             // its length (only its first positions are read here)
+  bool started = false;               // this call's first positions were prefetched by the call before
+};
+
 // All n_head query heads of one token (q and out: [n_head][head_dim] rows) against
 // positions [0, n_ctx), n_ctx >= 1: attend_group for every KV head, in one pass over the
 // context that reads each position's K and V rows of all KV heads together (contiguous
 // in the cache, so memory is read in page-sized runs rather than one row per page).
 // The decode kernel.
 void attend_token(const float* q, int32_t n_ctx, const PagedKvView& kv, const AttentionDims& d, float* out,
-                  AttentionScratch& scratch);
+                  AttentionScratch& scratch, const DecodeStream& stream = {});
 
 // attend_token for the query heads of KV heads [kv_begin, kv_end) only (0 <= kv_begin <
 // kv_end <= n_head_kv): q and out are the token's whole [n_head][head_dim] rows, and only

@@ -263,6 +263,39 @@ TEST_P(DecodeTest, KvHeadRangesEqualTheWholeToken) {
   }
 }
 
+// A call streaming into the next token's context (DecodeStream: the next context
+// shorter or longer than the prefetch distance, this call's start prefetched or not)
+// gives attend_token's bits without one; the next context's rows are only prefetched.
+TEST_P(DecodeTest, StreamingIntoTheNextTokenChangesNoBit) {
+  const DecodeCase c = GetParam();
+  const TestCache cache(77, c.n_head_kv, c.hd, 16, c.f16, 21);
+  const PagedKvView kv = cache.view();
+  // Another sequence in the same cache: the blocks in the other order.
+  const std::vector<BlockId> other(cache.table.rbegin(), cache.table.rend());
+  PagedKvView next = kv;
+  next.block_table = other;
+  const AttentionDims dims = dims_of(c);
+  const std::vector<float> q = random_query(c, 22);
+  AttentionScratch scratch;
+  for (int n_ctx : {1, 7, 40, 77}) {
+    std::vector<float> plain(q.size());
+    attend_token(q.data(), n_ctx, kv, dims, plain.data(), scratch);
+    for (int next_n_ctx : {1, 5, 33, 77}) {
+      for (bool started : {false, true}) {
+        DecodeStream stream;
+        stream.next = &next;
+        stream.next_n_ctx = next_n_ctx;
+        stream.started = started;
+        std::vector<float> streamed(q.size(), 12345.0f);
+        attend_token(q.data(), n_ctx, kv, dims, streamed.data(), scratch, stream);
+        for (size_t i = 0; i < plain.size(); ++i) {
+          ASSERT_EQ(streamed[i], plain[i]) << "n_ctx " << n_ctx << " next " << next_n_ctx << " i=" << i;
+        }
+      }
+    }
+  }
+}
+
 // attend_partial over split ranges (including an empty one), merged, equals
 // attend_token over the whole context.
 TEST_P(DecodeTest, PartialsMergeToTheWholeContext) {
