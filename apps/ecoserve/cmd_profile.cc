@@ -72,28 +72,44 @@ ModelCost model_cost(const model::LlamaModel& m, engine::KvCacheType kv_type) {
 
 // Roofline: a step can go no faster than reading its bytes at the measured
 // bandwidth, nor than its multiply-adds at the measured per-core peak times
-// the thread count (attention counted at the float peak).
+// the thread count (attention counted at the float peak). That bound lets the
+// linear layers' compute hide attention's KV reads; the phase sum does not: the
+// linear layers' bound (max of weight reads and int8/float multiply-adds) plus
+// attention's (max of KV reads and float multiply-adds), the bound of a step that
+// runs them one after the other, as each layer's data dependencies make every
+// engine run them. (The two differ where a batch's KV reads are as large as its
+// weights: batched decode at long contexts.)
 struct Bound {
   double tokens_per_second = 0;
-  const char* limit = "";  // "memory" or "compute"
+  const char* limit = "";                // "memory" or "compute"
+  double phase_sum_tokens_per_second = 0;  // the linear layers' bound plus attention's
 };
+
+double seconds(double bytes, double gbps, double macs, double gmacs) {
+  return std::max(bytes / (gbps * 1e9), macs / (gmacs * 1e9));
+}
 
 Bound decode_bound(const ModelCost& c, int32_t batch, int32_t context, double gbps, double peak_gmacs,
                    double fma_gmacs) {
-  const double bytes = c.weight_bytes + batch * context * c.kv_bytes_per_ctx;
-  const double mem_s = bytes / (gbps * 1e9);
-  const double compute_s = batch * (c.macs_per_token / (peak_gmacs * 1e9) +
-                                    context * c.attn_macs_per_ctx / (fma_gmacs * 1e9));
-  return {batch / std::max(mem_s, compute_s), mem_s >= compute_s ? "memory" : "compute"};
+  const double kv_bytes = static_cast<double>(batch) * context * c.kv_bytes_per_ctx;
+  const double attn_macs = static_cast<double>(batch) * context * c.attn_macs_per_ctx;
+  const double mem_s = (c.weight_bytes + kv_bytes) / (gbps * 1e9);
+  const double compute_s = batch * c.macs_per_token / (peak_gmacs * 1e9) + attn_macs / (fma_gmacs * 1e9);
+  const double phases_s = seconds(c.weight_bytes, gbps, batch * c.macs_per_token, peak_gmacs) +
+                          seconds(kv_bytes, gbps, attn_macs, fma_gmacs);
+  return {batch / std::max(mem_s, compute_s), mem_s >= compute_s ? "memory" : "compute", batch / phases_s};
 }
 
 Bound prefill_bound(const ModelCost& c, int32_t len, double gbps, double peak_gmacs, double fma_gmacs) {
   const double mem_s = c.weight_bytes / (gbps * 1e9);
-  // Causal attention: token i attends to i + 1 positions.
+  // Causal attention: token i attends to i + 1 positions (reading at least the
+  // prompt's own K and V once).
   const double attn = c.attn_macs_per_ctx * (static_cast<double>(len) * (len + 1) / 2);
-  const double compute_s = (len * c.layer_macs_per_token + (c.macs_per_token - c.layer_macs_per_token)) /
-                               (peak_gmacs * 1e9) + attn / (fma_gmacs * 1e9);
-  return {len / std::max(mem_s, compute_s), mem_s >= compute_s ? "memory" : "compute"};
+  const double linear_macs = len * c.layer_macs_per_token + (c.macs_per_token - c.layer_macs_per_token);
+  const double compute_s = linear_macs / (peak_gmacs * 1e9) + attn / (fma_gmacs * 1e9);
+  const double phases_s = seconds(c.weight_bytes, gbps, linear_macs, peak_gmacs) +
+                          seconds(len * c.kv_bytes_per_ctx, gbps, attn, fma_gmacs);
+  return {len / std::max(mem_s, compute_s), mem_s >= compute_s ? "memory" : "compute", len / phases_s};
 }
 
 // Tokens/s of prefilling one prompt_len-token prompt (best of `repeats`).
@@ -160,7 +176,9 @@ int run_profile(const ProfileArgs& a) {
                   "%.1f G float FMA-MAC/s, %.1f G int8-dot MAC/s (%s, measured now)\n",
                   cost.weight_bytes / 1e6, cost.macs_per_token / 1e6, fma_gmacs, int8_gmacs,
                   std::string(kernels::isa_int8_dot(a.isa)).c_str());
-      std::printf("%-8s %-22s %12s %12s %6s  %s\n", "threads", "test", "tokens/s", "roofline", "%", "bound");
+      std::printf("phase sum: the linear layers' roofline plus attention's, as a step runs them (see --help)\n");
+      std::printf("%-8s %-22s %12s %12s %6s  %-8s %10s %6s\n", "threads", "test", "tokens/s", "roofline", "%", "bound",
+                  "phase sum", "%");
     } else {
       std::printf("%-8s %-22s %12s\n", "threads", "test", "tokens/s");
     }
@@ -203,11 +221,13 @@ int run_profile(const ProfileArgs& a) {
         if (a.roofline) {
           r["roofline_tokens_per_second"] = bound.tokens_per_second;
           r["bound"] = bound.limit;
+          r["phase_sum_roofline_tokens_per_second"] = bound.phase_sum_tokens_per_second;
         }
         results.push_back(r);
       } else if (a.roofline) {
-        std::printf("%-8d %-22s %12.1f %12.1f %5.0f%%  %s\n", th, test.c_str(), *v, bound.tokens_per_second,
-                    100.0 * *v / bound.tokens_per_second, bound.limit);
+        std::printf("%-8d %-22s %12.1f %12.1f %5.0f%%  %-8s %10.1f %5.0f%%\n", th, test.c_str(), *v,
+                    bound.tokens_per_second, 100.0 * *v / bound.tokens_per_second, bound.limit,
+                    bound.phase_sum_tokens_per_second, 100.0 * *v / bound.phase_sum_tokens_per_second);
       } else {
         std::printf("%-8d %-22s %12.1f\n", th, test.c_str(), *v);
       }
@@ -423,7 +443,9 @@ void add_profile_command(CLI::App& app, int& exit_code) {
   eng->add_flag("--json", args->json, "print JSON instead of a table");
   eng->add_flag("--roofline", args->roofline,
                 "measure this machine's peak multiply-add rate and read bandwidth, and print beside each figure the "
-                "fastest any kernel could go (memory- or compute-bound) and the share reached");
+                "fastest any kernel could go (memory- or compute-bound) and the share reached; also the phase sum, "
+                "the linear layers' bound plus attention's (each the slower of its reads and its multiply-adds), "
+                "which is the bound when the two run one after the other, as a layer's data dependencies make them");
   eng->callback([args, &exit_code] { exit_code = run_profile(*args); });
 
   auto cost_args = std::make_shared<CostArgs>();
