@@ -31,9 +31,13 @@ CLI::Option* add_isa_option(CLI::App* cmd, kernels::Isa& out) {
   return cmd
       ->add_option_function<std::string>(
           "--isa",
-          [&out](const std::string& name) { out = *kernels::resolve_isa(name, kernels::detect_cpu_features()); },
-          "kernel instruction-set path: avx2, avxvnni, avx512vnni or native (the best this CPU has; also capped by "
-          "the environment variable ECOSERVE_ISA)")
+          [&out](const std::string& name) {
+            // native is the process default: ECOSERVE_ISA's level when set, else the CPU's best.
+            const bool native = name == "native" || name == "best";
+            out = native ? kernels::default_isa() : *kernels::resolve_isa(name, kernels::detect_cpu_features());
+          },
+          "kernel instruction-set path: avx2, avxvnni, avx512vnni or native (the level the environment variable "
+          "ECOSERVE_ISA names, else the best this CPU has)")
       ->check(valid)
       ->default_str(std::string(kernels::isa_name(out)));
 }

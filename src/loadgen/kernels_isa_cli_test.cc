@@ -71,6 +71,13 @@ TEST(KernelsIsaCli, EveryLevelThisCpuRunsGeneratesTheSameText) {
     const CliRun e = run_cli({"ECOSERVE_ISA=" + name}, {"generate", "-m", kModel, "-p", "Once upon a time", "-n", "48"}, err);
     EXPECT_EQ(e.out, r.out) << "ECOSERVE_ISA=" << name;
   }
+  // --isa native is ECOSERVE_ISA's level, not the CPU's best, when the variable is set.
+  const CliRun capped = run_cli({"ECOSERVE_ISA=avx2"},
+                                {"profile", "engine", "-m", kModel, "-t", "1", "--batches", "1", "--prompt-len", "4",
+                                 "--decode-steps", "1", "--repeats", "1", "--isa", "native", "--json"},
+                                err);
+  ASSERT_EQ(capped.exit_code, 0) << read_file(err);
+  EXPECT_NE(capped.out.find("\"isa\": \"avx2\""), std::string::npos) << capped.out;
   // A level this CPU lacks is refused by name.
   for (kernels::Isa isa : kernels::all_isas()) {
     if (kernels::isa_supported(isa, kernels::detect_cpu_features())) continue;
