@@ -187,7 +187,8 @@ void BM_DecodeAttention(benchmark::State& state) {
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
-  const double kv_bytes = static_cast<double>(n_ctx) * kv_dim * 2 * (f16 ? 2 : 4) * (mode >= 3 ? pool.num_threads() : 1);
+  const int32_t tokens = mode >= 3 ? pool.num_threads() : 1;  // per iteration
+  const double kv_bytes = static_cast<double>(n_ctx) * kv_dim * 2 * (f16 ? 2 : 4) * tokens;
   state.SetBytesProcessed(static_cast<int64_t>(kv_bytes * static_cast<double>(state.iterations())));
   const double fma_gbps = fma_gmacs() * pool.num_threads() * (f16 ? 2.0 : 4.0) / group;
   const double achieved = kv_bytes * static_cast<double>(state.iterations());  // / seconds: kIsRate
