@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Checks that the per-ISA kernel objects (src/kernels/matmul_quant_<isa>.cc,
-# compiled with -m flags beyond the x86-64-v3 baseline) define no weak symbol.
+# Checks that the per-ISA kernel objects (src/kernels/matmul_quant_<isa>.cc and
+# attention_rows_<isa>.cc, compiled with -m flags beyond the x86-64-v3 baseline)
+# define no weak symbol.
 # A weak (COMDAT) definition, e.g. an out-of-line copy of an inline function,
 # is merged by the linker with the other objects' copies and may be the one
 # kept, which would put AVX-512 instructions in code every CPU runs.
@@ -10,7 +11,7 @@
 # Usage: scripts/check_isa_objects.sh path/to/libecoserve_kernels.a
 set -euo pipefail
 lib=$(realpath "${1:?usage: check_isa_objects.sh libecoserve_kernels.a}")
-members=$(ar t "$lib" | grep -E 'matmul_quant_(avx2|avxvnni|avx512[a-z0-9]*)\.cc\.o$' || true)
+members=$(ar t "$lib" | grep -E '(matmul_quant|attention_rows)_(avx2|avxvnni|avx512[a-z0-9]*)\.cc\.o$' || true)
 [ -n "$members" ] || { echo "no per-ISA kernel objects in $lib" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "base/ids.h"
+#include "kernels/cpu_features.h"
 
 namespace ecoserve::kernels {
 
@@ -44,6 +45,9 @@ struct AttentionDims {
   int32_t n_head_kv = 0;
   int32_t head_dim = 0;
   float scale = 1.0f;              // usually 1/sqrt(head_dim)
+  // Kernel path: avx512vnni runs the decode kernel's AVX-512VL build (32 registers),
+  // the other levels its AVX2 build; the two give the same bits. Must be supported here.
+  Isa isa = default_isa();
 };
 
 struct AttentionScratch {

@@ -263,6 +263,43 @@ TEST_P(DecodeTest, KvHeadRangesEqualTheWholeToken) {
   }
 }
 
+// Every kernel path this CPU runs (the decode kernel's AVX2 build, and its AVX-512VL
+// build at avx512vnni) gives the AVX2 build's bits, for whole tokens, head ranges
+// and position ranges.
+TEST_P(DecodeTest, EveryIsaLevelGivesTheSameBits) {
+  const DecodeCase c = GetParam();
+  const TestCache cache(1234, c.n_head_kv, c.hd, 16, c.f16, 31);
+  const PagedKvView kv = cache.view();
+  AttentionDims base = dims_of(c);
+  base.isa = Isa::kAvx2;
+  const std::vector<float> q = random_query(c, 32);
+  AttentionScratch scratch;
+  const std::vector<Isa> levels = supported_isas(detect_cpu_features());
+  for (int n_ctx : {1, 7, 40, 200, 1234}) {
+    std::vector<float> want(q.size()), head_want(q.size());
+    attend_token(q.data(), n_ctx, kv, base, want.data(), scratch);
+    attend_kv_heads(q.data(), 0, 1, n_ctx, kv, base, head_want.data(), scratch);
+    AttentionPartial part_want;
+    attend_partial(q.data(), n_ctx / 3, n_ctx, kv, base, part_want, scratch);
+    for (Isa isa : levels) {
+      AttentionDims d = base;
+      d.isa = isa;
+      std::vector<float> got(q.size()), head_got(q.size());
+      attend_token(q.data(), n_ctx, kv, d, got.data(), scratch);
+      attend_kv_heads(q.data(), 0, 1, n_ctx, kv, d, head_got.data(), scratch);
+      AttentionPartial part_got;
+      attend_partial(q.data(), n_ctx / 3, n_ctx, kv, d, part_got, scratch);
+      const std::string what = std::string(isa_name(isa)) + " at " + std::to_string(n_ctx);
+      ASSERT_EQ(got, want) << what;
+      const size_t first_head = static_cast<size_t>(c.n_head / c.n_head_kv) * c.hd;
+      ASSERT_TRUE(std::equal(head_got.begin(), head_got.begin() + first_head, head_want.begin())) << what;
+      ASSERT_EQ(part_got.max, part_want.max) << what;
+      ASSERT_EQ(part_got.sum, part_want.sum) << what;
+      ASSERT_EQ(part_got.acc, part_want.acc) << what;
+    }
+  }
+}
+
 // A call streaming into the next token's context (DecodeStream: the next context
 // shorter or longer than the prefetch distance, this call's start prefetched or not)
 // gives attend_token's bits without one; the next context's rows are only prefetched.

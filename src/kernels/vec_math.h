@@ -8,7 +8,9 @@
 
 namespace ecoserve::kernels {
 
-inline __m256 exp8(__m256 x) {
+// Internal linkage (static): per-ISA objects include this, and an out-of-line copy
+// compiled with their flags must not be shared with the rest of the program.
+static inline __m256 exp8(__m256 x) {
   const __m256 hi = _mm256_set1_ps(88.3762626647949f);
   const __m256 lo = _mm256_set1_ps(-87.3365447505531f);
   const __m256 underflow = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);

@@ -1,0 +1,59 @@
+// The position-major decode attention kernel (rows_step, kernels/attention.cc's
+// attend_range), declared once and compiled once per ISA level: attention_rows_avx2.cc
+// (AVX2 + FMA, 16 vector registers) and attention_rows_avx512.cc (the same AVX2
+// intrinsics under -mavx512vl, so the compiler has 32 registers: 4 positions per q
+// load for fp16 GQA and 4 accumulated vectors per head in the V pass). The arithmetic
+// of every output element is the same in both (the same sums in the same order; only
+// how many run side by side differs), so the two agree bitwise.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/attention.h"
+
+namespace ecoserve::kernels::detail {
+
+// Positions per tile of the position-major kernel.
+constexpr int32_t kRowTile = 8;
+// Software prefetch, into L2 (_MM_HINT_T1), of every line of the K and V rows this many
+// positions ahead (4 tiles): measured on Zen 4, prefetching into L1 one tile ahead
+// evicted the tile in use (a tile's K rows alone fill L1), and the hardware prefetcher
+// alone left compute and memory time adding up rather than overlapping.
+constexpr int32_t kPrefetchAhead = 32;
+
+// 8 values at element `off` of a K or V cache, as float32. Internal linkage (static):
+// each per-ISA object has its own copy, compiled with its flags.
+template <bool kF16>
+static inline __m256 load8(const void* base, int64_t off) {
+  if constexpr (kF16) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + off)));
+  } else {
+    return _mm256_loadu_ps(static_cast<const float*>(base) + off);
+  }
+}
+
+// Running softmax state of `g` heads: m[g], l[g], o[g * hd] (see AttentionPartial).
+struct OnlineState {
+  float* m;
+  float* l;
+  float* o;
+};
+
+// The H = G * (kv1 - kv0) query heads over the n <= kRowTile positions whose head-0 row
+// offsets are off[0..n), folded into st; off[n..n_ahead) are the positions after them
+// (prefetched). See attention_rows_impl.h.
+using RowsFn = void (*)(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int32_t n, int32_t n_ahead,
+                        const PagedKvView& kv, float scale, OnlineState st, float* pbuf);
+
+// The kernel for head_dim hd (64 or 128), GQA group g (1, 2, 4 or 8) and the cache
+// type, or null when it does not apply. The avx512 one needs AVX-512F/VL/BW.
+namespace isa_avx2 {
+RowsFn pick_rows_fn(int32_t hd, int32_t g, bool f16);
+}
+namespace isa_avx512 {
+RowsFn pick_rows_fn(int32_t hd, int32_t g, bool f16);
+}
+
+}  // namespace ecoserve::kernels::detail
