@@ -243,7 +243,6 @@ TileFn pick_tile_fn(int32_t hd) {
   }
 }
 
-
 // The softmax states of the g query heads of each KV head in [kv0, kv1) over positions
 // [begin, end), into st (m = -inf, l = o = 0 first); head (kvh - kv0) * g + h reads
 // q[((kvh - kv0) * g + h) * hd ...]. Positions are walked in tiles in the outer loop and
