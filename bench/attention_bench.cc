@@ -130,14 +130,15 @@ void BM_DecodeAttention(benchmark::State& state) {
   // mode 2: the context in `splits` position ranges, merged.
   const int32_t splits = pool.num_threads();
   std::vector<AttentionPartial> partials(splits);
+  // Sequence sq's blocks (taken modulo the sequences the cache holds).
+  auto view = [&](int32_t sq) {
+    const std::span<const BlockId> table(cache.blocks.data() + static_cast<size_t>(sq % n_seqs) * blocks_per_seq,
+                                         blocks_per_seq);
+    return PagedKvView{cache.k.data(), cache.v.data(), kv_dim, kBlock, table, f16};
+  };
   int32_t seq = 0;
   if (mode >= 3) {
     const int32_t T = pool.num_threads();
-    auto view = [&](int32_t sq) {
-      const std::span<const BlockId> table(cache.blocks.data() + static_cast<size_t>(sq % n_seqs) * blocks_per_seq,
-                                           blocks_per_seq);
-      return PagedKvView{cache.k.data(), cache.v.data(), kv_dim, kBlock, table, f16};
-    };
     std::vector<std::vector<float>> outs(T, std::vector<float>(q.size()));
     bool warm = false;
     for (auto _ : state) {
@@ -156,36 +157,35 @@ void BM_DecodeAttention(benchmark::State& state) {
       benchmark::DoNotOptimize(outs[0].data());
       benchmark::ClobberMemory();
     }
-  }
-  if (mode < 3) for (auto _ : state) {  // (modes 3 and 4 are measured above)
-    const std::span<const BlockId> table(cache.blocks.data() + static_cast<size_t>(seq) * blocks_per_seq,
-                                         blocks_per_seq);
-    seq = (seq + 1) % n_seqs;
-    const PagedKvView kv{cache.k.data(), cache.v.data(), kv_dim, kBlock, table, f16};
-    if (mode == 2 && splits == 1) {
-      attend_token(q.data(), n_ctx, kv, dims, out.data(), scratch[0]);
-    } else {
-      const int32_t units = mode == 0 ? kHead : mode == 1 ? kHeadKv : splits;
-      std::atomic<int32_t> next{0};
-      pool.run([&](int thread, int) {
-        for (int32_t u = next.fetch_add(1); u < units; u = next.fetch_add(1)) {
-          if (mode == 0) {
-            attend_one(q.data() + u * kHeadDim, u / group, n_ctx, kv, dims, out.data() + u * kHeadDim,
-                       scratch[thread]);
-          } else if (mode == 1) {
-            attend_group(q.data() + u * group * kHeadDim, u, n_ctx, kv, dims, out.data() + u * group * kHeadDim,
+  } else {
+    for (auto _ : state) {
+      const PagedKvView kv = view(seq);
+      seq = (seq + 1) % n_seqs;
+      if (mode == 2 && splits == 1) {
+        attend_token(q.data(), n_ctx, kv, dims, out.data(), scratch[0]);
+      } else {
+        const int32_t units = mode == 0 ? kHead : mode == 1 ? kHeadKv : splits;
+        std::atomic<int32_t> next{0};
+        pool.run([&](int thread, int) {
+          for (int32_t u = next.fetch_add(1); u < units; u = next.fetch_add(1)) {
+            if (mode == 0) {
+              attend_one(q.data() + u * kHeadDim, u / group, n_ctx, kv, dims, out.data() + u * kHeadDim,
                          scratch[thread]);
-          } else {
-            const int32_t b = static_cast<int32_t>(int64_t{n_ctx} * u / splits);
-            const int32_t e = static_cast<int32_t>(int64_t{n_ctx} * (u + 1) / splits);
-            attend_partial(q.data(), b, e, kv, dims, partials[u], scratch[thread]);
+            } else if (mode == 1) {
+              attend_group(q.data() + u * group * kHeadDim, u, n_ctx, kv, dims, out.data() + u * group * kHeadDim,
+                           scratch[thread]);
+            } else {
+              const int32_t b = static_cast<int32_t>(int64_t{n_ctx} * u / splits);
+              const int32_t e = static_cast<int32_t>(int64_t{n_ctx} * (u + 1) / splits);
+              attend_partial(q.data(), b, e, kv, dims, partials[u], scratch[thread]);
+            }
           }
-        }
-      });
-      if (mode == 2) merge_partials(partials, kHead, kHeadDim, out.data());
+        });
+        if (mode == 2) merge_partials(partials, kHead, kHeadDim, out.data());
+      }
+      benchmark::DoNotOptimize(out.data());
+      benchmark::ClobberMemory();
     }
-    benchmark::DoNotOptimize(out.data());
-    benchmark::ClobberMemory();
   }
   const int32_t tokens = mode >= 3 ? pool.num_threads() : 1;  // per iteration
   const double kv_bytes = static_cast<double>(n_ctx) * kv_dim * 2 * (f16 ? 2 : 4) * tokens;
