@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Checks that the per-ISA kernel objects (src/kernels/matmul_quant_<isa>.cc and
-# attention_rows_<isa>.cc, compiled with -m flags beyond the x86-64-v3 baseline)
+# Checks that the per-ISA kernel objects (src/kernels/matmul_quant_<isa>.cc,
+# matmul_float_<isa>.cc and attention_rows_<isa>.cc, compiled with -m flags beyond the x86-64-v3 baseline)
 # define no weak symbol.
 # A weak (COMDAT) definition, e.g. an out-of-line copy of an inline function,
 # is merged by the linker with the other objects' copies and may be the one
@@ -11,7 +11,7 @@
 # Usage: scripts/check_isa_objects.sh path/to/libecoserve_kernels.a
 set -euo pipefail
 lib=$(realpath "${1:?usage: check_isa_objects.sh libecoserve_kernels.a}")
-members=$(ar t "$lib" | grep -E '(matmul_quant|attention_rows)_(avx2|avxvnni|avx512[a-z0-9]*)\.cc\.o$' || true)
+members=$(ar t "$lib" | grep -E '(matmul_quant|matmul_float|attention_rows)_(avx2|avxvnni|avx512[a-z0-9]*)\.cc\.o$' || true)
 [ -n "$members" ] || { echo "no per-ISA kernel objects in $lib" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -153,7 +153,7 @@ void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y
 
   if (is_float_type(w.type)) {
     run([&](int, std::int64_t r0, std::int64_t r1, std::int64_t t0, std::int64_t t1) {
-      detail::matmul_float_rows(w.type, wdata, w.row_bytes, w.cols, x, r0, r1, t0, t1, y, w.rows);
+      detail::matmul_float_rows(ctx.isa, w.type, wdata, w.row_bytes, w.cols, x, r0, r1, t0, t1, y, w.rows);
     });
     return;
   }

@@ -90,10 +90,23 @@ void matmul_quantized_rows(Isa isa, GgmlType type, const std::uint8_t* w, std::s
                            const QuantizedActs& acts, std::int64_t r0, std::int64_t r1, std::int64_t t0,
                            std::int64_t t1, float* y, std::int64_t y_stride, float* scratch);
 
-// Same for float-like weights (F32, F16, BF16) against float activations x [n_tokens][cols].
+// Same for float-like weights (F32, F16, BF16) against float activations x [n_tokens][cols],
+// with the kernels of ISA level `isa` (avx512vnni: the AVX-512VL build's wider tiles;
+// bitwise the same results).
+void matmul_float_rows(Isa isa, GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols,
+                       const float* x, std::int64_t r0, std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y,
+                       std::int64_t y_stride);
+// The per-ISA builds (matmul_float_impl.h); the avx512 one needs AVX-512F/VL/BW.
+namespace isa_avx2 {
 void matmul_float_rows(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const float* x,
                        std::int64_t r0, std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y,
                        std::int64_t y_stride);
+}
+namespace isa_avx512 {
+void matmul_float_rows(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const float* x,
+                       std::int64_t r0, std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y,
+                       std::int64_t y_stride);
+}
 
 // Large batches (prefill): OpenBLAS sgemm (run single-threaded inside our
 // pool's threads) on weight rows [r0, r1) against float activations x for all
