@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks that the per-ISA kernel objects (src/kernels/matmul_quant_<isa>.cc,
-# matmul_float_<isa>.cc and attention_rows_<isa>.cc, compiled with -m flags beyond the x86-64-v3 baseline)
-# define no weak symbol.
+# matmul_float_<isa>.cc and attention_rows_<isa>.cc, compiled with -m flags
+# beyond the x86-64-v3 baseline) define no weak symbol.
 # A weak (COMDAT) definition, e.g. an out-of-line copy of an inline function,
 # is merged by the linker with the other objects' copies and may be the one
 # kept, which would put AVX-512 instructions in code every CPU runs.
