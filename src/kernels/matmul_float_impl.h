@@ -77,7 +77,7 @@ inline __m256 load_x_tail(const float* x, int n) {
 
 template <GgmlType kType, int R, int T>
 void tile(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const float* x, float* y,
-          std::int64_t y_stride, const char* pf, std::int64_t pf_lines) {
+          std::int64_t y_stride, TilePrefetch pf) {
   __m256 acc[R][T];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
@@ -87,14 +87,10 @@ void tile(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const
   // The T activation vectors, then one weight vector at a time: R * T + T + 1
   // registers (loading the R weight vectors first spilled an accumulator of the 4 x 3
   // tile, a store-to-load chain that halved a 32-token batch's speed).
-  // pf_lines lines from pf (the next rows) are prefetched into L2, a few per step of 8
-  // columns (a burst before the tile stalled on the full miss queue).
-  const std::int64_t pf_per = full > 0 ? (pf_lines * 8 + full - 1) / full : 0;
-  std::int64_t pf_at = 0;
+  // pf's lines (the next rows) are prefetched a few per step of 8 columns.
+  const std::int64_t pf_per = pf.per_step(full / 8);
   for (std::int64_t c = 0; c < full; c += 8) {
-    for (const std::int64_t e = imin(pf_lines, pf_at + pf_per); pf_at < e; ++pf_at) {
-      _mm_prefetch(pf + 64 * pf_at, _MM_HINT_T1);
-    }
+    pf.issue(c / 8 * pf_per, pf_per);
     __m256 xv[T];
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) xv[t] = _mm256_loadu_ps(x + t * cols + c);
@@ -178,8 +174,7 @@ void gemv_rows(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, 
   if (rest < r1) gemv<kType, 1, kTokens>(w + rest * row_bytes, row_bytes, 0, r1 - rest, cols, xt, yt + rest, y_stride);
 }
 
-using TileFn = void (*)(const std::uint8_t*, std::size_t, std::int64_t, const float*, float*, std::int64_t, const char*,
-                        std::int64_t);
+using TileFn = void (*)(const std::uint8_t*, std::size_t, std::int64_t, const float*, float*, std::int64_t, TilePrefetch);
 
 template <GgmlType kType>
 struct FloatTiles {
@@ -209,16 +204,12 @@ void rows_impl(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, 
       // The next rows are prefetched into L2, a share of their lines by each token tile:
       // without it each row group's first tile waited on DRAM (a batch of 32 tokens ran
       // at half the speed of a prompt, whose later chunks find the rows in L3).
-      const char* next = reinterpret_cast<const char*>(w + (r + nr) * row_bytes);
-      const std::int64_t next_lines = imin(kRows, r1 - r - nr) * static_cast<std::int64_t>(row_bytes) / 64;
-      const std::int64_t share = (next_lines + tiles - 1) / tiles;
-      std::int64_t pf = 0;
+      PrefetchShares next(reinterpret_cast<const char*>(w + (r + nr) * row_bytes),
+                          imin(kRows, r1 - r - nr) * static_cast<std::int64_t>(row_bytes) / 64, tiles);
       for (std::int64_t t = tc; t < te; t += kTokens) {
         const int nt = static_cast<int>(imin(kTokens, te - t));
-        const std::int64_t n = imin(share, next_lines - pf);
         kTable.fns[nr - 1][nt - 1](w + r * row_bytes, row_bytes, cols, x + t * cols, y + t * y_stride + r, y_stride,
-                                   next + 64 * pf, n);
-        pf += n;
+                                   next.next());
       }
     }
   }

@@ -75,25 +75,13 @@ inline __m256i dot_acc(__m256i lanes, __m256i q, __m256i x) {
 #endif
 }
 
-// Lines a tile prefetches into L2 for the tile after it (the next groups' weights),
-// spread over its blocks: issue(k0, n) prefetches lines [k0, k0 + n) that exist. A
-// burst of a whole share before the tile stalled on the full miss queue (5% of a
-// batch-32 decode step on Zen 4). Empty (lines = 0) on the GEMV paths.
-struct TilePrefetch {
-  const char* p = nullptr;
-  std::int64_t lines = 0;
-  void issue(std::int64_t k0, std::int64_t n) const {
-    for (std::int64_t k = k0, e = k0 + n < lines ? k0 + n : lines; k < e; ++k) _mm_prefetch(p + 64 * k, _MM_HINT_T1);
-  }
-};
-
 // G groups (grp[i]: the group's bytes, nb blocks) x T tokens from t0; yg[i]:
 // the group's first row in output row 0 (y of token t = yg[i] + t * y_stride).
 template <int G, int T>
 void packed_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::int64_t t0, float* const* yg,
                  std::int64_t y_stride, TilePrefetch pf) {
   const std::int64_t nb = a.nb;
-  const std::int64_t pf_per = (pf.lines + nb - 1) / nb;
+  const std::int64_t pf_per = pf.per_step(nb);
   const std::int8_t* xq = a.q + t0 * a.q_stride;
   const float* dx = a.d + t0 * nb;
   const std::uint8_t* gq[G];  // the quants, after the group's nb * 16 bytes of scales
@@ -217,7 +205,7 @@ template <int G, int T>
 void q4k_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::int64_t t0, float* const* yg,
               std::int64_t y_stride, TilePrefetch pf) {
   const std::int64_t nsb = a.nb / 8;
-  const std::int64_t pf_per = (pf.lines + nsb - 1) / nsb;
+  const std::int64_t pf_per = pf.per_step(nsb);
   __m256 acc[G][T];
 #pragma GCC unroll 8
   for (int r = 0; r < G; ++r)
@@ -371,16 +359,11 @@ void rows8(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a,
       }
       // The next groups' weights are prefetched into L2, a share of their lines by each
       // token tile, spread over its blocks.
-      const std::int64_t next_lines = imin(K::kGroups, g1 - g - ng) * gbytes / 64;
-      const std::int64_t tiles = (te - tc + K::kTokens - 1) / K::kTokens;
-      const std::int64_t share = (next_lines + tiles - 1) / tiles;
-      const char* next = reinterpret_cast<const char*>(w + (g + ng) * gbytes);
-      std::int64_t pf = 0;
+      PrefetchShares next(reinterpret_cast<const char*>(w + (g + ng) * gbytes),
+                          imin(K::kGroups, g1 - g - ng) * gbytes / 64, (te - tc + K::kTokens - 1) / K::kTokens);
       for (std::int64_t t = tc; t < te; t += K::kTokens) {
         const int nt = static_cast<int>(imin(K::kTokens, te - t));
-        const std::int64_t n = imin(share, next_lines - pf);
-        kTable.fns[ng - 1][nt - 1](grp, a, t, yg, y_stride, TilePrefetch{next + 64 * pf, n});
-        pf += n;
+        kTable.fns[ng - 1][nt - 1](grp, a, t, yg, y_stride, next.next());
       }
     }
   }

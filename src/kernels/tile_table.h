@@ -5,12 +5,45 @@
 // the per-ISA kernel builds need (matmul_quant_impl.h).
 #pragma once
 
+#include <immintrin.h>
+
 #include <cstdint>
 #include <type_traits>
 #include <utility>
 
 namespace ecoserve::kernels::detail {
 namespace {
+
+// Lines a register tile prefetches into L2 for the tile after it (the next rows'
+// weights), spread over its steps: a burst of them before the tile stalled on the
+// full miss queue (5% of a batch-32 decode step on Zen 4). Empty on the GEMV paths.
+struct TilePrefetch {
+  const char* p = nullptr;
+  std::int64_t lines = 0;
+  // Lines per step for a tile of `steps` steps.
+  std::int64_t per_step(std::int64_t steps) const { return steps > 0 ? (lines + steps - 1) / steps : 0; }
+  // Prefetches lines [k0, k0 + n) that exist.
+  void issue(std::int64_t k0, std::int64_t n) const {
+    for (std::int64_t k = k0, e = k0 + n < lines ? k0 + n : lines; k < e; ++k) _mm_prefetch(p + 64 * k, _MM_HINT_T1);
+  }
+};
+
+// The `lines` lines from p handed out to `tiles` token tiles, an equal share each.
+class PrefetchShares {
+ public:
+  PrefetchShares(const char* p, std::int64_t lines, std::int64_t tiles)
+      : p_(p), lines_(lines), share_((lines + tiles - 1) / tiles) {}
+  TilePrefetch next() {
+    const std::int64_t n = share_ < lines_ - at_ ? share_ : lines_ - at_;
+    const TilePrefetch pf{p_ + 64 * at_, n};
+    at_ += n;
+    return pf;
+  }
+
+ private:
+  const char* p_;
+  std::int64_t lines_, share_, at_ = 0;
+};
 
 template <class Fn, int R, int T>
 struct TileTable {
