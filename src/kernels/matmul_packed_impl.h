@@ -75,6 +75,11 @@ inline __m256i dot_acc(__m256i lanes, __m256i q, __m256i x) {
 #endif
 }
 
+// Q8_0 groups in runs of kQ8RunBlocks blocks: the run's scales, then its quants
+// (packed_weights.h), so a group is one stream of reads, not two.
+constexpr std::int64_t kQ8RunBlocks = 4;
+constexpr std::int64_t kQ8BlockBytes = 16 + 256;
+
 // G groups (grp[i]: the group's bytes, nb blocks) x T tokens from t0; yg[i]:
 // the group's first row in output row 0 (y of token t = yg[i] + t * y_stride).
 template <int G, int T>
@@ -84,16 +89,18 @@ void packed_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::in
   const std::int64_t pf_per = pf.per_step(nb);
   const std::int8_t* xq = a.q + t0 * a.q_stride;
   const float* dx = a.d + t0 * nb;
-  const std::uint8_t* gq[G];  // the quants, after the group's nb * 16 bytes of scales
   __m256 acc[G][T];
 #pragma GCC unroll 8
-  for (int r = 0; r < G; ++r) {
-    gq[r] = grp[r] + 16 * nb;
+  for (int r = 0; r < G; ++r)
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
-  }
   for (std::int64_t b = 0; b < nb; ++b) {
     pf.issue(b * pf_per, pf_per);
+    // Block b's scales and quants in its run of kQ8RunBlocks (the last run may be shorter).
+    const std::int64_t run = b / kQ8RunBlocks * kQ8RunBlocks, in_run = b - run;
+    const std::int64_t run_blocks = nb - run < kQ8RunBlocks ? nb - run : kQ8RunBlocks;
+    const std::int64_t scale_at = run * kQ8BlockBytes + 16 * in_run;
+    const std::int64_t quant_at = run * kQ8BlockBytes + 16 * run_blocks + 256 * in_run;
     __m256i isum[G][T];
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
@@ -109,7 +116,7 @@ void packed_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::in
     for (int c = 0; c < 8; ++c) {
       __m256i w[G];
 #pragma GCC unroll 8
-      for (int r = 0; r < G; ++r) w[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(gq[r] + 256 * b + 32 * c));
+      for (int r = 0; r < G; ++r) w[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(grp[r] + quant_at + 32 * c));
 #if ECO_QUANT_ISA == 0
       __m256i ws[G], wa[G];
 #pragma GCC unroll 8
@@ -133,7 +140,7 @@ void packed_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::in
     }
 #pragma GCC unroll 8
     for (int r = 0; r < G; ++r) {
-      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(grp[r] + 16 * b)));
+      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(grp[r] + scale_at)));
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][t]), _mm256_mul_ps(dw, _mm256_set1_ps(dx[t * nb + b])),
@@ -185,6 +192,31 @@ constexpr int kQ4kTokens = 2;
 constexpr int kQ4kStreams[] = {2, 1, 1, 1};
 #endif
 constexpr std::int64_t kQ4kGroupSuperBytes = 1152;
+
+// The high nibbles as vpdpbusd's unsigned operand. With VNNI (exact int32 sums)
+// they stay in place, 16 times their value (one AND instead of a shift and an
+// AND): the low nibbles' sub-block scales are then taken 16 times too, and the
+// super-block's isum, a multiple of 16, is shifted back (exact: |isum| * 16 <=
+// 8 sub-blocks * 63 * 32 * 15 * 127 * 16 < 2^31). vpmaddubsw's int16 pair sums
+// would saturate at 240 * 127 * 2, so AVX2 shifts the nibbles down.
+#if ECO_QUANT_ISA == 0
+constexpr int kQ4kHiShift = 0;
+inline __m256i q4k_hi(__m256i w) { return _mm256_and_si256(_mm256_srli_epi16(w, 4), _mm256_set1_epi8(0x0F)); }
+#else
+constexpr int kQ4kHiShift = 4;
+inline __m256i q4k_hi(__m256i w) { return _mm256_and_si256(w, _mm256_set1_epi8(static_cast<char>(0xF0))); }
+#endif
+
+// lanes += the int16 pair dots of a and b (exact int32).
+inline __m256i madd16_acc(__m256i lanes, __m256i a, __m256i b) {
+#if ECO_QUANT_ISA == 0
+  return _mm256_add_epi32(lanes, _mm256_madd_epi16(a, b));
+#elif ECO_QUANT_ISA == 1
+  return _mm256_dpwssd_avx_epi32(lanes, a, b);
+#else
+  return _mm256_dpwssd_epi32(lanes, a, b);
+#endif
+}
 
 // The 8 scales and mins of the 8 rows of one super-block: sc[sb * 8 + row], mn[sb * 8 + row].
 inline void q4k_scales(const std::uint8_t* sup, std::uint8_t* sc, std::uint8_t* mn) {
@@ -238,7 +270,7 @@ void q4k_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::int64
         for (int r = 0; r < G; ++r) {
           const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sup[r] + 128 + 256 * j + 32 * c));
           const __m256i lo = _mm256_and_si256(w, _mm256_set1_epi8(0x0F));
-          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), _mm256_set1_epi8(0x0F));
+          const __m256i hi = q4k_hi(w);
 #pragma GCC unroll 8
           for (int t = 0; t < T; ++t) {
             const std::int8_t* x = a.q + (t0 + t) * a.q_stride + 256 * s + 64 * j + 4 * c;
@@ -249,7 +281,8 @@ void q4k_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::int64
       }
 #pragma GCC unroll 8
       for (int r = 0; r < G; ++r) {
-        const __m256i m_lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc[r] + 16 * j)));
+        const __m256i m_lo = _mm256_slli_epi32(
+            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc[r] + 16 * j))), kQ4kHiShift);
         const __m256i m_hi =
             _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc[r] + 16 * j + 8)));
 #pragma GCC unroll 8
@@ -258,6 +291,12 @@ void q4k_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::int64
                                                                       _mm256_mullo_epi32(hi_acc[r][t], m_hi)));
         }
       }
+    }
+    if constexpr (kQ4kHiShift != 0) {
+#pragma GCC unroll 8
+      for (int r = 0; r < G; ++r)
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) isum[r][t] = _mm256_srai_epi32(isum[r][t], kQ4kHiShift);
     }
     // Mins: int16 pairs (min of sub-blocks 2p, 2p + 1) per row, against the
     // token's pair of 32-value sums.
@@ -280,12 +319,9 @@ void q4k_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::int64
 #pragma GCC unroll 8
       for (int r = 0; r < G; ++r) {
         __m256i mins = _mm256_madd_epi16(mpair[r][0], _mm256_permutevar8x32_epi32(b16, _mm256_set1_epi32(0)));
-        mins = _mm256_add_epi32(mins,
-                                _mm256_madd_epi16(mpair[r][1], _mm256_permutevar8x32_epi32(b16, _mm256_set1_epi32(1))));
-        mins = _mm256_add_epi32(mins,
-                                _mm256_madd_epi16(mpair[r][2], _mm256_permutevar8x32_epi32(b16, _mm256_set1_epi32(4))));
-        mins = _mm256_add_epi32(mins,
-                                _mm256_madd_epi16(mpair[r][3], _mm256_permutevar8x32_epi32(b16, _mm256_set1_epi32(5))));
+        mins = madd16_acc(mins, mpair[r][1], _mm256_permutevar8x32_epi32(b16, _mm256_set1_epi32(1)));
+        mins = madd16_acc(mins, mpair[r][2], _mm256_permutevar8x32_epi32(b16, _mm256_set1_epi32(4)));
+        mins = madd16_acc(mins, mpair[r][3], _mm256_permutevar8x32_epi32(b16, _mm256_set1_epi32(5)));
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sup[r])));
         const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sup[r] + 16)));
         const __m256 dx = _mm256_set1_ps(dxs);

@@ -14,10 +14,21 @@ constexpr std::int64_t kChunkValues = 4;
 constexpr std::int64_t kQ4kGroupSuperBytes = 8 * static_cast<std::int64_t>(sizeof(BlockQ4_K));  // 1152
 
 // ---- Q8_0: offsets inside a group of nb blocks ----
-inline std::int64_t q8_scale_offset(std::int64_t b, std::int64_t j) { return 2 * (b * kGroupRows + j); }
+// Runs of up to 4 blocks (kQ8RunBlocks): the run's scales, then its quants.
+constexpr std::int64_t kQ8RunBlocks = 4;
+constexpr std::int64_t kQ8BlockBytes = 16 + 256;
+// Start of block b's run, and the number of blocks in it.
+inline std::int64_t q8_run_offset(std::int64_t b) { return b / kQ8RunBlocks * kQ8RunBlocks * kQ8BlockBytes; }
+inline std::int64_t q8_run_blocks(std::int64_t nb, std::int64_t b) {
+  return std::min(kQ8RunBlocks, nb - b / kQ8RunBlocks * kQ8RunBlocks);
+}
+inline std::int64_t q8_scale_offset(std::int64_t b, std::int64_t j) {
+  return q8_run_offset(b) + 16 * (b % kQ8RunBlocks) + 2 * j;
+}
 inline std::int64_t q8_quant_offset(std::int64_t nb, std::int64_t b, std::int64_t j, std::int64_t k) {
   // value k of the block: chunk k / 4, byte k % 4 of row j's 4 bytes.
-  return 16 * nb + 256 * b + 32 * (k / kChunkValues) + kChunkValues * j + k % kChunkValues;
+  return q8_run_offset(b) + 16 * q8_run_blocks(nb, b) + 256 * (b % kQ8RunBlocks) + 32 * (k / kChunkValues) +
+         kChunkValues * j + k % kChunkValues;
 }
 
 // Blocks [b0, b0 + n) of row j of the Q8_0 group at gd (nb blocks per row), in GGUF's form.

@@ -58,15 +58,20 @@ PackedMatrix make_matrix(std::int64_t rows, std::int64_t cols, std::uint32_t see
 using testing::make_acts;
 
 TEST(PackedWeightsTest, LayoutIsAsDocumentedAndRoundTrips) {
-  const PackedMatrix m = make_matrix(16, 96, 3);
-  const std::int64_t nb = 3;
-  // Row 9 = group 1, lane 1; block 2, value 13 = chunk 3, byte 1.
-  const auto* blk = reinterpret_cast<const BlockQ8_0*>(m.gguf.data() + 9 * m.row_bytes) + 2;
+  // 7 blocks per row: a run of 4 (1088 bytes), then a run of 3.
+  const PackedMatrix m = make_matrix(16, 224, 3);
   const std::uint8_t* group = m.packed.data() + 8 * m.row_bytes;
-  EXPECT_EQ(group[16 * nb + 256 * 2 + 32 * 3 + 4 * 1 + 1], static_cast<std::uint8_t>(blk->qs[13]) ^ 0x80u);
+  // Row 9 = group 1, lane 1; block 2 (run 0), value 13 = chunk 3, byte 1.
+  const auto* blk = reinterpret_cast<const BlockQ8_0*>(m.gguf.data() + 9 * m.row_bytes) + 2;
+  EXPECT_EQ(group[16 * 4 + 256 * 2 + 32 * 3 + 4 * 1 + 1], static_cast<std::uint8_t>(blk->qs[13]) ^ 0x80u);
   std::uint16_t d;
-  std::memcpy(&d, group + 2 * (2 * 8 + 1), 2);
+  std::memcpy(&d, group + 16 * 2 + 2 * 1, 2);
   EXPECT_EQ(d, blk->d);
+  // Block 5 = block 1 of run 1 (3 blocks, from byte 1088), value 30 = chunk 7, byte 2.
+  const auto* blk5 = reinterpret_cast<const BlockQ8_0*>(m.gguf.data() + 9 * m.row_bytes) + 5;
+  EXPECT_EQ(group[1088 + 16 * 3 + 256 * 1 + 32 * 7 + 4 * 1 + 2], static_cast<std::uint8_t>(blk5->qs[30]) ^ 0x80u);
+  std::memcpy(&d, group + 1088 + 16 * 1 + 2 * 1, 2);
+  EXPECT_EQ(d, blk5->d);
   std::vector<std::uint8_t> row(m.row_bytes);
   std::vector<float> a(m.cols), b(m.cols);
   for (std::int64_t r = 0; r < m.rows; ++r) {
@@ -183,7 +188,7 @@ TEST(PackedWeightsTest, MatchesTheIntegerFormulaAtEveryIsaLevel) {
   std::uint32_t seed = 10;
   for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_K}) {
     const std::vector<std::int64_t> col_set =
-        type == GgmlType::kQ8_0 ? std::vector<std::int64_t>{32, 96, 512} : std::vector<std::int64_t>{256, 768};
+        type == GgmlType::kQ8_0 ? std::vector<std::int64_t>{32, 96, 224, 512} : std::vector<std::int64_t>{256, 768};
     for (std::int64_t cols : col_set) {
       for (std::int64_t rows : {8, 24, 136}) {
         const PackedMatrix m = make_matrix(rows, cols, seed++, type);
