@@ -207,17 +207,6 @@ constexpr int kQ4kHiShift = 4;
 inline __m256i q4k_hi(__m256i w) { return _mm256_and_si256(w, _mm256_set1_epi8(static_cast<char>(0xF0))); }
 #endif
 
-// lanes += the int16 pair dots of a and b (exact int32).
-inline __m256i madd16_acc(__m256i lanes, __m256i a, __m256i b) {
-#if ECO_QUANT_ISA == 0
-  return _mm256_add_epi32(lanes, _mm256_madd_epi16(a, b));
-#elif ECO_QUANT_ISA == 1
-  return _mm256_dpwssd_avx_epi32(lanes, a, b);
-#else
-  return _mm256_dpwssd_epi32(lanes, a, b);
-#endif
-}
-
 // The 8 scales and mins of the 8 rows of one super-block: sc[sb * 8 + row], mn[sb * 8 + row].
 inline void q4k_scales(const std::uint8_t* sup, std::uint8_t* sc, std::uint8_t* mn) {
   const __m256i m6 = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30), m4 = _mm256_set1_epi8(0x0F);

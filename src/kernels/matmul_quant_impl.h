@@ -310,19 +310,24 @@ struct FmtQ6_K {
   }
 };
 
+// lanes += the int16 pair dots of a and b (exact int32).
+inline __m256i madd16_acc(__m256i lanes, __m256i a, __m256i b) {
+#if ECO_QUANT_ISA == 0
+  return _mm256_add_epi32(lanes, _mm256_madd_epi16(a, b));
+#elif ECO_QUANT_ISA == 1
+  return _mm256_dpwssd_avx_epi32(lanes, a, b);
+#else
+  return _mm256_dpwssd_epi32(lanes, a, b);
+#endif
+}
+
 // isum + the 8 int32 lanes of maddubs(q, x) times the int16 multipliers m
 // (kSub32, Q6_K: of maddubs(q, x) - maddubs(32, x), i.e. of (q - 32) x).
 template <bool kSub32>
 inline __m256i kdot_acc(__m256i isum, __m256i q, __m256i x, __m256i m) {
   __m256i p = _mm256_maddubs_epi16(q, x);
   if constexpr (kSub32) p = _mm256_sub_epi16(p, _mm256_maddubs_epi16(_mm256_set1_epi8(32), x));
-#if ECO_QUANT_ISA == 0
-  return _mm256_add_epi32(isum, _mm256_madd_epi16(p, m));
-#elif ECO_QUANT_ISA == 1
-  return _mm256_dpwssd_avx_epi32(isum, p, m);
-#else
-  return _mm256_dpwssd_epi32(isum, p, m);
-#endif
+  return madd16_acc(isum, p, m);
 }
 
 // One super-block's float step of one output, as ggml's q4_K / q6_K x q8_K
