@@ -116,7 +116,9 @@ void packed_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::in
     for (int c = 0; c < 8; ++c) {
       __m256i w[G];
 #pragma GCC unroll 8
-      for (int r = 0; r < G; ++r) w[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(grp[r] + quant_at + 32 * c));
+      for (int r = 0; r < G; ++r) {
+        w[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(grp[r] + quant_at + 32 * c));
+      }
 #if ECO_QUANT_ISA == 0
       __m256i ws[G], wa[G];
 #pragma GCC unroll 8
