@@ -33,6 +33,7 @@
 #include <cstring>
 
 #include "kernels/matmul_kernels.h"
+#include "kernels/packed_weights.h"
 #include "kernels/tile_table.h"
 
 namespace ecoserve::kernels::detail::ECO_QUANT_NS {
@@ -75,11 +76,6 @@ inline __m256i dot_acc(__m256i lanes, __m256i q, __m256i x) {
 #endif
 }
 
-// Q8_0 groups in runs of kQ8RunBlocks blocks: the run's scales, then its quants
-// (packed_weights.h), so a group is one stream of reads, not two.
-constexpr std::int64_t kQ8RunBlocks = 4;
-constexpr std::int64_t kQ8BlockBytes = 16 + 256;
-
 // G groups (grp[i]: the group's bytes, nb blocks) x T tokens from t0; yg[i]:
 // the group's first row in output row 0 (y of token t = yg[i] + t * y_stride).
 template <int G, int T>
@@ -96,7 +92,8 @@ void packed_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::in
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   for (std::int64_t b = 0; b < nb; ++b) {
     pf.issue(b * pf_per, pf_per);
-    // Block b's scales and quants in its run of kQ8RunBlocks (the last run may be shorter).
+    // Block b's scales and quants in its run of kQ8RunBlocks (packed_weights.h: a run's
+    // scales, then its quants, so a group is one stream of reads; the last run may be shorter).
     const std::int64_t run = b / kQ8RunBlocks * kQ8RunBlocks, in_run = b - run;
     const std::int64_t run_blocks = nb - run < kQ8RunBlocks ? nb - run : kQ8RunBlocks;
     const std::int64_t scale_at = run * kQ8BlockBytes + 16 * in_run;

@@ -14,9 +14,7 @@ constexpr std::int64_t kChunkValues = 4;
 constexpr std::int64_t kQ4kGroupSuperBytes = 8 * static_cast<std::int64_t>(sizeof(BlockQ4_K));  // 1152
 
 // ---- Q8_0: offsets inside a group of nb blocks ----
-// Runs of up to 4 blocks (kQ8RunBlocks): the run's scales, then its quants.
-constexpr std::int64_t kQ8RunBlocks = 4;
-constexpr std::int64_t kQ8BlockBytes = 16 + 256;
+// Runs of up to kQ8RunBlocks blocks: the run's scales, then its quants.
 // Start of block b's run, and the number of blocks in it.
 inline std::int64_t q8_run_offset(std::int64_t b) { return b / kQ8RunBlocks * kQ8RunBlocks * kQ8BlockBytes; }
 inline std::int64_t q8_run_blocks(std::int64_t nb, std::int64_t b) {

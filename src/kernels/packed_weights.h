@@ -31,6 +31,11 @@
 
 namespace ecoserve::kernels {
 
+// Q8_0 in kRows8: blocks per run, and the bytes of one block of a group (8 fp16
+// scales and 8 chunks of 32 bytes).
+inline constexpr std::int64_t kQ8RunBlocks = 4;
+inline constexpr std::int64_t kQ8BlockBytes = 16 + 256;
+
 // Whether w (in GGUF's layout) can be repacked: Q8_0 or Q4_K with rows % 8 == 0.
 bool can_pack_rows8(const WeightView& w);
 
