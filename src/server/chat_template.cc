@@ -20,11 +20,13 @@ std::string render_inst(bool llama2, std::span<const ChatMessage> messages, std:
                         std::string_view eos) {
   std::string out;
   std::string pending_system;
+  bool has_system = false;  // a system message is pending, even one with empty content
   bool first_user = true;
   for (const ChatMessage& m : messages) {
     if (m.role == "system") {
       if (!pending_system.empty()) pending_system += "\n\n";
       pending_system += trim(m.content);
+      has_system = true;
       continue;
     }
     if (m.role == "assistant") {
@@ -39,15 +41,18 @@ std::string render_inst(bool llama2, std::span<const ChatMessage> messages, std:
     std::string content;
     if (!pending_system.empty()) {
       content = llama2 ? "<<SYS>>\n" + pending_system + "\n<</SYS>>\n\n" : pending_system + "\n\n";
-      pending_system.clear();
     }
+    pending_system.clear();
+    has_system = false;
     content += trim(m.content);
     out += "[INST] ";
     out += content;
     out += " [/INST]";
     first_user = false;
   }
-  if (!pending_system.empty()) {  // a system message with no user turn after it
+  // A system message with no user turn after it (its content may be empty: the
+  // prompt still gets the [INST] block the model answers after).
+  if (has_system) {
     if (!first_user && llama2) out += bos;
     out += llama2 ? "[INST] <<SYS>>\n" + pending_system + "\n<</SYS>>\n\n [/INST]" : "[INST] " + pending_system + " [/INST]";
   }

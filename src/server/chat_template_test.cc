@@ -46,6 +46,21 @@ TEST(ChatTemplate, MistralFoldsSystemIntoFirstUserTurn) {
             "[INST] You are terse.\n\nHi [/INST] Hello.</s>[INST] Name a color [/INST]");
 }
 
+// A lone system message still gets the [INST] block the model answers after, also
+// when its content is empty or missing (found by the http_request fuzzer: the prompt
+// was empty).
+TEST(ChatTemplate, InstTemplatesRenderALoneSystemMessage) {
+  const std::vector<ChatMessage> empty_system = {{"system", ""}};
+  EXPECT_EQ(render_chat(ChatTemplateKind::kLlama2, empty_system), "[INST] <<SYS>>\n\n<</SYS>>\n\n [/INST]");
+  EXPECT_EQ(render_chat(ChatTemplateKind::kMistral, empty_system), "[INST]  [/INST]");
+  const std::vector<ChatMessage> system = {{"system", "Be brief."}};
+  EXPECT_EQ(render_chat(ChatTemplateKind::kMistral, system), "[INST] Be brief. [/INST]");
+  // An empty system message before a user turn adds nothing to it.
+  const std::vector<ChatMessage> then_user = {{"system", ""}, {"user", "Hi"}};
+  EXPECT_EQ(render_chat(ChatTemplateKind::kLlama2, then_user), "[INST] Hi [/INST]");
+  EXPECT_EQ(render_chat(ChatTemplateKind::kMistral, then_user), "[INST] Hi [/INST]");
+}
+
 TEST(ChatTemplate, DetectsFamiliesFromJinja) {
   EXPECT_EQ(detect_chat_template("{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' + "
                                  "message['content'] | trim + '<|eot_id|>' }}"),
