@@ -92,12 +92,9 @@ void packed_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::in
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   for (std::int64_t b = 0; b < nb; ++b) {
     pf.issue(b * pf_per, pf_per);
-    // Block b's scales and quants in its run of kQ8RunBlocks (packed_weights.h: a run's
-    // scales, then its quants, so a group is one stream of reads; the last run may be shorter).
-    const std::int64_t run = b / kQ8RunBlocks * kQ8RunBlocks, in_run = b - run;
-    const std::int64_t run_blocks = nb - run < kQ8RunBlocks ? nb - run : kQ8RunBlocks;
-    const std::int64_t scale_at = run * kQ8BlockBytes + 16 * in_run;
-    const std::int64_t quant_at = run * kQ8BlockBytes + 16 * run_blocks + 256 * in_run;
+    // Block b's scales and quants in its run (packed_weights.h: a run's scales, then its
+    // quants, so a group is one stream of reads).
+    const Q8BlockOffsets at = q8_block_offsets(nb, b);
     __m256i isum[G][T];
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
@@ -114,7 +111,7 @@ void packed_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::in
       __m256i w[G];
 #pragma GCC unroll 8
       for (int r = 0; r < G; ++r) {
-        w[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(grp[r] + quant_at + 32 * c));
+        w[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(grp[r] + at.quants + 32 * c));
       }
 #if ECO_QUANT_ISA == 0
       __m256i ws[G], wa[G];
@@ -139,7 +136,7 @@ void packed_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::in
     }
 #pragma GCC unroll 8
     for (int r = 0; r < G; ++r) {
-      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(grp[r] + scale_at)));
+      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(grp[r] + at.scales)));
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][t]), _mm256_mul_ps(dw, _mm256_set1_ps(dx[t * nb + b])),

@@ -13,20 +13,13 @@ constexpr std::int64_t kGroupRows = 8;
 constexpr std::int64_t kChunkValues = 4;
 constexpr std::int64_t kQ4kGroupSuperBytes = 8 * static_cast<std::int64_t>(sizeof(BlockQ4_K));  // 1152
 
-// ---- Q8_0: offsets inside a group of nb blocks ----
-// Runs of up to kQ8RunBlocks blocks: the run's scales, then its quants.
-// Start of block b's run, and the number of blocks in it.
-inline std::int64_t q8_run_offset(std::int64_t b) { return b / kQ8RunBlocks * kQ8RunBlocks * kQ8BlockBytes; }
-inline std::int64_t q8_run_blocks(std::int64_t nb, std::int64_t b) {
-  return std::min(kQ8RunBlocks, nb - b / kQ8RunBlocks * kQ8RunBlocks);
-}
-inline std::int64_t q8_scale_offset(std::int64_t b, std::int64_t j) {
-  return q8_run_offset(b) + 16 * (b % kQ8RunBlocks) + 2 * j;
+// ---- Q8_0: offsets inside a group of nb blocks (runs: packed_weights.h) ----
+inline std::int64_t q8_scale_offset(std::int64_t nb, std::int64_t b, std::int64_t j) {
+  return q8_block_offsets(nb, b).scales + 2 * j;
 }
 inline std::int64_t q8_quant_offset(std::int64_t nb, std::int64_t b, std::int64_t j, std::int64_t k) {
   // value k of the block: chunk k / 4, byte k % 4 of row j's 4 bytes.
-  return q8_run_offset(b) + 16 * q8_run_blocks(nb, b) + 256 * (b % kQ8RunBlocks) + 32 * (k / kChunkValues) +
-         kChunkValues * j + k % kChunkValues;
+  return q8_block_offsets(nb, b).quants + 32 * (k / kChunkValues) + kChunkValues * j + k % kChunkValues;
 }
 
 // Blocks [b0, b0 + n) of row j of the Q8_0 group at gd (nb blocks per row), in GGUF's form.
@@ -34,7 +27,7 @@ void q8_unpack_blocks(const std::uint8_t* gd, std::int64_t nb, std::int64_t j, s
                       BlockQ8_0* out) {
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int64_t b = b0 + i;
-    std::memcpy(&out[i].d, gd + q8_scale_offset(b, j), 2);
+    std::memcpy(&out[i].d, gd + q8_scale_offset(nb, b, j), 2);
     for (std::int64_t k = 0; k < kQK8_0; ++k) {
       out[i].qs[k] = static_cast<std::int8_t>(gd[q8_quant_offset(nb, b, j, k)] ^ 0x80u);
     }
@@ -124,7 +117,7 @@ void pack_rows8(GgmlType type, const std::uint8_t* src, std::int64_t rows, std::
         const auto* blk = reinterpret_cast<const BlockQ8_0*>(row);
         const std::int64_t nb = cols / kQK8_0;
         for (std::int64_t b = 0; b < nb; ++b) {
-          std::memcpy(gd + q8_scale_offset(b, j), &blk[b].d, 2);
+          std::memcpy(gd + q8_scale_offset(nb, b, j), &blk[b].d, 2);
           for (std::int64_t k = 0; k < kQK8_0; ++k) {
             gd[q8_quant_offset(nb, b, j, k)] = static_cast<std::uint8_t>(blk[b].qs[k]) ^ 0x80u;
           }

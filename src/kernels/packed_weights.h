@@ -36,6 +36,20 @@ namespace ecoserve::kernels {
 inline constexpr std::int64_t kQ8RunBlocks = 4;
 inline constexpr std::int64_t kQ8BlockBytes = 16 + 256;
 
+// Where block b of a Q8_0 group of nb blocks per row keeps its 8 fp16 scales and
+// its 8 chunks of quants, in bytes from the group's start. Used by the packing code
+// and by the per-ISA kernels; `static` (internal linkage) so that no kernel object
+// defines a weak out-of-line copy (scripts/check_isa_objects.sh).
+struct Q8BlockOffsets {
+  std::int64_t scales;
+  std::int64_t quants;
+};
+static constexpr Q8BlockOffsets q8_block_offsets(std::int64_t nb, std::int64_t b) {
+  const std::int64_t run = b / kQ8RunBlocks * kQ8RunBlocks, in_run = b - run;
+  const std::int64_t run_blocks = nb - run < kQ8RunBlocks ? nb - run : kQ8RunBlocks;
+  return {run * kQ8BlockBytes + 16 * in_run, run * kQ8BlockBytes + 16 * run_blocks + 256 * in_run};
+}
+
 // Whether w (in GGUF's layout) can be repacked: Q8_0 or Q4_K with rows % 8 == 0.
 bool can_pack_rows8(const WeightView& w);
 

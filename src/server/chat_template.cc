@@ -1,6 +1,8 @@
 #include "server/chat_template.h"
 
 #include <cctype>
+#include <optional>
+#include <string>
 
 namespace ecoserve::server {
 
@@ -19,14 +21,18 @@ bool contains(std::string_view hay, std::string_view needle) { return hay.find(n
 std::string render_inst(bool llama2, std::span<const ChatMessage> messages, std::string_view bos,
                         std::string_view eos) {
   std::string out;
-  std::string pending_system;
-  bool has_system = false;  // a system message is pending, even one with empty content
+  // The system text waiting for the next user turn; set (maybe empty) once a system
+  // message is seen.
+  std::optional<std::string> pending_system;
   bool first_user = true;
   for (const ChatMessage& m : messages) {
     if (m.role == "system") {
-      if (!pending_system.empty()) pending_system += "\n\n";
-      pending_system += trim(m.content);
-      has_system = true;
+      if (!pending_system) {
+        pending_system.emplace();
+      } else if (!pending_system->empty()) {
+        *pending_system += "\n\n";
+      }
+      *pending_system += trim(m.content);
       continue;
     }
     if (m.role == "assistant") {
@@ -39,11 +45,10 @@ std::string render_inst(bool llama2, std::span<const ChatMessage> messages, std:
     // user (and any other role) opens an [INST] block.
     if (!first_user && llama2) out += bos;
     std::string content;
-    if (!pending_system.empty()) {
-      content = llama2 ? "<<SYS>>\n" + pending_system + "\n<</SYS>>\n\n" : pending_system + "\n\n";
+    if (pending_system && !pending_system->empty()) {
+      content = llama2 ? "<<SYS>>\n" + *pending_system + "\n<</SYS>>\n\n" : *pending_system + "\n\n";
     }
-    pending_system.clear();
-    has_system = false;
+    pending_system.reset();
     content += trim(m.content);
     out += "[INST] ";
     out += content;
@@ -52,9 +57,10 @@ std::string render_inst(bool llama2, std::span<const ChatMessage> messages, std:
   }
   // A system message with no user turn after it (its content may be empty: the
   // prompt still gets the [INST] block the model answers after).
-  if (has_system) {
+  if (pending_system) {
     if (!first_user && llama2) out += bos;
-    out += llama2 ? "[INST] <<SYS>>\n" + pending_system + "\n<</SYS>>\n\n [/INST]" : "[INST] " + pending_system + " [/INST]";
+    out += llama2 ? "[INST] <<SYS>>\n" + *pending_system + "\n<</SYS>>\n\n [/INST]"
+                  : "[INST] " + *pending_system + " [/INST]";
   }
   return out;
 }
