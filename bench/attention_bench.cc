@@ -15,7 +15,9 @@
 //     mode 3 = a batch of decode tokens, as the engine's batched decode runs them: per
 //     iteration each thread runs attend_token for one token of its own sequence
 //     (bytes counted for all of them); mode 4 = mode 3 with each call streaming into
-//     the thread's next token (kernels::DecodeStream), as the engine does.
+//     the thread's next token (kernels::DecodeStream), as the engine does. mode 5 =
+//     mode 2 with every block of the context the same physical block, so K and V stay
+//     in L2: the kernel's compute speed (compare with fma_GBps, not read_GBps).
 //
 // Counters: bytes_per_second = K/V bytes of the context read once per KV head
 // (n_ctx * n_head_kv * head_dim * 2 * elem bytes) per second (Google Benchmark shows
@@ -58,7 +60,7 @@ constexpr int64_t kKvDim = 1024;  // the cache's row size; a shape's kv_dim must
 struct Shape {
   int32_t n_head, n_head_kv, head_dim;
 };
-constexpr Shape kShapes[] = {{32, 8, 128}, {12, 12, 64}};
+constexpr Shape kShapes[] = {{32, 8, 128}, {12, 12, 64}, {32, 4, 64}};
 constexpr int32_t kPoolTokens = 32768;  // the cache: 256 MiB of K+V for f32, 128 MiB for f16
 
 // A K and a V pool of kPoolTokens tokens in shuffled blocks, random values.
@@ -131,13 +133,16 @@ void BM_DecodeAttention(benchmark::State& state) {
   const int32_t splits = pool.num_threads();
   std::vector<AttentionPartial> partials(splits);
   // Sequence sq's blocks (taken modulo the sequences the cache holds).
+  // mode 5: every position of the context in one physical block (K and V stay in L2).
+  const std::vector<BlockId> hot(static_cast<size_t>(blocks_per_seq), cache.blocks[0]);
   auto view = [&](int32_t sq) {
-    const std::span<const BlockId> table(cache.blocks.data() + static_cast<size_t>(sq % n_seqs) * blocks_per_seq,
-                                         blocks_per_seq);
+    const std::span<const BlockId> table(
+        mode == 5 ? hot.data() : cache.blocks.data() + static_cast<size_t>(sq % n_seqs) * blocks_per_seq,
+        blocks_per_seq);
     return PagedKvView{cache.k.data(), cache.v.data(), kv_dim, kBlock, table, f16};
   };
   int32_t seq = 0;
-  if (mode >= 3) {
+  if (mode == 3 || mode == 4) {
     const int32_t T = pool.num_threads();
     std::vector<std::vector<float>> outs(T, std::vector<float>(q.size()));
     bool warm = false;
@@ -161,7 +166,7 @@ void BM_DecodeAttention(benchmark::State& state) {
     for (auto _ : state) {
       const PagedKvView kv = view(seq);
       seq = (seq + 1) % n_seqs;
-      if (mode == 2 && splits == 1) {
+      if ((mode == 2 || mode == 5) && splits == 1) {
         attend_token(q.data(), n_ctx, kv, dims, out.data(), scratch[0]);
       } else {
         const int32_t units = mode == 0 ? kHead : mode == 1 ? kHeadKv : splits;
@@ -181,13 +186,13 @@ void BM_DecodeAttention(benchmark::State& state) {
             }
           }
         });
-        if (mode == 2) merge_partials(partials, kHead, kHeadDim, out.data());
+        if (mode == 2 || mode == 5) merge_partials(partials, kHead, kHeadDim, out.data());
       }
       benchmark::DoNotOptimize(out.data());
       benchmark::ClobberMemory();
     }
   }
-  const int32_t tokens = mode >= 3 ? pool.num_threads() : 1;  // per iteration
+  const int32_t tokens = mode == 3 || mode == 4 ? pool.num_threads() : 1;  // per iteration
   const double kv_bytes = static_cast<double>(n_ctx) * kv_dim * 2 * (f16 ? 2 : 4) * tokens;
   state.SetBytesProcessed(static_cast<int64_t>(kv_bytes * static_cast<double>(state.iterations())));
   const double fma_gbps = fma_gmacs() * pool.num_threads() * (f16 ? 2.0 : 4.0) / group;
@@ -217,9 +222,50 @@ void decode_args(benchmark::internal::Benchmark* b) {
       for (int64_t threads : {1, 2})
         for (int64_t ctx : {128, 512, 2048})
           for (int64_t mode : {3, 4}) b->Args({ctx, f16, threads, mode, shape});
+  for (int64_t f16 : {0, 1}) b->Args({4096, f16, 1, 5, 0});
 }
 
 BENCHMARK(BM_DecodeAttention)->Apply(decode_args)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// One layer's prefill attention on one thread: a prompt of n_q tokens (positions 0..n_q)
+// of one sequence, every KV head (attend_chunk per KV head, as the engine's prefill
+// units). Counters: GMACs = the causal multiply-adds (q.k and p.v, token i sees i + 1
+// positions) per second in units of 1e9; pct_of_fma = GMACs / one core's float32 FMA peak.
+void BM_PrefillAttention(benchmark::State& state) {
+  const int32_t n_q = static_cast<int32_t>(state.range(0));
+  const bool f16 = state.range(1) != 0;
+  const Shape shape = kShapes[state.range(2)];
+  Cache& cache = cache_for(f16);
+  const int64_t kv_dim = int64_t{shape.n_head_kv} * shape.head_dim;
+  const int64_t q_dim = int64_t{shape.n_head} * shape.head_dim;
+  const AttentionDims dims{shape.n_head, shape.n_head_kv, shape.head_dim,
+                           1.0f / std::sqrt(static_cast<float>(shape.head_dim))};
+  std::vector<float> q(static_cast<size_t>(n_q) * q_dim), out(q.size());
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (float& x : q) x = nd(rng);
+  const std::span<const BlockId> table(cache.blocks.data(), static_cast<size_t>((n_q + kBlock - 1) / kBlock));
+  const PagedKvView kv{cache.k.data(), cache.v.data(), kv_dim, kBlock, table, f16};
+  AttentionScratch scratch;
+  for (auto _ : state) {
+    for (int32_t h = 0; h < shape.n_head_kv; ++h) {
+      attend_chunk(q.data(), q_dim, n_q, 0, h, kv, dims, out.data(), q_dim, scratch);
+    }
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  const double macs = 2.0 * shape.n_head * shape.head_dim * (static_cast<double>(n_q) * (n_q + 1) / 2);
+  state.counters["GMACs"] =
+      benchmark::Counter(macs * 1e-9 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["pct_of_fma"] = benchmark::Counter(
+      macs * 100.0 / (fma_gmacs() * 1e9) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+
+BENCHMARK(BM_PrefillAttention)
+    ->ArgNames({"n_q", "f16", "shape"})
+    ->ArgsProduct({{512, 2048, 4096}, {0, 1}, {0, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace ecoserve::kernels

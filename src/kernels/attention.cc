@@ -17,7 +17,9 @@ namespace ecoserve::kernels {
 
 namespace {
 
-constexpr int32_t kQueryTile = 64;
+// attend_chunk's query tile: about this many query rows (tokens x the GQA group's
+// heads) per pair of GEMMs.
+constexpr int32_t kQueryRows = 64;
 
 // Element offset of (pos, kv_head) in the cache.
 inline int64_t offset_of(const PagedKvView& kv, int32_t pos, int32_t kv_head, int32_t hd) {
@@ -390,8 +392,78 @@ void attend_chunk(const float* q, int64_t q_stride, int32_t n_q, int32_t start, 
   const int32_t hd = d.head_dim;
   const int32_t n_ctx = start + n_q;
   const int32_t group = d.n_head / d.n_head_kv;
+  // Query tiles of `tile` tokens with all `group` heads of this KV head: m = group * tile
+  // rows (row = token * group + head; a token's heads are adjacent in q and out).
+  const int32_t tile = std::max<int32_t>(1, kQueryRows / group);
+  const int64_t head0 = static_cast<int64_t>(kv_head) * group * hd;  // this KV head's first query head
+  if (hd % 16 == 0) {
+    using detail::ChunkBuffers;
+    using detail::kKeyBlock;
+    // Fused: K transposed and V gathered once (fp16 widened exactly), then per tile and
+    // key block the scores, an online softmax per row, and the values, in L1-sized
+    // buffers. A row's result depends only on its own query and positions (key blocks
+    // start at multiples of kKeyBlock), not on the tile or the chunk it is computed in.
+    const int64_t n_pad = (static_cast<int64_t>(n_ctx) + kKeyBlock - 1) / kKeyBlock * kKeyBlock;
+    const int64_t rows_max = static_cast<int64_t>(tile) * group;
+    scratch.k.assign(static_cast<size_t>(hd * n_pad), 0.0f);
+    scratch.v.resize(static_cast<size_t>(n_ctx) * hd);
+    scratch.q.resize(static_cast<size_t>(rows_max * hd));
+    scratch.o.resize(static_cast<size_t>(rows_max * hd));
+    scratch.scores.resize(static_cast<size_t>(rows_max * (kKeyBlock + 2)));
+    float* kt = scratch.k.data();
+    float* vv = scratch.v.data();
+    float* qs = scratch.q.data();
+    float* s = scratch.scores.data();  // rows_max x kKeyBlock scores, then m and l
+    const ChunkBuffers b{kt, vv, qs, scratch.o.data(), s, s + rows_max * kKeyBlock, s + rows_max * (kKeyBlock + 1)};
+    const detail::ChunkBlockFn key_block =
+        d.isa == Isa::kAvx512Vnni ? detail::isa_avx512::chunk_key_block : detail::isa_avx2::chunk_key_block;
+    for (int32_t j = 0; j < n_ctx; ++j) {
+      const int64_t off = offset_of(kv, j, kv_head, hd);
+      float* kt_col = kt + static_cast<int64_t>(j / kKeyBlock) * hd * kKeyBlock + j % kKeyBlock;
+      float* vd = vv + static_cast<int64_t>(j) * hd;
+      if (kv.f16) {
+        for (int32_t i0 = 0; i0 < hd; i0 += 16) {
+          float w[16];
+          fp16_to_fp32_row(static_cast<const uint16_t*>(kv.k) + off + i0, w, 16);
+          for (int32_t i = 0; i < 16; ++i) kt_col[(i0 + i) * kKeyBlock] = w[i];
+        }
+        fp16_to_fp32_row(static_cast<const uint16_t*>(kv.v) + off, vd, hd);
+      } else {
+        const float* kd = static_cast<const float*>(kv.k) + off;
+        for (int32_t i = 0; i < hd; ++i) kt_col[i * kKeyBlock] = kd[i];
+        std::memcpy(vd, static_cast<const float*>(kv.v) + off, hd * sizeof(float));
+      }
+    }
+    const __m256 vscale = _mm256_set1_ps(d.scale);
+    for (int32_t i0 = 0; i0 < n_q; i0 += tile) {
+      const int32_t rows = std::min(tile, n_q - i0);
+      const int32_t m = rows * group;
+      const int32_t first_pos = start + i0;
+      for (int32_t r = 0; r < rows; ++r) {
+        const float* src = q + (i0 + r) * q_stride + head0;
+        float* dst = qs + static_cast<int64_t>(r) * group * hd;
+        for (int64_t i = 0; i < static_cast<int64_t>(group) * hd; i += 8) {
+          _mm256_storeu_ps(dst + i, _mm256_mul_ps(_mm256_loadu_ps(src + i), vscale));
+        }
+      }
+      std::fill(b.o, b.o + static_cast<int64_t>(m) * hd, 0.0f);
+      std::fill(b.m, b.m + m, -std::numeric_limits<float>::infinity());
+      std::fill(b.l, b.l + m, 0.0f);
+      const int32_t last_pos = first_pos + rows - 1;
+      for (int32_t kb = 0; kb <= last_pos; kb += kKeyBlock) {
+        key_block(b, hd, m, kb, std::min(kKeyBlock, last_pos + 1 - kb), first_pos, group);
+      }
+      for (int32_t r = 0; r < m; ++r) {
+        const float* o = b.o + static_cast<int64_t>(r) * hd;
+        float* dst = out + (i0 + r / group) * out_stride + head0 + static_cast<int64_t>(r % group) * hd;
+        const __m256 inv = _mm256_set1_ps(1.0f / b.l[r]);
+        for (int32_t i = 0; i < hd; i += 8) _mm256_storeu_ps(dst + i, _mm256_mul_ps(_mm256_loadu_ps(o + i), inv));
+      }
+    }
+    return;
+  }
   detail::make_openblas_single_threaded();
-  // Gather this KV head's keys and values into contiguous [n_ctx, hd] matrices.
+  // Other head sizes: K and V gathered into contiguous [n_ctx, hd] matrices, GEMMs (OpenBLAS).
   scratch.k.resize(static_cast<size_t>(n_ctx) * hd);
   scratch.v.resize(static_cast<size_t>(n_ctx) * hd);
   for (int32_t j = 0; j < n_ctx; ++j) {
@@ -406,22 +478,30 @@ void attend_chunk(const float* q, int64_t q_stride, int32_t n_q, int32_t start, 
       std::memcpy(vd, static_cast<const float*>(kv.v) + off, hd * sizeof(float));
     }
   }
-  scratch.scores.resize(static_cast<size_t>(kQueryTile) * n_ctx);
+  scratch.q.resize(static_cast<size_t>(tile) * group * hd);
+  scratch.o.resize(scratch.q.size());
+  scratch.scores.resize(static_cast<size_t>(tile) * group * n_ctx);
   float* s = scratch.scores.data();
-  for (int32_t g = 0; g < group; ++g) {
-    const int32_t h = kv_head * group + g;
-    for (int32_t i0 = 0; i0 < n_q; i0 += kQueryTile) {
-      const int32_t rows = std::min(kQueryTile, n_q - i0);
-      const int32_t len = start + i0 + rows;  // keys the last row of the tile sees
-      const float* qt = q + static_cast<int64_t>(i0) * q_stride + static_cast<int64_t>(h) * hd;
-      // S[rows, len] = scale * Q_tile K[0..len)^T
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, len, hd, d.scale, qt, static_cast<int>(q_stride),
-                  scratch.k.data(), hd, 0.0f, s, len);
-      for (int32_t r = 0; r < rows; ++r) softmax_prefix(s + static_cast<int64_t>(r) * len, start + i0 + r + 1, len);
-      // O_tile[rows, hd] = P V[0..len)
-      float* ot = out + static_cast<int64_t>(i0) * out_stride + static_cast<int64_t>(h) * hd;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, len, 1.0f, s, len, scratch.v.data(), hd, 0.0f,
-                  ot, static_cast<int>(out_stride));
+  for (int32_t i0 = 0; i0 < n_q; i0 += tile) {
+    const int32_t rows = std::min(tile, n_q - i0);
+    const int32_t m = rows * group;
+    const int32_t len = start + i0 + rows;  // keys the last token of the tile sees
+    for (int32_t r = 0; r < rows; ++r) {
+      std::memcpy(scratch.q.data() + static_cast<int64_t>(r) * group * hd, q + (i0 + r) * q_stride + head0,
+                  sizeof(float) * group * hd);
+    }
+    // S[m, len] = scale * Q_tile K[0..len)^T
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, len, hd, d.scale, scratch.q.data(), hd, scratch.k.data(),
+                hd, 0.0f, s, len);
+    for (int32_t row = 0; row < m; ++row) {
+      softmax_prefix(s + static_cast<int64_t>(row) * len, start + i0 + row / group + 1, len);
+    }
+    // O_tile[m, hd] = P V[0..len)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, hd, len, 1.0f, s, len, scratch.v.data(), hd, 0.0f,
+                scratch.o.data(), hd);
+    for (int32_t r = 0; r < rows; ++r) {
+      std::memcpy(out + (i0 + r) * out_stride + head0, scratch.o.data() + static_cast<int64_t>(r) * group * hd,
+                  sizeof(float) * group * hd);
     }
   }
 }

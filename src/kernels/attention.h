@@ -16,9 +16,13 @@
 //    an unnormalised softmax state, and the log-sum-exp merge of such states
 //    (flash-decoding: split one long context across threads);
 //  - attend_chunk: a run of n_q query tokens of one sequence at positions
-//    [start, start + n_q), all query heads of one KV head (GQA group), as GEMMs
-//    (OpenBLAS) over K/V gathered into contiguous buffers, in query tiles so the
-//    causal mask wastes little work. For prefill chunks.
+//    [start, start + n_q), all query heads of one KV head (GQA group). For prefill
+//    chunks. With head_dim a multiple of 16, a fused kernel (flash attention: K
+//    transposed and V gathered once, then per tile of query rows and block of 64
+//    positions the scores, an online softmax and the values, in L1-sized buffers;
+//    compiled per ISA level like the decode kernel, the same bits at every level), in
+//    which a token's result does not depend on how its prompt is chunked; otherwise
+//    GEMMs (OpenBLAS) over K/V gathered into contiguous buffers, in query tiles.
 // Pure functions on caller-owned buffers; thread-safe with one scratch per thread.
 #pragma once
 
@@ -51,7 +55,7 @@ struct AttentionDims {
 };
 
 struct AttentionScratch {
-  std::vector<float> k, v, scores;
+  std::vector<float> k, v, scores, q, o;
   std::vector<int64_t> rows;
 };
 

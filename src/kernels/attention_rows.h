@@ -4,7 +4,9 @@
 // intrinsics under -mavx512vl, so the compiler has 32 registers: 4 positions per q
 // load for fp16 GQA and 4 accumulated vectors per head in the V pass). The arithmetic
 // of every output element is the same in both (the same sums in the same order; only
-// how many run side by side differs), so the two agree bitwise.
+// how many run side by side differs), so the two agree bitwise. The prefill kernel's
+// key-block step (chunk_key_block, attend_chunk's fused path) is built the same way:
+// register tiles of 6 rows x 16 floats, or 6 x 32 with 32 registers.
 #pragma once
 
 #include <immintrin.h>
@@ -54,6 +56,39 @@ RowsFn pick_rows_fn(int32_t hd, int32_t g, bool f16);
 }
 namespace isa_avx512 {
 RowsFn pick_rows_fn(int32_t hd, int32_t g, bool f16);
+}
+
+// attend_chunk's fused kernel (head_dim a multiple of 16): flash attention of a tile of
+// query rows over key blocks of kKeyBlock positions.
+constexpr int32_t kKeyBlock = 64;
+
+// Its buffers (attend_chunk carves them from AttentionScratch). A tile has m rows, row
+// = token * group + head (the group's heads of one token adjacent), its first token at
+// position first_pos.
+struct ChunkBuffers {
+  const float* kt;  // K transposed per key block: kt[(pos / kKeyBlock * hd + i) * kKeyBlock + pos % kKeyBlock]
+  const float* v;   // v[pos * hd + i]
+  const float* q;   // the tile's query rows, times the softmax scale: q[row * hd + i]
+  float* o;         // the tile's unnormalised outputs: o[row * hd + i]
+  float* s;         // one key block's scores, then weights: s[row * kKeyBlock + j]
+  float* m;         // per row: the largest scaled score so far (-inf before any)
+  float* l;         // per row: the sum of exp(score - m) so far
+};
+
+// Folds key block [kb, kb + ncols) (ncols <= kKeyBlock; kb a multiple of kKeyBlock) into
+// the m rows' state: each row sees positions <= first_pos + row / group. Every row's
+// result is the same sequence of float operations whatever m, the tile and the ISA level
+// (only how many rows and columns run side by side differs), so the builds agree bitwise
+// and a row does not depend on the tile or chunk it is computed in.
+using ChunkBlockFn = void (*)(const ChunkBuffers& b, int32_t hd, int32_t m, int32_t kb, int32_t ncols,
+                              int32_t first_pos, int32_t group);
+namespace isa_avx2 {
+void chunk_key_block(const ChunkBuffers& b, int32_t hd, int32_t m, int32_t kb, int32_t ncols, int32_t first_pos,
+                     int32_t group);
+}
+namespace isa_avx512 {
+void chunk_key_block(const ChunkBuffers& b, int32_t hd, int32_t m, int32_t kb, int32_t ncols, int32_t first_pos,
+                     int32_t group);
 }
 
 }  // namespace ecoserve::kernels::detail

@@ -1,4 +1,4 @@
-// rows_step, compiled once per ISA level (see attention_rows.h). Included by
+// rows_step and chunk_key_block, compiled once per ISA level (see attention_rows.h). Included by
 // attention_rows_<isa>.cc after defining ECO_ATTN_NS (the namespace) and ECO_ATTN_WIDE
 // (1 where 32 vector registers are available). Everything here has internal linkage
 // and calls no inline function with external linkage, so no copy compiled with
@@ -237,6 +237,147 @@ void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
   }
 }
 
+// ---- attend_chunk's fused kernel (see ChunkBuffers, ChunkBlockFn) ----
+
+// Register tiles: up to kChunkRows rows x kChunkCols vectors of 8 columns (6 x 2 with 16
+// registers: 12 accumulators; 6 x 4 with 32: 24).
+constexpr int kChunkRows = 6;
+constexpr int kChunkCols = kWide ? 4 : 2;
+
+// c[i][v] (+)= sum_k a[i * lda + k] * b[k * ldb + 8 v ..] for i < R, v < CV, k < n.
+// Each accumulator is one chain of FMAs in k order, whatever R and CV.
+template <int R, int CV>
+inline void panel(const float* a, int64_t lda, const float* b, int64_t ldb, int32_t n, __m256 (&c)[R][CV]) {
+#pragma GCC unroll 2
+  for (int32_t k = 0; k < n; ++k) {
+    __m256 bv[CV];
+#pragma GCC unroll 4
+    for (int v = 0; v < CV; ++v) bv[v] = _mm256_loadu_ps(b + k * ldb + 8 * v);
+#pragma GCC unroll 6
+    for (int i = 0; i < R; ++i) {
+      const __m256 ai = _mm256_broadcast_ss(a + i * lda + k);
+#pragma GCC unroll 4
+      for (int v = 0; v < CV; ++v) c[i][v] = _mm256_fmadd_ps(ai, bv[v], c[i][v]);
+    }
+  }
+}
+
+// Rows [r0, r0 + R), columns [c0, c0 + 8 CV) of the key block's scores into s.
+template <int R, int CV>
+inline void scores_tile(const ChunkBuffers& b, int32_t hd, int32_t r0, int32_t kb, int32_t c0) {
+  __m256 c[R][CV];
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < CV; ++v) c[i][v] = _mm256_setzero_ps();
+  panel<R, CV>(b.q + static_cast<int64_t>(r0) * hd, hd, b.kt + static_cast<int64_t>(kb) * hd + c0, kKeyBlock, hd, c);
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < CV; ++v) _mm256_storeu_ps(b.s + static_cast<int64_t>(r0 + i) * kKeyBlock + c0 + 8 * v, c[i][v]);
+}
+
+// Rows [r0, r0 + R), output columns [c0, c0 + 8 CV): o += p . V[kb, kb + n).
+template <int R, int CV>
+inline void values_tile(const ChunkBuffers& b, int32_t hd, int32_t r0, int32_t kb, int32_t n, int32_t c0) {
+  __m256 c[R][CV];
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < CV; ++v) c[i][v] = _mm256_loadu_ps(b.o + static_cast<int64_t>(r0 + i) * hd + c0 + 8 * v);
+  panel<R, CV>(b.s + static_cast<int64_t>(r0) * kKeyBlock, kKeyBlock, b.v + static_cast<int64_t>(kb) * hd + c0, hd, n,
+               c);
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < CV; ++v) _mm256_storeu_ps(b.o + static_cast<int64_t>(r0 + i) * hd + c0 + 8 * v, c[i][v]);
+}
+
+// Rows [r0, r0 + R): the scores of the key block's columns the last of them sees (in
+// tiles of 8 * kChunkCols columns while more than 16 remain, then 16; the columns after
+// are left as they are: the softmax masks them). rows_values: after the softmax, their
+// values.
+template <int R>
+inline void rows_scores(const ChunkBuffers& b, int32_t hd, int32_t r0, int32_t kb, int32_t ncols, int32_t first_pos,
+                        int32_t group) {
+  const int32_t seen = first_pos + (r0 + R - 1) / group - kb + 1;  // columns the last of the rows sees
+  const int32_t n = seen < ncols ? seen : ncols;
+  int32_t c0 = 0;
+  for (; c0 + 16 < n && c0 + 8 * kChunkCols <= kKeyBlock; c0 += 8 * kChunkCols) {
+    scores_tile<R, kChunkCols>(b, hd, r0, kb, c0);
+  }
+  for (; c0 < n; c0 += 16) scores_tile<R, 2>(b, hd, r0, kb, c0);
+}
+
+template <int R>
+inline void rows_values(const ChunkBuffers& b, int32_t hd, int32_t r0, int32_t kb, int32_t ncols, int32_t first_pos,
+                        int32_t group) {
+  const int32_t seen = first_pos + (r0 + R - 1) / group - kb + 1;
+  const int32_t n = seen < ncols ? seen : ncols;
+  if (n <= 0) return;
+  int32_t c0 = 0;
+  for (; c0 + 8 * kChunkCols <= hd; c0 += 8 * kChunkCols) values_tile<R, kChunkCols>(b, hd, r0, kb, n, c0);
+  for (; c0 < hd; c0 += 16) values_tile<R, 2>(b, hd, r0, kb, n, c0);
+}
+
+// Calls fn.template operator()<R>(r0) for rows [0, m) in groups of kChunkRows, then the rest.
+template <class Fn>
+inline void by_row_groups(int32_t m, Fn&& fn) {
+  int32_t r0 = 0;
+  for (; r0 + kChunkRows <= m; r0 += kChunkRows) fn.template operator()<kChunkRows>(r0);
+  switch (m - r0) {
+    case 5: fn.template operator()<5>(r0); break;
+    case 4: fn.template operator()<4>(r0); break;
+    case 3: fn.template operator()<3>(r0); break;
+    case 2: fn.template operator()<2>(r0); break;
+    case 1: fn.template operator()<1>(r0); break;
+    default: break;
+  }
+}
+
+// One row's online softmax update over the block: scores past what it sees (seen) are
+// masked, p = exp(s - m_new) replaces them in s (0 where masked, and for the whole
+// [0, ncols8) when it sees none), l and o are rescaled when the max grows.
+inline void row_softmax(const ChunkBuffers& b, int32_t hd, int32_t row, int32_t seen, int32_t ncols8) {
+  float* sr = b.s + static_cast<int64_t>(row) * kKeyBlock;
+  if (seen <= 0) {
+    for (int32_t j = 0; j < ncols8; j += 8) _mm256_storeu_ps(sr + j, _mm256_setzero_ps());
+    return;
+  }
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256 ninf = _mm256_set1_ps(-__builtin_inff());
+  __m256 vmx = ninf;
+  for (int32_t j = 0; j < ncols8; j += 8) {
+    const __m256 live = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(seen - j), iota));
+    const __m256 x = _mm256_blendv_ps(ninf, _mm256_loadu_ps(sr + j), live);
+    _mm256_storeu_ps(sr + j, x);
+    vmx = _mm256_max_ps(vmx, x);
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, vmx);
+  float mx = lanes[0];
+  for (int i = 1; i < 8; ++i) mx = lanes[i] > mx ? lanes[i] : mx;
+  const float m_old = b.m[row];
+  const float m_new = mx > m_old ? mx : m_old;
+  const __m256 vm = _mm256_set1_ps(m_new);
+  __m256 vsum = _mm256_setzero_ps();
+  for (int32_t j = 0; j < ncols8; j += 8) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(sr + j), vm));  // 0 where masked (-inf)
+    _mm256_storeu_ps(sr + j, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  _mm256_store_ps(lanes, vsum);
+  float sum = 0.0f;
+  for (int i = 0; i < 8; ++i) sum += lanes[i];
+  if (m_new > m_old) {
+    const float alpha = std::exp(m_old - m_new);  // 0 while the max was -inf
+    b.l[row] *= alpha;
+    scale_inplace(b.o + static_cast<int64_t>(row) * hd, alpha, hd);
+    b.m[row] = m_new;
+  }
+  b.l[row] += sum;
+}
+
 template <int NV, bool kF16>
 RowsFn pick_rows_fn_g(int32_t g) {
   switch (g) {
@@ -249,6 +390,17 @@ RowsFn pick_rows_fn_g(int32_t g) {
 }
 
 }  // namespace
+
+void chunk_key_block(const ChunkBuffers& b, int32_t hd, int32_t m, int32_t kb, int32_t ncols, int32_t first_pos,
+                     int32_t group) {
+  by_row_groups(m, [&]<int R>(int32_t r0) { rows_scores<R>(b, hd, r0, kb, ncols, first_pos, group); });
+  const int32_t ncols8 = (ncols + 7) & ~7;
+  for (int32_t row = 0; row < m; ++row) {
+    const int32_t seen = first_pos + row / group - kb + 1;  // positions kb.. this row sees
+    row_softmax(b, hd, row, seen < ncols ? seen : ncols, ncols8);
+  }
+  by_row_groups(m, [&]<int R>(int32_t r0) { rows_values<R>(b, hd, r0, kb, ncols, first_pos, group); });
+}
 
 RowsFn pick_rows_fn(int32_t hd, int32_t g, bool f16) {
   switch (hd) {

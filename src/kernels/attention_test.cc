@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/fp16.h"
@@ -123,7 +124,76 @@ TEST_P(AttentionTest, F16CacheEqualsF32CacheOfTheRoundedValues) {
   EXPECT_EQ(ca, cb);
 }
 
-// 16, 32, 64, 128 take the register-blocked path; 24 the generic one.
+// The fused chunk kernel (head_dim a multiple of 16) computes each query row from its
+// own query and positions only: a prompt attended in one chunk or in several (any
+// starts, tiles cut in different places, GQA groups of 8 and MHA), at every ISA level
+// this CPU has, gives the AVX2 build's bits for the whole prompt, and those agree with
+// the reference.
+TEST_P(AttentionTest, ChunkRowsDoNotDependOnHowThePromptIsChunked) {
+  const int hd = GetParam();
+  if (hd % 16 != 0) GTEST_SKIP() << "head_dim " << hd << " takes the OpenBLAS path, whose rounding depends on the tile";
+  for (const auto& [n_head, n_head_kv] : {std::pair{8, 1}, std::pair{3, 3}, std::pair{16, 2}}) {
+    const int block = 7, n_ctx = 203, kv_dim = n_head_kv * hd, q_dim = n_head * hd;
+    const int n_blocks = (n_ctx + block - 1) / block;
+    std::vector<BlockId> table;
+    for (int b = 0; b < n_blocks; ++b) table.push_back(BlockId((b * 5) % n_blocks));
+    std::mt19937 rng(static_cast<unsigned>(19 + n_head));
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> kc(static_cast<size_t>(n_blocks) * block * kv_dim), vc(kc.size());
+    for (auto& x : kc) x = nd(rng);
+    for (auto& x : vc) x = nd(rng);
+    std::vector<float> q(static_cast<size_t>(n_ctx) * q_dim);
+    for (auto& x : q) x = 2.0f * nd(rng);
+    const PagedKvView kv{kc.data(), vc.data(), kv_dim, block, table};
+    AttentionDims dims{n_head, n_head_kv, hd, 1.0f / std::sqrt(static_cast<float>(hd))};
+    dims.isa = Isa::kAvx2;
+    AttentionScratch scratch;
+    std::vector<float> whole(q.size(), NAN);
+    for (int kvh = 0; kvh < n_head_kv; ++kvh) {
+      attend_chunk(q.data(), q_dim, n_ctx, 0, kvh, kv, dims, whole.data(), q_dim, scratch);
+    }
+    for (Isa isa : supported_isas(detect_cpu_features())) {
+      AttentionDims d = dims;
+      d.isa = isa;
+      for (const std::vector<int>& cuts : {std::vector<int>{203}, std::vector<int>{1, 64, 203},
+                                           std::vector<int>{37, 101, 190, 203}}) {
+        std::vector<float> parts(q.size(), NAN);
+        int start = 0;
+        for (int end : cuts) {
+          for (int kvh = 0; kvh < n_head_kv; ++kvh) {
+            attend_chunk(q.data() + static_cast<size_t>(start) * q_dim, q_dim, end - start, start, kvh, kv, d,
+                         parts.data() + static_cast<size_t>(start) * q_dim, q_dim, scratch);
+          }
+          start = end;
+        }
+        for (size_t i = 0; i < q.size(); ++i) {
+          ASSERT_EQ(parts[i], whole[i]) << isa_name(isa) << ", heads " << n_head << "/" << n_head_kv << ", "
+                                        << cuts.size() << " chunks, token " << i / q_dim << " element " << i % q_dim;
+        }
+      }
+    }
+    // And the reference, for a few tokens of every head.
+    for (int t : {0, 63, 64, 130, 202}) {
+      for (int h = 0; h < n_head; ++h) {
+        const int kvh = h / (n_head / n_head_kv);
+        std::vector<std::vector<float>> K, V;
+        for (int p = 0; p <= t; ++p) {
+          const size_t slot = (static_cast<size_t>(table[p / block].value) * block + p % block) * kv_dim + kvh * hd;
+          K.emplace_back(kc.data() + slot, kc.data() + slot + hd);
+          V.emplace_back(vc.data() + slot, vc.data() + slot + hd);
+        }
+        const float* qh = q.data() + static_cast<size_t>(t) * q_dim + h * hd;
+        const std::vector<double> ref = reference(qh, K, V, t + 1, hd, dims.scale);
+        for (int i = 0; i < hd; ++i) {
+          ASSERT_NEAR(whole[static_cast<size_t>(t) * q_dim + h * hd + i], ref[i], 1e-5)
+              << "heads " << n_head << "/" << n_head_kv << " t=" << t << " h=" << h << " i=" << i;
+        }
+      }
+    }
+  }
+}
+
+// 16, 32, 64, 128 take the fused kernel; 24 the OpenBLAS one.
 INSTANTIATE_TEST_SUITE_P(HeadDims, AttentionTest, ::testing::Values(16, 24, 32, 64, 128));
 
 // A paged cache of n_ctx positions in scattered blocks (reverse order, gaps), random
