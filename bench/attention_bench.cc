@@ -132,9 +132,9 @@ void BM_DecodeAttention(benchmark::State& state) {
   // mode 2: the context in `splits` position ranges, merged.
   const int32_t splits = pool.num_threads();
   std::vector<AttentionPartial> partials(splits);
-  // Sequence sq's blocks (taken modulo the sequences the cache holds).
   // mode 5: every position of the context in one physical block (K and V stay in L2).
   const std::vector<BlockId> hot(static_cast<size_t>(blocks_per_seq), cache.blocks[0]);
+  // Sequence sq's blocks (taken modulo the sequences the cache holds).
   auto view = [&](int32_t sq) {
     const std::span<const BlockId> table(
         mode == 5 ? hot.data() : cache.blocks.data() + static_cast<size_t>(sq % n_seqs) * blocks_per_seq,
