@@ -28,6 +28,15 @@ inline int64_t offset_of(const PagedKvView& kv, int32_t pos, int32_t kv_head, in
   return slot * kv.kv_dim + static_cast<int64_t>(kv_head) * hd;
 }
 
+// dst[0..n) = the n cache values at element `off` of base (fp16 widened exactly).
+inline void widen_row(const void* base, bool f16, int64_t off, float* dst, int32_t n) {
+  if (f16) {
+    fp16_to_fp32_row(static_cast<const uint16_t*>(base) + off, dst, n);
+  } else {
+    std::memcpy(dst, static_cast<const float*>(base) + off, n * sizeof(float));
+  }
+}
+
 // In place: row[0..n) = softmax(row[0..n)), row[n..len) = 0.
 void softmax_prefix(float* row, int32_t n, int32_t len) {
   __m256 vmx = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
@@ -405,7 +414,7 @@ void attend_chunk(const float* q, int64_t q_stride, int32_t n_q, int32_t start, 
     // start at multiples of kKeyBlock), not on the tile or the chunk it is computed in.
     const int64_t n_pad = (static_cast<int64_t>(n_ctx) + kKeyBlock - 1) / kKeyBlock * kKeyBlock;
     const int64_t rows_max = static_cast<int64_t>(tile) * group;
-    scratch.k.assign(static_cast<size_t>(hd * n_pad), 0.0f);
+    scratch.k.resize(static_cast<size_t>(hd * n_pad));
     scratch.v.resize(static_cast<size_t>(n_ctx) * hd);
     scratch.q.resize(static_cast<size_t>(rows_max * hd));
     scratch.o.resize(static_cast<size_t>(rows_max * hd));
@@ -417,22 +426,19 @@ void attend_chunk(const float* q, int64_t q_stride, int32_t n_q, int32_t start, 
     const ChunkBuffers b{kt, vv, qs, scratch.o.data(), s, s + rows_max * kKeyBlock, s + rows_max * (kKeyBlock + 1)};
     const detail::ChunkBlockFn key_block =
         d.isa == Isa::kAvx512Vnni ? detail::isa_avx512::chunk_key_block : detail::isa_avx2::chunk_key_block;
-    for (int32_t j = 0; j < n_ctx; ++j) {
-      const int64_t off = offset_of(kv, j, kv_head, hd);
+    for (int32_t j = 0; j < n_pad; ++j) {
       float* kt_col = kt + static_cast<int64_t>(j / kKeyBlock) * hd * kKeyBlock + j % kKeyBlock;
-      float* vd = vv + static_cast<int64_t>(j) * hd;
-      if (kv.f16) {
-        for (int32_t i0 = 0; i0 < hd; i0 += 16) {
-          float w[16];
-          fp16_to_fp32_row(static_cast<const uint16_t*>(kv.k) + off + i0, w, 16);
-          for (int32_t i = 0; i < 16; ++i) kt_col[(i0 + i) * kKeyBlock] = w[i];
-        }
-        fp16_to_fp32_row(static_cast<const uint16_t*>(kv.v) + off, vd, hd);
-      } else {
-        const float* kd = static_cast<const float*>(kv.k) + off;
-        for (int32_t i = 0; i < hd; ++i) kt_col[i * kKeyBlock] = kd[i];
-        std::memcpy(vd, static_cast<const float*>(kv.v) + off, hd * sizeof(float));
+      if (j >= n_ctx) {  // the last block's padding: read by score tiles, masked
+        for (int32_t i = 0; i < hd; ++i) kt_col[i * kKeyBlock] = 0.0f;
+        continue;
       }
+      const int64_t off = offset_of(kv, j, kv_head, hd);
+      for (int32_t i0 = 0; i0 < hd; i0 += 16) {
+        float w[16];
+        widen_row(kv.k, kv.f16, off + i0, w, 16);
+        for (int32_t i = 0; i < 16; ++i) kt_col[(i0 + i) * kKeyBlock] = w[i];
+      }
+      widen_row(kv.v, kv.f16, off, vv + static_cast<int64_t>(j) * hd, hd);
     }
     const __m256 vscale = _mm256_set1_ps(d.scale);
     for (int32_t i0 = 0; i0 < n_q; i0 += tile) {
@@ -470,13 +476,8 @@ void attend_chunk(const float* q, int64_t q_stride, int32_t n_q, int32_t start, 
     float* kd = scratch.k.data() + static_cast<size_t>(j) * hd;
     float* vd = scratch.v.data() + static_cast<size_t>(j) * hd;
     const int64_t off = offset_of(kv, j, kv_head, hd);
-    if (kv.f16) {
-      fp16_to_fp32_row(static_cast<const uint16_t*>(kv.k) + off, kd, hd);
-      fp16_to_fp32_row(static_cast<const uint16_t*>(kv.v) + off, vd, hd);
-    } else {
-      std::memcpy(kd, static_cast<const float*>(kv.k) + off, hd * sizeof(float));
-      std::memcpy(vd, static_cast<const float*>(kv.v) + off, hd * sizeof(float));
-    }
+    widen_row(kv.k, kv.f16, off, kd, hd);
+    widen_row(kv.v, kv.f16, off, vd, hd);
   }
   scratch.q.resize(static_cast<size_t>(tile) * group * hd);
   scratch.o.resize(scratch.q.size());

@@ -262,6 +262,12 @@ inline void panel(const float* a, int64_t lda, const float* b, int64_t ldb, int3
   }
 }
 
+// How many of key block [kb, kb + ncols)'s positions row `row` sees (<= 0: none).
+inline int32_t cols_seen(int32_t first_pos, int32_t row, int32_t group, int32_t kb, int32_t ncols) {
+  const int32_t seen = first_pos + row / group - kb + 1;
+  return seen < ncols ? seen : ncols;
+}
+
 // Rows [r0, r0 + R), columns [c0, c0 + 8 CV) of the key block's scores into s.
 template <int R, int CV>
 inline void scores_tile(const ChunkBuffers& b, int32_t hd, int32_t r0, int32_t kb, int32_t c0) {
@@ -300,8 +306,7 @@ inline void values_tile(const ChunkBuffers& b, int32_t hd, int32_t r0, int32_t k
 template <int R>
 inline void rows_scores(const ChunkBuffers& b, int32_t hd, int32_t r0, int32_t kb, int32_t ncols, int32_t first_pos,
                         int32_t group) {
-  const int32_t seen = first_pos + (r0 + R - 1) / group - kb + 1;  // columns the last of the rows sees
-  const int32_t n = seen < ncols ? seen : ncols;
+  const int32_t n = cols_seen(first_pos, r0 + R - 1, group, kb, ncols);  // columns the last of the rows sees
   int32_t c0 = 0;
   for (; c0 + 16 < n && c0 + 8 * kChunkCols <= kKeyBlock; c0 += 8 * kChunkCols) {
     scores_tile<R, kChunkCols>(b, hd, r0, kb, c0);
@@ -312,8 +317,7 @@ inline void rows_scores(const ChunkBuffers& b, int32_t hd, int32_t r0, int32_t k
 template <int R>
 inline void rows_values(const ChunkBuffers& b, int32_t hd, int32_t r0, int32_t kb, int32_t ncols, int32_t first_pos,
                         int32_t group) {
-  const int32_t seen = first_pos + (r0 + R - 1) / group - kb + 1;
-  const int32_t n = seen < ncols ? seen : ncols;
+  const int32_t n = cols_seen(first_pos, r0 + R - 1, group, kb, ncols);  // columns the last of the rows sees
   if (n <= 0) return;
   int32_t c0 = 0;
   for (; c0 + 8 * kChunkCols <= hd; c0 += 8 * kChunkCols) values_tile<R, kChunkCols>(b, hd, r0, kb, n, c0);
@@ -396,8 +400,7 @@ void chunk_key_block(const ChunkBuffers& b, int32_t hd, int32_t m, int32_t kb, i
   by_row_groups(m, [&]<int R>(int32_t r0) { rows_scores<R>(b, hd, r0, kb, ncols, first_pos, group); });
   const int32_t ncols8 = (ncols + 7) & ~7;
   for (int32_t row = 0; row < m; ++row) {
-    const int32_t seen = first_pos + row / group - kb + 1;  // positions kb.. this row sees
-    row_softmax(b, hd, row, seen < ncols ? seen : ncols, ncols8);
+    row_softmax(b, hd, row, cols_seen(first_pos, row, group, kb, ncols), ncols8);
   }
   by_row_groups(m, [&]<int R>(int32_t r0) { rows_values<R>(b, hd, r0, kb, ncols, first_pos, group); });
 }
