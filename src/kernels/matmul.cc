@@ -137,7 +137,7 @@ void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y
     }
     auto blas_rows = [&](int i, int parts) {
       std::int64_t r0, r1;
-      share(w.rows, kRowUnit, i, parts, &r0, &r1);
+      share(w.rows, detail::kBlasRowBlock, i, parts, &r0, &r1);
       if (r0 < r1) {
         detail::matmul_blas_rows(w.type, wdata, w.row_bytes, w.cols, x, n_tokens, r0, r1, y, w.rows,
                                  panels ? panels + panel_floats * i : nullptr);

@@ -6,16 +6,12 @@
 #include <mutex>
 
 #include "base/fp16.h"
+#include "base/status.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/quant.h"
 
 namespace ecoserve::kernels::detail {
 namespace {
-
-// Weight rows dequantized per sgemm call. Each call re-packs the activations, so
-// bigger panels pay that less often: pp512 on a 110M Q8_0 model measured 404-410
-// tok/s with 128 rows, 414-430 with 256, 449-453 with 512, no better above.
-constexpr std::int64_t kPanelRows = 512;
 
 void dequantize_q8_0_row(const std::uint8_t* src, float* dst, std::int64_t cols) {
   const auto* b = reinterpret_cast<const BlockQ8_0*>(src);
@@ -35,28 +31,28 @@ void make_openblas_single_threaded() {
   std::call_once(once, [] { openblas_set_num_threads(1); });
 }
 
-std::size_t blas_panel_floats(std::int64_t cols) { return static_cast<std::size_t>(kPanelRows * cols); }
+std::size_t blas_panel_floats(std::int64_t cols) { return static_cast<std::size_t>(kBlasRowBlock * cols); }
 
 void matmul_blas_rows(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const float* x,
                       std::int64_t n_tokens, std::int64_t r0, std::int64_t r1, float* y, std::int64_t y_stride,
                       float* panel) {
+  ECO_CHECK_MSG(r0 % kBlasRowBlock == 0, "matmul_blas_rows: r0 not at a row block");
   make_openblas_single_threaded();
   const int n = static_cast<int>(n_tokens), k = static_cast<int>(cols), ldy = static_cast<int>(y_stride);
-  if (type == GgmlType::kF32) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, static_cast<int>(r1 - r0), k, 1.0f, x, k,
-                reinterpret_cast<const float*>(w + r0 * row_bytes), k, 0.0f, y + r0, ldy);
-    return;
-  }
-  for (std::int64_t p = r0; p < r1; p += kPanelRows) {
-    const std::int64_t pe = std::min(r1, p + kPanelRows);
-    for (std::int64_t r = p; r < pe; ++r) {
-      if (type == GgmlType::kQ8_0) {
-        dequantize_q8_0_row(w + r * row_bytes, panel + (r - p) * cols, cols);
-      } else {
-        dequantize_row(type, w + r * row_bytes, panel + (r - p) * cols, cols);
+  for (std::int64_t p = r0; p < r1; p += kBlasRowBlock) {
+    const std::int64_t pe = std::min(r1, p + kBlasRowBlock);
+    const float* rows = reinterpret_cast<const float*>(w + p * row_bytes);
+    if (type != GgmlType::kF32) {
+      for (std::int64_t r = p; r < pe; ++r) {
+        if (type == GgmlType::kQ8_0) {
+          dequantize_q8_0_row(w + r * row_bytes, panel + (r - p) * cols, cols);
+        } else {
+          dequantize_row(type, w + r * row_bytes, panel + (r - p) * cols, cols);
+        }
       }
+      rows = panel;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, static_cast<int>(pe - p), k, 1.0f, x, k, panel, k, 0.0f,
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, static_cast<int>(pe - p), k, 1.0f, x, k, rows, k, 0.0f,
                 y + p, ldy);
   }
 }
