@@ -45,8 +45,12 @@ namespace {
 #if ECO_QUANT_ISA == 2
 constexpr int kPackedGroups = 3;
 constexpr int kPackedTokens = 4;
-// Far-apart group streams of the 1-4 token GEMV.
-constexpr int kPackedStreams[] = {4, 4, 3, 2};
+// Far-apart group streams of the 1-4 token GEMV. One token: 2 streams. On Zen 5
+// (family 26, one thread, synth 1b batch-1 decode, three alternating runs) Q8_0
+// 27.7-28.4 tok/s with 4 streams, 28.9-29.8 with 3, 31.6-32.2 with 2, 28.2-29.3
+// with 1; Q4_K (kQ4kStreams) 51-52 with 4, 54-57 with 2. On Zen 4, 2 and 4 were
+// within the noise of each other (docs/kernels.md, sixth pass).
+constexpr int kPackedStreams[] = {2, 4, 3, 2};
 #elif ECO_QUANT_ISA == 1
 constexpr int kPackedGroups = 2;
 constexpr int kPackedTokens = 3;
@@ -181,7 +185,7 @@ struct PackedTiles {
 #if ECO_QUANT_ISA == 2
 constexpr int kQ4kGroups = 2;
 constexpr int kQ4kTokens = 4;
-constexpr int kQ4kStreams[] = {4, 2, 1, 1};
+constexpr int kQ4kStreams[] = {2, 2, 1, 1};  // one token: 2 streams (kPackedStreams)
 #else
 constexpr int kQ4kGroups = 1;
 constexpr int kQ4kTokens = 2;
