@@ -272,7 +272,7 @@ void attend_range(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t b
   std::fill(st.o, st.o + static_cast<int64_t>(heads) * hd, 0.0f);
   const TileFn fn = hd % 8 != 0 ? nullptr : kv.f16 ? pick_tile_fn<true>(hd) : pick_tile_fn<false>(hd);
   if (begin < end) tile_offsets(kv, begin, end - begin, 0, hd, rows);
-  const RowsFn rf = isa == Isa::kAvx512Vnni ? detail::isa_avx512::pick_rows_fn(hd, g, kv.f16)
+  const RowsFn rf = isa >= Isa::kAvx512Vnni ? detail::isa_avx512::pick_rows_fn(hd, g, kv.f16)
                                              : detail::isa_avx2::pick_rows_fn(hd, g, kv.f16);
   if (rf) {
     // The kernel prefetches kPrefetchAhead positions on; past `end` it runs on into the
@@ -425,7 +425,7 @@ void attend_chunk(const float* q, int64_t q_stride, int32_t n_q, int32_t start, 
     float* s = scratch.scores.data();  // rows_max x kKeyBlock scores, then m and l
     const ChunkBuffers b{kt, vv, qs, scratch.o.data(), s, s + rows_max * kKeyBlock, s + rows_max * (kKeyBlock + 1)};
     const detail::ChunkBlockFn key_block =
-        d.isa == Isa::kAvx512Vnni ? detail::isa_avx512::chunk_key_block : detail::isa_avx2::chunk_key_block;
+        d.isa >= Isa::kAvx512Vnni ? detail::isa_avx512::chunk_key_block : detail::isa_avx2::chunk_key_block;
     for (int32_t j = 0; j < n_pad; ++j) {
       float* kt_col = kt + static_cast<int64_t>(j / kKeyBlock) * hd * kKeyBlock + j % kKeyBlock;
       if (j >= n_ctx) {  // the last block's padding: read by score tiles, masked

@@ -1,5 +1,7 @@
 #include "kernels/cpu_features.h"
 
+#include "kernels/machine_peak.h"
+
 #include <cpuid.h>
 
 #include <cstdint>
@@ -75,6 +77,7 @@ CpuFeatures detect_cpu_features() {
   f.amx_bf16 = os_amx && bit(l7.d, 22);
   f.amx_tile = os_amx && bit(l7.d, 24);
   f.amx_int8 = os_amx && bit(l7.d, 25);
+  f.full_rate_512 = isa_supported(Isa::kAvx512Vnni, f) && int8_512bit_full_rate();
   // Brand string: leaves 0x80000002..4.
   if (cpuid(0x80000000u, 0).a >= 0x80000004u) {
     char brand[49] = {};
@@ -97,17 +100,19 @@ std::string_view isa_name(Isa isa) {
     case Isa::kAvx2: return "avx2";
     case Isa::kAvxVnni: return "avxvnni";
     case Isa::kAvx512Vnni: return "avx512vnni";
+    case Isa::kAvx512VnniZmm: return "avx512vnni-zmm";
   }
   return "unknown";
 }
 
-std::vector<Isa> all_isas() { return {Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512Vnni}; }
+std::vector<Isa> all_isas() { return {Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512Vnni, Isa::kAvx512VnniZmm}; }
 
 std::string_view isa_int8_dot(Isa isa) {
   switch (isa) {
     case Isa::kAvx2: return "vpmaddubsw+vpmaddwd (ymm)";
     case Isa::kAvxVnni: return "vpdpbusd (VEX, ymm)";
     case Isa::kAvx512Vnni: return "vpdpbusd (EVEX, ymm, 32 registers)";
+    case Isa::kAvx512VnniZmm: return "vpdpbusd (EVEX, zmm, 32 registers)";
   }
   return "unknown";
 }
@@ -118,6 +123,7 @@ bool isa_supported(Isa isa, const CpuFeatures& cpu) {
     case Isa::kAvx2: return base;
     case Isa::kAvxVnni: return base && cpu.avx_vnni;
     case Isa::kAvx512Vnni:
+    case Isa::kAvx512VnniZmm:
       return base && cpu.avx512f && cpu.avx512bw && cpu.avx512vl && cpu.avx512dq && cpu.avx512_vnni;
   }
   return false;
@@ -134,7 +140,7 @@ std::vector<Isa> supported_isas(const CpuFeatures& cpu) {
 Isa best_isa(const CpuFeatures& cpu) {
   Isa best = Isa::kAvx2;
   for (Isa i : all_isas()) {
-    if (isa_supported(i, cpu)) best = i;
+    if (isa_supported(i, cpu) && (i != Isa::kAvx512VnniZmm || cpu.full_rate_512)) best = i;
   }
   return best;
 }
@@ -151,7 +157,7 @@ StatusOr<Isa> resolve_isa(std::string_view name, const CpuFeatures& cpu) {
     }
     return i;
   }
-  return invalid_argument_error("unknown ISA level '{}' (valid: avx2, avxvnni, avx512vnni, native)", name);
+  return invalid_argument_error("unknown ISA level '{}' (valid: avx2, avxvnni, avx512vnni, avx512vnni-zmm, native)", name);
 }
 
 StatusOr<Isa> isa_from_env() {

@@ -14,6 +14,12 @@
 //   avxvnni     + AVX-VNNI (VEX vpdpbusd on 256-bit vectors; Alder Lake+, Zen 5).
 //   avx512vnni  AVX-512 F/BW/VL/DQ + AVX512_VNNI (EVEX vpdpbusd, 32 vector
 //               registers; Ice Lake+, Zen 4+). Does not need AVX-VNNI.
+//   avx512vnni-zmm  the same instructions, but the int8 tiles of batches
+//               (prefill, batched decode) on 512-bit registers: 64 products
+//               per vpdpbusd. Runs on every avx512vnni CPU; the best level only
+//               where 512-bit vpdpbusd runs at twice the 256-bit rate
+//               (CpuFeatures::full_rate_512: Zen 5, Intel's server cores; Zen 4
+//               splits 512-bit operations in two, so 256 bits do as well there).
 //
 // Results of int8 kernels are bitwise identical on every level (the integer
 // dot products are exact and the float arithmetic around them is the same).
@@ -34,14 +40,19 @@ struct CpuFeatures {
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
   bool avx512_vnni = false, avx512_bf16 = false, avx_vnni = false;
   bool amx_tile = false, amx_int8 = false, amx_bf16 = false;
+  // Measured, not a cpuid flag: 512-bit vpdpbusd does at least 1.5x the
+  // multiply-adds per second of the 256-bit one (machine_peak.h's probe, run
+  // once per process when avx512vnni is there). Not in flags().
+  bool full_rate_512 = false;
   // The flags above that are set, in a fixed order ("avx2 fma f16c avx512f ...").
   std::string flags() const;
 };
 
-// This CPU's features (cpuid, with xgetbv for the OS's save of AVX/AVX-512 state). Cheap; no caching.
+// This CPU's features (cpuid, with xgetbv for the OS's save of AVX/AVX-512 state). Cheap: the one
+// measured field, full_rate_512, is measured once per process.
 CpuFeatures detect_cpu_features();
 
-std::string_view isa_name(Isa isa);  // "avx2", "avxvnni", "avx512vnni"
+std::string_view isa_name(Isa isa);  // "avx2", "avxvnni", "avx512vnni", "avx512vnni-zmm"
 // Every level, lowest first.
 std::vector<Isa> all_isas();
 bool isa_supported(Isa isa, const CpuFeatures& cpu);
@@ -51,7 +62,7 @@ Isa best_isa(const CpuFeatures& cpu);
 // What a one-line description of the instructions a level uses for int8 dots says ("vpmaddubsw+vpmaddwd", ...).
 std::string_view isa_int8_dot(Isa isa);
 
-// Parses a level name ("avx2", "avxvnni", "avx512vnni"; "native" or "" = best
+// Parses a level name ("avx2", "avxvnni", "avx512vnni", "avx512vnni-zmm"; "native" or "" = best
 // for cpu). Errors name the valid levels, or say which feature the CPU lacks.
 StatusOr<Isa> resolve_isa(std::string_view name, const CpuFeatures& cpu);
 

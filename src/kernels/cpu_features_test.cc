@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <cstdio>
 #include <string>
 
 namespace ecoserve::kernels {
@@ -24,7 +25,12 @@ TEST(CpuFeaturesTest, ThisCpuRunsTheBaselineAndReportsItsFlags) {
   EXPECT_EQ(isa_supported(Isa::kAvx512Vnni, cpu), cpu.avx512f && cpu.avx512bw && cpu.avx512vl && cpu.avx512dq &&
                                                     cpu.avx512_vnni);
   EXPECT_EQ(isa_supported(Isa::kAvxVnni, cpu), cpu.avx_vnni);
+  // The 512-bit tiles run wherever avx512vnni does; the probe only decides whether they are the best.
+  EXPECT_EQ(isa_supported(Isa::kAvx512VnniZmm, cpu), isa_supported(Isa::kAvx512Vnni, cpu));
+  EXPECT_TRUE(!cpu.full_rate_512 || isa_supported(Isa::kAvx512Vnni, cpu));
   EXPECT_TRUE(isa_supported(best_isa(cpu), cpu));
+  std::printf("this CPU: %s; full-rate 512-bit vpdpbusd: %s; best level %s\n", cpu.flags().c_str(),
+              cpu.full_rate_512 ? "yes" : "no", std::string(isa_name(best_isa(cpu))).c_str());
 }
 
 TEST(CpuFeaturesTest, LevelsAreChosenFromTheFeatures) {
@@ -36,10 +42,14 @@ TEST(CpuFeaturesTest, LevelsAreChosenFromTheFeatures) {
   f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = true;
   EXPECT_EQ(best_isa(f), Isa::kAvxVnni);  // AVX-512 without VNNI has no int8 dot instruction
   f.avx512_vnni = true;
-  EXPECT_EQ(best_isa(f), Isa::kAvx512Vnni);
-  EXPECT_EQ(supported_isas(f), (std::vector<Isa>{Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512Vnni}));
+  EXPECT_EQ(best_isa(f), Isa::kAvx512Vnni);  // 512-bit operations at half rate (Zen 4): 256-bit tiles
+  EXPECT_EQ(supported_isas(f),
+            (std::vector<Isa>{Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512Vnni, Isa::kAvx512VnniZmm}));
+  f.full_rate_512 = true;  // Zen 5, Intel server cores
+  EXPECT_EQ(best_isa(f), Isa::kAvx512VnniZmm);
+  f.full_rate_512 = false;
   f.avx_vnni = false;  // Zen 4: AVX-512 VNNI but no AVX-VNNI
-  EXPECT_EQ(supported_isas(f), (std::vector<Isa>{Isa::kAvx2, Isa::kAvx512Vnni}));
+  EXPECT_EQ(supported_isas(f), (std::vector<Isa>{Isa::kAvx2, Isa::kAvx512Vnni, Isa::kAvx512VnniZmm}));
   EXPECT_EQ(f.flags(), "avx2 fma f16c avx512f avx512bw avx512vl avx512dq avx512_vnni");
 }
 
@@ -51,7 +61,8 @@ TEST(CpuFeaturesTest, ResolveNamesLevelsAndExplainsRefusals) {
   const StatusOr<Isa> bad = resolve_isa("sse2", f);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(bad.status().message(), "unknown ISA level 'sse2' (valid: avx2, avxvnni, avx512vnni, native)");
+  EXPECT_EQ(bad.status().message(),
+            "unknown ISA level 'sse2' (valid: avx2, avxvnni, avx512vnni, avx512vnni-zmm, native)");
   const StatusOr<Isa> missing = resolve_isa("avx512vnni", f);
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().message(),

@@ -8,8 +8,9 @@
 //   second with the CPU's int8 dot instructions of that kernel path, in 10
 //   independent chains (ymm, as the kernels use): avx2 vpmaddubsw + vpmaddwd
 //   + vpaddd per 32 products (the shortest exact sequence without VNNI);
-//   avxvnni / avx512vnni one vpdpbusd (VEX / EVEX). The kernels' own
-//   overhead (unpacking, scales, float accumulation) counts against them.
+//   avxvnni / avx512vnni one vpdpbusd (VEX / EVEX); avx512vnni-zmm the same
+//   on zmm (64 per instruction). The kernels' own overhead (unpacking, scales,
+//   float accumulation) counts against them.
 // - measure_read_gbps: DRAM read bandwidth when every thread of `pool` sums
 //   its share of a `bytes` buffer (bigger than the caches) with 4 streams.
 //
@@ -28,5 +29,12 @@ namespace ecoserve::kernels {
 double measure_f32_fma_gmacs(double seconds);
 double measure_int8_dot_gmacs(Isa isa, double seconds);
 double measure_read_gbps(ThreadPool& pool, std::size_t bytes);
+
+// Whether 512-bit vpdpbusd runs at (at least 1.5x, in practice 2x) the
+// multiply-add rate of the 256-bit one on this core: true where the vector
+// units are 512 bits wide (Zen 5, Intel server cores), false where 512-bit
+// operations are split in two (Zen 4). Call only on a CPU with AVX-512 VNNI.
+// Measured once per process (about 0.3 ms), then cached.
+bool int8_512bit_full_rate();
 
 }  // namespace ecoserve::kernels

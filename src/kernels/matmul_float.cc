@@ -9,7 +9,7 @@ void matmul_float_rows(Isa isa, GgmlType type, const std::uint8_t* w, std::size_
                        std::int64_t y_stride) {
   ECO_CHECK_MSG(type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16,
                 "matmul_float_rows: not a float type: {}", type_name(type));
-  if (isa == Isa::kAvx512Vnni) {
+  if (isa >= Isa::kAvx512Vnni) {
     isa_avx512::matmul_float_rows(type, w, row_bytes, cols, x, r0, r1, t0, t1, y, y_stride);
   } else {
     isa_avx2::matmul_float_rows(type, w, row_bytes, cols, x, r0, r1, t0, t1, y, y_stride);

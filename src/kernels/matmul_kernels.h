@@ -79,6 +79,8 @@ struct QuantRowKernels {
 const QuantRowKernels* quant_row_kernels_avx2();
 const QuantRowKernels* quant_row_kernels_avxvnni();
 const QuantRowKernels* quant_row_kernels_avx512vnni();
+// avx512vnni with the 512-bit tiles of matmul_packed_impl.h where it has them (Q8_0 kRows8).
+const QuantRowKernels* quant_row_kernels_avx512vnni_zmm();
 
 // The kernel for `type` (one of Q8_0, Q4_0, Q4_K, Q6_K) stored in `layout`
 // (kRows8: Q8_0, Q4_K) at ISA level `isa` (which the CPU must support: the

@@ -157,6 +157,87 @@ void packed_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::in
 using PackedTileFn = void (*)(const std::uint8_t* const*, const QuantizedActs&, std::int64_t, float* const*,
                               std::int64_t, TilePrefetch);
 
+#if ECO_QUANT_ISA == 2
+// The same arithmetic on 512-bit registers, for CPUs whose vector units are 512
+// bits wide (Zen 5, Intel server cores; see wide_int8 in kernels/cpu_features.h):
+// a register holds two groups, 16 rows (the first group's 8 in lanes 0-7), so one
+// vpdpbusd does 64 multiply-adds. P pairs of groups (grp[2p], grp[2p + 1]) x T tokens.
+// Every lane computes what packed_tile computes for its row, in the same order.
+template <int P, int T>
+void packed_tile_wide(const std::uint8_t* const* grp, const QuantizedActs& a, std::int64_t t0, float* const* yg,
+                      std::int64_t y_stride, TilePrefetch pf) {
+  const std::int64_t nb = a.nb;
+  const std::int64_t pf_per = pf.per_step(nb);
+  const std::int8_t* xq = a.q + t0 * a.q_stride;
+  const float* dx = a.d + t0 * nb;
+  __m512 acc[P][T];
+#pragma GCC unroll 8
+  for (int p = 0; p < P; ++p)
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_ps();
+  for (std::int64_t b = 0; b < nb; ++b) {
+    pf.issue(b * pf_per, pf_per);
+    const Q8BlockOffsets at = q8_block_offsets(nb, b);
+    __m512i isum[P][T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const __m512i start = _mm512_set1_epi32(a.xt[(t0 + t) * nb + b]);
+#pragma GCC unroll 8
+      for (int p = 0; p < P; ++p) isum[p][t] = start;
+    }
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) {
+      __m512i w[P];
+#pragma GCC unroll 8
+      for (int p = 0; p < P; ++p) {
+        const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(grp[2 * p] + at.quants + 32 * c));
+        const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(grp[2 * p + 1] + at.quants + 32 * c));
+        w[p] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+      }
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        std::int32_t xv4;
+        std::memcpy(&xv4, xq + t * a.q_stride + 32 * b + 4 * c, 4);
+        const __m512i xv = _mm512_set1_epi32(xv4);
+#pragma GCC unroll 8
+        for (int p = 0; p < P; ++p) isum[p][t] = _mm512_dpbusd_epi32(isum[p][t], w[p], xv);
+      }
+    }
+#pragma GCC unroll 8
+    for (int p = 0; p < P; ++p) {
+      const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(grp[2 * p] + at.scales));
+      const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(grp[2 * p + 1] + at.scales));
+      const __m512 dw = _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[p][t]), _mm512_mul_ps(dw, _mm512_set1_ps(dx[t * nb + b])),
+                                    acc[p][t]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int p = 0; p < P; ++p)
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      _mm256_storeu_ps(yg[2 * p] + (t0 + t) * y_stride, _mm512_castps512_ps256(acc[p][t]));
+      _mm256_storeu_ps(yg[2 * p + 1] + (t0 + t) * y_stride, _mm512_extractf32x8_ps(acc[p][t], 1));
+    }
+}
+
+// Wide register tiles: pairs of groups x tokens. Zen 5 (family 26), synth 1b Q8_0,
+// one thread, pp512 / batch-32 decode tok/s, two alternating runs: 2 x 4
+// 285-292 / 264-266, 2 x 6 289-298 / 267-276, 3 x 4 294-296 / 277-283, 4 x 3
+// 282-289 / 257-258 (the 256-bit 3-group x 4-token tiles: 181-186 / 173-176).
+constexpr int kWidePairs = 3;
+constexpr int kWideTokens = 4;
+struct PackedWideTiles {
+  template <int P, int T>
+  static constexpr PackedTileFn fn() {
+    return &packed_tile_wide<P, T>;
+  }
+};
+#endif
+
 struct PackedTiles {
   static constexpr int kGroups = kPackedGroups;
   static constexpr int kTokens = kPackedTokens;
@@ -394,10 +475,63 @@ void rows8(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a,
   }
 }
 
+#if ECO_QUANT_ISA == 2
+// rows8<PackedTiles> for 5 or more tokens with the wide tiles: kWidePairs pairs
+// of groups at a time; an odd last group takes packed_tile.
+void rows8_q8_0_wide(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
+                     std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride) {
+  const std::int64_t gbytes = 8 * static_cast<std::int64_t>(row_bytes);
+  const std::int64_t g0 = r0 / 8, g1 = r1 / 8;
+  static constexpr auto kWide = make_tile_table<PackedTileFn, kWidePairs, kWideTokens, PackedWideTiles>();
+  static constexpr auto kNarrow = make_tile_table<PackedTileFn, 1, kPackedTokens, PackedTiles>();
+  constexpr int kG = 2 * kWidePairs;
+  const std::int64_t chunk = imax(kWideTokens, kActChunkBytes / a.q_stride / kWideTokens * kWideTokens);
+  for (std::int64_t tc = t0; tc < t1; tc += chunk) {
+    const std::int64_t te = imin(t1, tc + chunk);
+    for (std::int64_t g = g0; g < g1; g += kG) {
+      const int ng = static_cast<int>(imin(kG, g1 - g)), np = ng / 2;
+      const std::uint8_t* grp[kG];
+      float* yg[kG];
+      for (int i = 0; i < ng; ++i) {
+        grp[i] = w + (g + i) * gbytes;
+        yg[i] = y + 8 * (g + i);
+      }
+      PrefetchShares next(reinterpret_cast<const char*>(w + (g + ng) * gbytes), imin(kG, g1 - g - ng) * gbytes / 64,
+                          (te - tc + kWideTokens - 1) / kWideTokens);
+      if (np > 0) {
+        for (std::int64_t t = tc; t < te; t += kWideTokens) {
+          kWide.fns[np - 1][imin(kWideTokens, te - t) - 1](grp, a, t, yg, y_stride, next.next());
+        }
+      }
+      if (ng % 2 != 0) {
+        const std::uint8_t* last[1] = {grp[ng - 1]};
+        float* ylast[1] = {yg[ng - 1]};
+        for (std::int64_t t = tc; t < te; t += kPackedTokens) {
+          kNarrow.fns[0][imin(kPackedTokens, te - t) - 1](last, a, t, ylast, y_stride, TilePrefetch{});
+        }
+      }
+    }
+  }
+}
+#endif
+
 void rows_q8_0_rows8(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
                      std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride, float*) {
   rows8<PackedTiles>(w, row_bytes, a, r0, r1, t0, t1, y, y_stride);
 }
+
+#if ECO_QUANT_ISA == 2
+// The avx512vnni-zmm level's Q8_0 kernel: the wide tiles for 5 or more tokens,
+// the GEMV of rows_q8_0_rows8 for 1-4 (it streams memory; width does not help).
+void rows_q8_0_rows8_zmm(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
+                         std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride, float*) {
+  if (t1 - t0 <= 4) {
+    rows8<PackedTiles>(w, row_bytes, a, r0, r1, t0, t1, y, y_stride);
+  } else {
+    rows8_q8_0_wide(w, row_bytes, a, r0, r1, t0, t1, y, y_stride);
+  }
+}
+#endif
 
 void rows_q4_k_rows8(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
                      std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride, float*) {

@@ -49,7 +49,7 @@ TEST(KernelsIsaCli, BadEnvironmentValueIsAnErrorNotAFallback) {
   const std::string err = std::filesystem::temp_directory_path() / "ecoserve_isa_env.err";
   const CliRun r = run_cli({"ECOSERVE_ISA=sse9"}, {"model", "info", "/nonexistent.gguf"}, err);
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(read_file(err), "error: ECOSERVE_ISA: unknown ISA level 'sse9' (valid: avx2, avxvnni, avx512vnni, native)\n");
+  EXPECT_EQ(read_file(err), "error: ECOSERVE_ISA: unknown ISA level 'sse9' (valid: avx2, avxvnni, avx512vnni, avx512vnni-zmm, native)\n");
   std::filesystem::remove(err);
 }
 
