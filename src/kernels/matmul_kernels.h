@@ -79,7 +79,7 @@ struct QuantRowKernels {
 const QuantRowKernels* quant_row_kernels_avx2();
 const QuantRowKernels* quant_row_kernels_avxvnni();
 const QuantRowKernels* quant_row_kernels_avx512vnni();
-// avx512vnni with the 512-bit tiles of matmul_packed_impl.h where it has them (Q8_0 kRows8).
+// avx512vnni with the 512-bit tiles of matmul_packed_impl.h (Q8_0 and Q4_K in kRows8) for 5+ tokens.
 const QuantRowKernels* quant_row_kernels_avx512vnni_zmm();
 
 // The kernel for `type` (one of Q8_0, Q4_0, Q4_K, Q6_K) stored in `layout`

@@ -231,6 +231,8 @@ void packed_tile_wide(const std::uint8_t* const* grp, const QuantizedActs& a, st
 constexpr int kWidePairs = 3;
 constexpr int kWideTokens = 4;
 struct PackedWideTiles {
+  static constexpr int kPairs = kWidePairs;
+  static constexpr int kTokens = kWideTokens;
   template <int P, int T>
   static constexpr PackedTileFn fn() {
     return &packed_tile_wide<P, T>;
@@ -406,6 +408,149 @@ void q4k_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::int64
     for (int t = 0; t < T; ++t) _mm256_storeu_ps(yg[r] + (t0 + t) * y_stride, acc[r][t]);
 }
 
+#if ECO_QUANT_ISA == 2
+// Two groups' 8 bytes at a and b (each + off) as 16 unsigned bytes, widened to 16 int32 lanes.
+inline __m512i pair_u8_to_i32(const std::uint8_t* a, const std::uint8_t* b) {
+  const __m128i lo = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a));
+  const __m128i hi = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b));
+  return _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(lo, hi));
+}
+
+// Two groups' 8 fp16 at a and b as 16 floats.
+inline __m512 pair_f16(const std::uint8_t* a, const std::uint8_t* b) {
+  const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
+  const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+  return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+}
+
+// q4k_tile on 512-bit registers (packed_tile_wide's scheme): P pairs of groups
+// (grp[2p] in lanes 0-7, grp[2p + 1] in 8-15) x T tokens; every lane does what
+// q4k_tile does for its row, so the bits are the same.
+template <int P, int T>
+void q4k_tile_wide(const std::uint8_t* const* grp, const QuantizedActs& a, std::int64_t t0, float* const* yg,
+                   std::int64_t y_stride, TilePrefetch pf) {
+  const std::int64_t nsb = a.nb / 8;
+  const std::int64_t pf_per = pf.per_step(nsb);
+  __m512 acc[P][T];
+#pragma GCC unroll 8
+  for (int p = 0; p < P; ++p)
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_ps();
+  for (std::int64_t s = 0; s < nsb; ++s) {
+    pf.issue(s * pf_per, pf_per);
+    alignas(32) std::uint8_t sc[2 * P][64], mn[2 * P][64];
+    const std::uint8_t* sup[2 * P];
+#pragma GCC unroll 8
+    for (int r = 0; r < 2 * P; ++r) {
+      sup[r] = grp[r] + s * kQ4kGroupSuperBytes;
+      q4k_scales(sup[r], sc[r], mn[r]);
+    }
+    __m512i isum[P][T];
+#pragma GCC unroll 8
+    for (int p = 0; p < P; ++p)
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) isum[p][t] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+    for (int j = 0; j < 4; ++j) {
+      __m512i lo_acc[P][T], hi_acc[P][T];
+#pragma GCC unroll 8
+      for (int p = 0; p < P; ++p)
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) lo_acc[p][t] = hi_acc[p][t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c) {
+#pragma GCC unroll 8
+        for (int p = 0; p < P; ++p) {
+          const std::int64_t off = 128 + 256 * j + 32 * c;
+          const __m512i w = _mm512_inserti64x4(
+              _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sup[2 * p] + off))),
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sup[2 * p + 1] + off)), 1);
+          const __m512i lo = _mm512_and_si512(w, _mm512_set1_epi8(0x0F));
+          const __m512i hi = _mm512_and_si512(w, _mm512_set1_epi8(static_cast<char>(0xF0)));
+#pragma GCC unroll 8
+          for (int t = 0; t < T; ++t) {
+            const std::int8_t* x = a.q + (t0 + t) * a.q_stride + 256 * s + 64 * j + 4 * c;
+            std::int32_t xlo, xhi;
+            std::memcpy(&xlo, x, 4);
+            std::memcpy(&xhi, x + 32, 4);
+            lo_acc[p][t] = _mm512_dpbusd_epi32(lo_acc[p][t], lo, _mm512_set1_epi32(xlo));
+            hi_acc[p][t] = _mm512_dpbusd_epi32(hi_acc[p][t], hi, _mm512_set1_epi32(xhi));
+          }
+        }
+      }
+#pragma GCC unroll 8
+      for (int p = 0; p < P; ++p) {
+        const __m512i m_lo = _mm512_slli_epi32(pair_u8_to_i32(sc[2 * p] + 16 * j, sc[2 * p + 1] + 16 * j), kQ4kHiShift);
+        const __m512i m_hi = pair_u8_to_i32(sc[2 * p] + 16 * j + 8, sc[2 * p + 1] + 16 * j + 8);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          isum[p][t] = _mm512_add_epi32(isum[p][t], _mm512_add_epi32(_mm512_mullo_epi32(lo_acc[p][t], m_lo),
+                                                                      _mm512_mullo_epi32(hi_acc[p][t], m_hi)));
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int p = 0; p < P; ++p)
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) isum[p][t] = _mm512_srai_epi32(isum[p][t], kQ4kHiShift);
+    // Mins: per row the int16 pairs (min of sub-blocks 2q, 2q + 1), 16 rows per register.
+    __m512i mpair[P][4];
+#pragma GCC unroll 8
+    for (int p = 0; p < P; ++p)
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) {
+        const __m128i ev0 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn[2 * p] + 16 * q));
+        const __m128i od0 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn[2 * p] + 16 * q + 8));
+        const __m128i ev1 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn[2 * p + 1] + 16 * q));
+        const __m128i od1 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn[2 * p + 1] + 16 * q + 8));
+        const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi8(ev0, od0)),
+                                                     _mm_unpacklo_epi8(ev1, od1), 1);
+        mpair[p][q] = _mm512_cvtepu8_epi16(both);
+      }
+    __m512 d[P], dmin[P];
+#pragma GCC unroll 8
+    for (int p = 0; p < P; ++p) {
+      d[p] = pair_f16(sup[2 * p], sup[2 * p + 1]);
+      dmin[p] = pair_f16(sup[2 * p] + 16, sup[2 * p + 1] + 16);
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const __m256i bs16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums + (t0 + t) * 2 * a.nb + 16 * s));
+      const __m256i b32 = _mm256_madd_epi16(bs16, _mm256_set1_epi16(1));
+      const __m256i b16 = _mm256_packs_epi32(b32, b32);
+      // int32 elements 0, 1, 4, 5 of b16: the token's int16 pairs of 32-value sums, on all 16 lanes.
+      const __m512i bp0 = _mm512_broadcastd_epi32(_mm256_castsi256_si128(b16));
+      const __m512i bp1 = _mm512_broadcastd_epi32(_mm_srli_si128(_mm256_castsi256_si128(b16), 4));
+      const __m512i bp2 = _mm512_broadcastd_epi32(_mm256_extracti128_si256(b16, 1));
+      const __m512i bp3 = _mm512_broadcastd_epi32(_mm_srli_si128(_mm256_extracti128_si256(b16, 1), 4));
+      const __m512 dx = _mm512_set1_ps(a.d[(t0 + t) * nsb + s]);
+#pragma GCC unroll 8
+      for (int p = 0; p < P; ++p) {
+        __m512i mins = _mm512_madd_epi16(mpair[p][0], bp0);
+        mins = _mm512_dpwssd_epi32(mins, mpair[p][1], bp1);
+        mins = _mm512_dpwssd_epi32(mins, mpair[p][2], bp2);
+        mins = _mm512_dpwssd_epi32(mins, mpair[p][3], bp3);
+        acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[p][t]), _mm512_mul_ps(d[p], dx), acc[p][t]);
+        acc[p][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(dmin[p], dx), acc[p][t]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int p = 0; p < P; ++p)
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      _mm256_storeu_ps(yg[2 * p] + (t0 + t) * y_stride, _mm512_castps512_ps256(acc[p][t]));
+      _mm256_storeu_ps(yg[2 * p + 1] + (t0 + t) * y_stride, _mm512_extractf32x8_ps(acc[p][t], 1));
+    }
+}
+
+// Zen 5, synth 1b Q4_K, one thread, pp512 / batch-32 tok/s, two alternating runs:
+// 1 x 4 258-260 / 237-240, 1 x 6 268-273 / 252-253, 2 x 3 268-272 / 257-259,
+// 2 x 4 260-265 / 252-253 (the 256-bit 2-group x 4-token tiles: 169-171 / 157-159).
+constexpr int kQ4kWidePairs = 2;
+constexpr int kQ4kWideTokens = 3;
+#endif
+
 struct Q4kTiles {
   static constexpr int kGroups = kQ4kGroups;
   static constexpr int kTokens = kQ4kTokens;
@@ -476,16 +621,18 @@ void rows8(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a,
 }
 
 #if ECO_QUANT_ISA == 2
-// rows8<PackedTiles> for 5 or more tokens with the wide tiles: kWidePairs pairs
-// of groups at a time; an odd last group takes packed_tile.
-void rows8_q8_0_wide(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
-                     std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride) {
+// rows8<Narrow> for 5 or more tokens with the wide tiles of W (W::kPairs pairs
+// of groups x W::kTokens tokens, W::fn<P, T>); an odd last group takes Narrow's
+// 1-group tiles.
+template <class W, class Narrow>
+void rows8_wide(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
+                std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride) {
   const std::int64_t gbytes = 8 * static_cast<std::int64_t>(row_bytes);
   const std::int64_t g0 = r0 / 8, g1 = r1 / 8;
-  static constexpr auto kWide = make_tile_table<PackedTileFn, kWidePairs, kWideTokens, PackedWideTiles>();
-  static constexpr auto kNarrow = make_tile_table<PackedTileFn, 1, kPackedTokens, PackedTiles>();
-  constexpr int kG = 2 * kWidePairs;
-  const std::int64_t chunk = imax(kWideTokens, kActChunkBytes / a.q_stride / kWideTokens * kWideTokens);
+  static constexpr auto kWide = make_tile_table<PackedTileFn, W::kPairs, W::kTokens, W>();
+  static constexpr auto kNarrow = make_tile_table<PackedTileFn, 1, Narrow::kTokens, Narrow>();
+  constexpr int kG = 2 * W::kPairs;
+  const std::int64_t chunk = imax(W::kTokens, kActChunkBytes / a.q_stride / W::kTokens * W::kTokens);
   for (std::int64_t tc = t0; tc < t1; tc += chunk) {
     const std::int64_t te = imin(t1, tc + chunk);
     for (std::int64_t g = g0; g < g1; g += kG) {
@@ -496,23 +643,33 @@ void rows8_q8_0_wide(const std::uint8_t* w, std::size_t row_bytes, const Quantiz
         grp[i] = w + (g + i) * gbytes;
         yg[i] = y + 8 * (g + i);
       }
+      // As in rows8: the next groups' lines into L2, a share by each token tile.
       PrefetchShares next(reinterpret_cast<const char*>(w + (g + ng) * gbytes), imin(kG, g1 - g - ng) * gbytes / 64,
-                          (te - tc + kWideTokens - 1) / kWideTokens);
+                          (te - tc + W::kTokens - 1) / W::kTokens);
       if (np > 0) {
-        for (std::int64_t t = tc; t < te; t += kWideTokens) {
-          kWide.fns[np - 1][imin(kWideTokens, te - t) - 1](grp, a, t, yg, y_stride, next.next());
+        for (std::int64_t t = tc; t < te; t += W::kTokens) {
+          kWide.fns[np - 1][imin(W::kTokens, te - t) - 1](grp, a, t, yg, y_stride, next.next());
         }
       }
       if (ng % 2 != 0) {
         const std::uint8_t* last[1] = {grp[ng - 1]};
         float* ylast[1] = {yg[ng - 1]};
-        for (std::int64_t t = tc; t < te; t += kPackedTokens) {
-          kNarrow.fns[0][imin(kPackedTokens, te - t) - 1](last, a, t, ylast, y_stride, TilePrefetch{});
+        for (std::int64_t t = tc; t < te; t += Narrow::kTokens) {
+          kNarrow.fns[0][imin(Narrow::kTokens, te - t) - 1](last, a, t, ylast, y_stride, TilePrefetch{});
         }
       }
     }
   }
 }
+
+struct Q4kWideTiles {
+  static constexpr int kPairs = kQ4kWidePairs;
+  static constexpr int kTokens = kQ4kWideTokens;
+  template <int P, int T>
+  static constexpr PackedTileFn fn() {
+    return &q4k_tile_wide<P, T>;
+  }
+};
 #endif
 
 void rows_q8_0_rows8(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
@@ -520,23 +677,32 @@ void rows_q8_0_rows8(const std::uint8_t* w, std::size_t row_bytes, const Quantiz
   rows8<PackedTiles>(w, row_bytes, a, r0, r1, t0, t1, y, y_stride);
 }
 
+void rows_q4_k_rows8(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
+                     std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride, float*) {
+  rows8<Q4kTiles>(w, row_bytes, a, r0, r1, t0, t1, y, y_stride);
+}
+
 #if ECO_QUANT_ISA == 2
-// The avx512vnni-zmm level's Q8_0 kernel: the wide tiles for 5 or more tokens,
-// the GEMV of rows_q8_0_rows8 for 1-4 (it streams memory; width does not help).
+// The avx512vnni-zmm level's kRows8 kernels: the wide tiles for 5 or more
+// tokens, the GEMV of rows8 for 1-4 (it streams memory; width does not help).
 void rows_q8_0_rows8_zmm(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
                          std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride, float*) {
   if (t1 - t0 <= 4) {
     rows8<PackedTiles>(w, row_bytes, a, r0, r1, t0, t1, y, y_stride);
   } else {
-    rows8_q8_0_wide(w, row_bytes, a, r0, r1, t0, t1, y, y_stride);
+    rows8_wide<PackedWideTiles, PackedTiles>(w, row_bytes, a, r0, r1, t0, t1, y, y_stride);
+  }
+}
+
+void rows_q4_k_rows8_zmm(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
+                         std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride, float*) {
+  if (t1 - t0 <= 4) {
+    rows8<Q4kTiles>(w, row_bytes, a, r0, r1, t0, t1, y, y_stride);
+  } else {
+    rows8_wide<Q4kWideTiles, Q4kTiles>(w, row_bytes, a, r0, r1, t0, t1, y, y_stride);
   }
 }
 #endif
-
-void rows_q4_k_rows8(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
-                     std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride, float*) {
-  rows8<Q4kTiles>(w, row_bytes, a, r0, r1, t0, t1, y, y_stride);
-}
 
 }  // namespace
 }  // namespace ecoserve::kernels::detail::ECO_QUANT_NS
