@@ -13,6 +13,7 @@
 #include "apps/ecoserve/commands.h"
 #include "kernels/cpu_features.h"
 #include "kernels/ggml_type.h"
+#include "kernels/matmul.h"
 #include "model/gguf.h"
 #include "model/llama2c.h"
 #include "model/synth.h"
@@ -168,7 +169,9 @@ int run_info(const InfoArgs& a) {
       j["kernels"] = {{"isa", std::string(kernels::isa_name(kernels::default_isa()))},
                       {"supported", levels},
                       {"cpu", cpu.brand},
-                      {"cpu_flags", cpu.flags()}};
+                      {"cpu_flags", cpu.flags()},
+                      {"full_rate_512", cpu.full_rate_512},
+                      {"openblas_core", kernels::openblas_core()}};
     }
     if (a.all_metadata) {
       nlohmann::json md = nlohmann::json::object();
@@ -220,7 +223,9 @@ int run_info(const InfoArgs& a) {
     for (kernels::Isa i : kernels::supported_isas(cpu)) levels += (levels.empty() ? "" : ", ") + std::string(kernels::isa_name(i));
     line("kernels", fmt::format("{} (int8 dot: {}); this CPU runs: {}", kernels::isa_name(isa),
                                 kernels::isa_int8_dot(isa), levels));
-    line("cpu", fmt::format("{} ({})", cpu.brand.empty() ? "unknown model" : cpu.brand, cpu.flags()));
+    line("cpu", fmt::format("{} ({}{})", cpu.brand.empty() ? "unknown model" : cpu.brand, cpu.flags(),
+                            cpu.full_rate_512 ? "; 512-bit vectors at full rate" : ""));
+    line("openblas", fmt::format("{} kernels (float-weight prefill)", kernels::openblas_core()));
   }
   if (a.all_metadata) {
     out += fmt::format("\nmetadata ({} keys):\n", f.metadata().size());

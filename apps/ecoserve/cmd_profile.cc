@@ -15,6 +15,7 @@
 #include "engine/cost_profiler.h"
 #include "engine/model_runner.h"
 #include "kernels/machine_peak.h"
+#include "kernels/matmul.h"
 #include "loadgen/length_distribution.h"
 #include "model/llama_model.h"
 #include "policy/profiled_cost_model.h"
@@ -167,8 +168,9 @@ int run_profile(const ProfileArgs& a) {
     std::printf("model: %s (%s, %.1fM params, %s)\n", a.model.c_str(), c.arch.c_str(), c.num_params / 1e6,
                 std::string(kernels::type_name((*model)->layers()[0].wq.type)).c_str());
     const kernels::CpuFeatures cpu = kernels::detect_cpu_features();
-    std::printf("cpu: %s (%s); kernels: %s (int8 dot: %s)\n", cpu.brand.c_str(), cpu.flags().c_str(),
-                std::string(kernels::isa_name(a.isa)).c_str(), std::string(kernels::isa_int8_dot(a.isa)).c_str());
+    std::printf("cpu: %s (%s); kernels: %s (int8 dot: %s); OpenBLAS: %s\n", cpu.brand.c_str(), cpu.flags().c_str(),
+                std::string(kernels::isa_name(a.isa)).c_str(), std::string(kernels::isa_int8_dot(a.isa)).c_str(),
+                kernels::openblas_core().c_str());
     std::printf("prefill: one %d-token prompt (best of %d); decode: %d steps per batch from context %d; KV cache %s\n",
                 a.prompt_len, a.repeats, a.decode_steps, a.context, engine::kv_cache_type_name(kv_type));
     if (a.roofline) {

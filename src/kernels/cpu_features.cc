@@ -1,12 +1,12 @@
 #include "kernels/cpu_features.h"
 
-#include "kernels/machine_peak.h"
-
 #include <cpuid.h>
 
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+
+#include "kernels/machine_peak.h"
 
 namespace ecoserve::kernels {
 namespace {
@@ -157,7 +157,8 @@ StatusOr<Isa> resolve_isa(std::string_view name, const CpuFeatures& cpu) {
     }
     return i;
   }
-  return invalid_argument_error("unknown ISA level '{}' (valid: avx2, avxvnni, avx512vnni, avx512vnni-zmm, native)", name);
+  return invalid_argument_error(
+      "unknown ISA level '{}' (valid: avx2, avxvnni, avx512vnni, avx512vnni-zmm, native)", name);
 }
 
 StatusOr<Isa> isa_from_env() {

@@ -156,8 +156,8 @@ double measure_int8_dot_gmacs(Isa isa, double seconds) {
 
 bool int8_512bit_full_rate() {
   static const bool kFull = [] {
-    // About 0.3 ms: 20 runs each of 40k vpdpbusd, interleaved so that a slow
-    // moment of a shared host hits both; the fastest of each is compared.
+    // Well under a millisecond: 20 runs each of 40k vpdpbusd, interleaved so that
+    // a slow moment of a shared host hits both; the fastest of each is compared.
     constexpr std::int64_t kIters = 4000;
     double ymm = 1e30, zmm = 1e30;
     for (int round = 0; round < 4; ++round) {

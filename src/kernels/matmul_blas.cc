@@ -7,6 +7,7 @@
 
 #include "base/fp16.h"
 #include "base/status.h"
+#include "kernels/matmul.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/quant.h"
 
@@ -58,3 +59,12 @@ void matmul_blas_rows(GgmlType type, const std::uint8_t* w, std::size_t row_byte
 }
 
 }  // namespace ecoserve::kernels::detail
+
+namespace ecoserve::kernels {
+
+std::string openblas_core() {
+  const char* name = openblas_get_corename();
+  return name == nullptr ? std::string() : std::string(name);
+}
+
+}  // namespace ecoserve::kernels

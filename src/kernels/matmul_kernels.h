@@ -118,8 +118,9 @@ void matmul_float_rows(GgmlType type, const std::uint8_t* w, std::size_t row_byt
 // OpenBLAS's, so results differ in the last bits from the tile kernels (and,
 // for quantized weights, by the activation rounding the tile kernels do).
 // OpenBLAS's sums depend on the call's shape on some cores (its Haswell
-// kernels, which it also picks for Zen 3 and Zen 5: a row's bits change with
-// the row count of the call), so every call covers one fixed block of
+// kernels, which run on AVX2-only CPUs such as Zen 3, or wherever the
+// environment sets OPENBLAS_CORETYPE=Haswell: a row's bits change with the
+// row count of the call), so every call covers one fixed block of
 // kBlasRowBlock rows (the last block: the rows left): r0 must be a multiple
 // of kBlasRowBlock, and a row's result is then the same at any thread count.
 constexpr std::int64_t kBlasRowBlock = 256;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "base/subprocess.h"
 #include "kernels/cpu_features.h"
@@ -49,7 +50,9 @@ TEST(KernelsIsaCli, BadEnvironmentValueIsAnErrorNotAFallback) {
   const std::string err = std::filesystem::temp_directory_path() / "ecoserve_isa_env.err";
   const CliRun r = run_cli({"ECOSERVE_ISA=sse9"}, {"model", "info", "/nonexistent.gguf"}, err);
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(read_file(err), "error: ECOSERVE_ISA: unknown ISA level 'sse9' (valid: avx2, avxvnni, avx512vnni, avx512vnni-zmm, native)\n");
+  EXPECT_EQ(read_file(err),
+            "error: ECOSERVE_ISA: unknown ISA level 'sse9' (valid: avx2, avxvnni, avx512vnni, avx512vnni-zmm, "
+            "native)\n");
   std::filesystem::remove(err);
 }
 
@@ -68,7 +71,8 @@ TEST(KernelsIsaCli, EveryLevelThisCpuRunsGeneratesTheSameText) {
       EXPECT_EQ(r.out, first) << "--isa " << name << " differs from avx2";
     }
     // The environment variable selects the same path.
-    const CliRun e = run_cli({"ECOSERVE_ISA=" + name}, {"generate", "-m", kModel, "-p", "Once upon a time", "-n", "48"}, err);
+    const CliRun e =
+        run_cli({"ECOSERVE_ISA=" + name}, {"generate", "-m", kModel, "-p", "Once upon a time", "-n", "48"}, err);
     EXPECT_EQ(e.out, r.out) << "ECOSERVE_ISA=" << name;
   }
   // --isa native is ECOSERVE_ISA's level, not the CPU's best, when the variable is set.
@@ -87,6 +91,24 @@ TEST(KernelsIsaCli, EveryLevelThisCpuRunsGeneratesTheSameText) {
     EXPECT_NE(read_file(err).find("ISA level '" + name + "' is not supported by this CPU"), std::string::npos)
         << read_file(err);
   }
+  std::filesystem::remove(err);
+}
+
+// `model info` says which OpenBLAS kernels run float-weight prefill and whether
+// the CPU's 512-bit units run at full rate; OPENBLAS_CORETYPE is OpenBLAS's own
+// choice, which ecoserve leaves to the user.
+TEST(KernelsIsaCli, ModelInfoNamesTheOpenBlasKernelsAndTheVectorWidth) {
+  if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "shared data missing: " << kModel;
+  const std::string err = std::filesystem::temp_directory_path() / "ecoserve_isa_blas.err";
+  const CliRun r = run_cli({"OPENBLAS_CORETYPE=Haswell"}, {"model", "info", "--json", kModel}, err);
+  ASSERT_EQ(r.exit_code, 0) << read_file(err);
+  const nlohmann::json k = nlohmann::json::parse(r.out).at("kernels");
+  EXPECT_EQ(k.at("openblas_core"), "Haswell");
+  // A measurement (kernels::int8_512bit_full_rate), so only its presence is checked across processes.
+  EXPECT_TRUE(k.at("full_rate_512").is_boolean());
+  const CliRun text = run_cli({"OPENBLAS_CORETYPE=Haswell"}, {"model", "info", kModel}, err);
+  EXPECT_NE(text.out.find("openblas:             Haswell kernels (float-weight prefill)"), std::string::npos)
+      << text.out;
   std::filesystem::remove(err);
 }
 
