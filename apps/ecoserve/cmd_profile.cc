@@ -213,7 +213,8 @@ int run_profile(const ProfileArgs& a) {
       if (a.json) {
         nlohmann::json r = {{"threads", th}, {"test", test}, {"tokens_per_second", *v},
                             {"kv_cache_type", engine::kv_cache_type_name(kv_type)},
-                            {"isa", std::string(kernels::isa_name(a.isa))}};
+                            {"isa", std::string(kernels::isa_name(a.isa))},
+                            {"openblas_core", kernels::openblas_core()}};
         if (test.starts_with("decode")) {
           r["context"] = a.context;
           r["decode_steps"] = a.decode_steps;

@@ -98,7 +98,8 @@ int main(int argc, char** argv) {
 
   llama_context_params cp = llama_context_default_params();
   cp.n_ctx = static_cast<uint32_t>(std::max(prompt_len, context + steps + 1));
-  cp.n_batch = cp.n_ubatch = static_cast<uint32_t>(prompt_len);
+  // The prompt and the decode context are each one batch (a context longer than the prompt too).
+  cp.n_batch = cp.n_ubatch = static_cast<uint32_t>(std::max(prompt_len, context));
   cp.n_seq_max = 1;
   cp.n_threads = cp.n_threads_batch = threads;
   cp.type_k = cp.type_v = kv == "f16" ? GGML_TYPE_F16 : GGML_TYPE_F32;
