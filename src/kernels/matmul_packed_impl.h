@@ -36,6 +36,16 @@
 #include "kernels/packed_weights.h"
 #include "kernels/tile_table.h"
 
+#if ECO_QUANT_ISA == 2
+// GCC 12's avx512fintrin.h builds unmasked 512-bit intrinsics (_mm512_cvtepi32_ps,
+// _mm512_inserti64x4, ...) on a self-initialised "undefined" vector, which its
+// -Wmaybe-uninitialized reports wherever they are inlined (GCC bug 105593). The
+// warnings are about the header, not about this code.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
 namespace ecoserve::kernels::detail::ECO_QUANT_NS {
 namespace {
 
@@ -159,7 +169,7 @@ using PackedTileFn = void (*)(const std::uint8_t* const*, const QuantizedActs&, 
 
 #if ECO_QUANT_ISA == 2
 // The same arithmetic on 512-bit registers, for CPUs whose vector units are 512
-// bits wide (Zen 5, Intel server cores; see wide_int8 in kernels/cpu_features.h):
+// bits wide (Zen 5, Intel server cores: the avx512vnni-zmm level, kernels/cpu_features.h):
 // a register holds two groups, 16 rows (the first group's 8 in lanes 0-7), so one
 // vpdpbusd does 64 multiply-adds. P pairs of groups (grp[2p], grp[2p + 1]) x T tokens.
 // Every lane computes what packed_tile computes for its row, in the same order.
@@ -706,3 +716,7 @@ void rows_q4_k_rows8_zmm(const std::uint8_t* w, std::size_t row_bytes, const Qua
 
 }  // namespace
 }  // namespace ecoserve::kernels::detail::ECO_QUANT_NS
+
+#if ECO_QUANT_ISA == 2
+#pragma GCC diagnostic pop
+#endif
