@@ -34,7 +34,7 @@ double measure_read_gbps(ThreadPool& pool, std::size_t bytes);
 // multiply-add rate of the 256-bit one on this core: true where the vector
 // units are 512 bits wide (Zen 5, Intel server cores), false where 512-bit
 // operations are split in two (Zen 4). Call only on a CPU with AVX-512 VNNI.
-// Measured once per process (about 0.3 ms), then cached.
+// Measured once per process (well under a millisecond), then cached.
 bool int8_512bit_full_rate();
 
 }  // namespace ecoserve::kernels
