@@ -27,7 +27,14 @@ using testing::FakeServerOptions;
 
 std::vector<BenchRequest> workload(int n, int max_tokens) {
   std::vector<BenchRequest> w;
-  for (int i = 0; i < n; ++i) w.push_back({.index = i, .prompt = "hello world", .input_tokens = 2, .output_tokens = max_tokens, .timestamp_s = {}});
+  for (int i = 0; i < n; ++i) {
+    BenchRequest r;
+    r.index = i;
+    r.prompt = "hello world";
+    r.input_tokens = 2;
+    r.output_tokens = max_tokens;
+    w.push_back(r);
+  }
   return w;
 }
 
@@ -284,7 +291,9 @@ TEST_F(RunnerTest, HighPriorityRequestsSendTheirPriorityAndRecordTheirClass) {
 TEST_F(RunnerTest, RequestBodyIsOpenAiCompatible) {
   auto o = options_for(1);
   BenchmarkRunner runner(o, clock_, builder_);
-  BenchRequest r{.index = 0, .prompt = "hi", .input_tokens = 0, .output_tokens = 7, .timestamp_s = {}};
+  BenchRequest r;
+  r.prompt = "hi";
+  r.output_tokens = 7;
   EXPECT_EQ(runner.request_body(r),
             R"({"ignore_eos":true,"max_tokens":7,"model":"fake","prompt":"hi","stream":true,)"
             R"("stream_options":{"include_usage":true},"temperature":0.0})");
