@@ -168,6 +168,36 @@ using PackedTileFn = void (*)(const std::uint8_t* const*, const QuantizedActs&, 
                               std::int64_t, TilePrefetch);
 
 #if ECO_QUANT_ISA == 2
+// Helpers of the wide tiles: a register holds two kRows8 groups, the first in
+// the low half (lanes 0-7 of 32-bit values), the second in the high half.
+
+// Two groups' 32 bytes at a and b.
+inline __m512i pair_load(const std::uint8_t* a, const std::uint8_t* b) {
+  const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a));
+  const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+// Two groups' 8 unsigned bytes at a and b, widened to 16 int32 lanes.
+inline __m512i pair_u8_to_i32(const std::uint8_t* a, const std::uint8_t* b) {
+  const __m128i lo = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a));
+  const __m128i hi = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b));
+  return _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(lo, hi));
+}
+
+// Two groups' 8 fp16 at a and b as 16 floats.
+inline __m512 pair_f16(const std::uint8_t* a, const std::uint8_t* b) {
+  const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
+  const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+  return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+}
+
+// The 16 row results of one token: the first group's 8 at a, the second's at b.
+inline void pair_store(float* a, float* b, __m512 v) {
+  _mm256_storeu_ps(a, _mm512_castps512_ps256(v));
+  _mm256_storeu_ps(b, _mm512_extractf32x8_ps(v, 1));
+}
+
 // The same arithmetic on 512-bit registers, for CPUs whose vector units are 512
 // bits wide (Zen 5, Intel server cores: the avx512vnni-zmm level, kernels/cpu_features.h):
 // a register holds two groups, 16 rows (the first group's 8 in lanes 0-7), so one
@@ -200,9 +230,7 @@ void packed_tile_wide(const std::uint8_t* const* grp, const QuantizedActs& a, st
       __m512i w[P];
 #pragma GCC unroll 8
       for (int p = 0; p < P; ++p) {
-        const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(grp[2 * p] + at.quants + 32 * c));
-        const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(grp[2 * p + 1] + at.quants + 32 * c));
-        w[p] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+        w[p] = pair_load(grp[2 * p] + at.quants + 32 * c, grp[2 * p + 1] + at.quants + 32 * c);
       }
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
@@ -215,9 +243,7 @@ void packed_tile_wide(const std::uint8_t* const* grp, const QuantizedActs& a, st
     }
 #pragma GCC unroll 8
     for (int p = 0; p < P; ++p) {
-      const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(grp[2 * p] + at.scales));
-      const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(grp[2 * p + 1] + at.scales));
-      const __m512 dw = _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+      const __m512 dw = pair_f16(grp[2 * p] + at.scales, grp[2 * p + 1] + at.scales);
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[p][t]), _mm512_mul_ps(dw, _mm512_set1_ps(dx[t * nb + b])),
@@ -229,8 +255,7 @@ void packed_tile_wide(const std::uint8_t* const* grp, const QuantizedActs& a, st
   for (int p = 0; p < P; ++p)
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
-      _mm256_storeu_ps(yg[2 * p] + (t0 + t) * y_stride, _mm512_castps512_ps256(acc[p][t]));
-      _mm256_storeu_ps(yg[2 * p + 1] + (t0 + t) * y_stride, _mm512_extractf32x8_ps(acc[p][t], 1));
+      pair_store(yg[2 * p] + (t0 + t) * y_stride, yg[2 * p + 1] + (t0 + t) * y_stride, acc[p][t]);
     }
 }
 
@@ -419,20 +444,6 @@ void q4k_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::int64
 }
 
 #if ECO_QUANT_ISA == 2
-// Two groups' 8 bytes at a and b (each + off) as 16 unsigned bytes, widened to 16 int32 lanes.
-inline __m512i pair_u8_to_i32(const std::uint8_t* a, const std::uint8_t* b) {
-  const __m128i lo = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a));
-  const __m128i hi = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b));
-  return _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(lo, hi));
-}
-
-// Two groups' 8 fp16 at a and b as 16 floats.
-inline __m512 pair_f16(const std::uint8_t* a, const std::uint8_t* b) {
-  const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
-  const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
-  return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
-}
-
 // q4k_tile on 512-bit registers (packed_tile_wide's scheme): P pairs of groups
 // (grp[2p] in lanes 0-7, grp[2p + 1] in 8-15) x T tokens; every lane does what
 // q4k_tile does for its row, so the bits are the same.
@@ -472,9 +483,7 @@ void q4k_tile_wide(const std::uint8_t* const* grp, const QuantizedActs& a, std::
 #pragma GCC unroll 8
         for (int p = 0; p < P; ++p) {
           const std::int64_t off = 128 + 256 * j + 32 * c;
-          const __m512i w = _mm512_inserti64x4(
-              _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sup[2 * p] + off))),
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sup[2 * p + 1] + off)), 1);
+          const __m512i w = pair_load(sup[2 * p] + off, sup[2 * p + 1] + off);
           const __m512i lo = _mm512_and_si512(w, _mm512_set1_epi8(0x0F));
           const __m512i hi = _mm512_and_si512(w, _mm512_set1_epi8(static_cast<char>(0xF0)));
 #pragma GCC unroll 8
@@ -549,8 +558,7 @@ void q4k_tile_wide(const std::uint8_t* const* grp, const QuantizedActs& a, std::
   for (int p = 0; p < P; ++p)
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
-      _mm256_storeu_ps(yg[2 * p] + (t0 + t) * y_stride, _mm512_castps512_ps256(acc[p][t]));
-      _mm256_storeu_ps(yg[2 * p + 1] + (t0 + t) * y_stride, _mm512_extractf32x8_ps(acc[p][t], 1));
+      pair_store(yg[2 * p] + (t0 + t) * y_stride, yg[2 * p + 1] + (t0 + t) * y_stride, acc[p][t]);
     }
 }
 
