@@ -261,7 +261,7 @@ TileFn pick_tile_fn(int32_t hd) {
 // (contiguous for all heads: one page's worth of rows at a time, not one row per page).
 // The position-major kernel (rows_step) where the shape allows, else tile_step per KV head.
 // `stream` (attend_token only: kv0 = 0, kv1 = n_head_kv): see DecodeStream.
-// Scratch: `p` holds p_floats(heads) floats, `buf` hd floats, `rows` end - begin +
+// Scratch: `p` holds p_floats(heads) floats, `buf` heads * hd, `rows` end - begin +
 // kPrefetchAhead int64s.
 void attend_range(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t begin, int32_t end,
                   const PagedKvView& kv, int32_t hd, float scale, OnlineState st, float* p, float* buf,
@@ -272,8 +272,15 @@ void attend_range(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t b
   std::fill(st.o, st.o + static_cast<int64_t>(heads) * hd, 0.0f);
   const TileFn fn = hd % 8 != 0 ? nullptr : kv.f16 ? pick_tile_fn<true>(hd) : pick_tile_fn<false>(hd);
   if (begin < end) tile_offsets(kv, begin, end - begin, 0, hd, rows);
-  const RowsFn rf = isa >= Isa::kAvx512Vnni ? detail::isa_avx512::pick_rows_fn(hd, g, kv.f16)
-                                             : detail::isa_avx2::pick_rows_fn(hd, g, kv.f16);
+  // The 512-bit kernel where the level asks for it and g allows, with q in pair layout.
+  RowsFn rf = isa >= Isa::kAvx512VnniZmm ? detail::isa_avx512::pick_rows_fn_zmm(hd, g, kv.f16) : nullptr;
+  if (rf) {
+    detail::pair_queries(q, heads, hd, buf);
+    q = buf;
+  } else {
+    rf = isa >= Isa::kAvx512Vnni ? detail::isa_avx512::pick_rows_fn(hd, g, kv.f16)
+                                 : detail::isa_avx2::pick_rows_fn(hd, g, kv.f16);
+  }
   if (rf) {
     // The kernel prefetches kPrefetchAhead positions on; past `end` it runs on into the
     // next call's first positions (rows after end - begin), if the caller named them.
@@ -329,7 +336,7 @@ void attend_heads(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t n
                   const DecodeStream& stream = {}) {
   const int32_t heads = g * (kv1 - kv0);
   const size_t o_size = static_cast<size_t>(heads) * hd;
-  scratch.scores.resize(2 * static_cast<size_t>(heads) + o_size + p_floats(heads) + hd);
+  scratch.scores.resize(2 * static_cast<size_t>(heads) + o_size + p_floats(heads) + o_size);
   float* base = scratch.scores.data();
   const OnlineState st{base, base + heads, base + 2 * heads};
   float* p = base + 2 * heads + o_size;
@@ -371,7 +378,7 @@ void attend_partial(const float* q, int32_t begin, int32_t end, const PagedKvVie
   part.max.resize(d.n_head);
   part.sum.resize(d.n_head);
   part.acc.resize(static_cast<size_t>(d.n_head) * hd);
-  scratch.scores.resize(p_floats(d.n_head) + hd);
+  scratch.scores.resize(p_floats(d.n_head) + static_cast<size_t>(d.n_head) * hd);
   scratch.rows.resize(static_cast<size_t>(std::max(0, end - begin)) + kPrefetchAhead);
   attend_range(q, d.n_head / d.n_head_kv, 0, d.n_head_kv, begin, end, kv, hd, d.scale,
                OnlineState{part.max.data(), part.sum.data(), part.acc.data()}, scratch.scores.data(),

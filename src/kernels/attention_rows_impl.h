@@ -72,6 +72,44 @@ inline void store_head_sums(const __m256* a, __m256 scale, float* dst) {
   }
 }
 
+// Online softmax of a tile's scores pbuf[j * Hp + h] (j < n, h < H), 8 heads per vector:
+// m = max(m, tile max) (rescaling o and l of the heads whose max grew), then p = exp(s -
+// m) replaces each score, l += p.
+template <int kHd>
+inline void tile_softmax(int32_t H, int32_t Hp, int32_t n, float* pbuf, OnlineState st) {
+  for (int32_t c0 = 0; c0 < H; c0 += 8) {
+    // Lanes of heads c0..c0+7 that exist (all but in a last, partial vector).
+    const int lanes = H - c0 < 8 ? H - c0 : 8;
+    const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(lanes), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    __m256 mt = _mm256_loadu_ps(pbuf + c0);
+    for (int32_t j = 1; j < n; ++j) mt = _mm256_max_ps(mt, _mm256_loadu_ps(pbuf + j * Hp + c0));
+    // Lanes past the last head never grow: their scores are 0 and their m loads as 0.
+    int grew = _mm256_movemask_ps(_mm256_cmp_ps(mt, _mm256_maskload_ps(st.m + c0, live), _CMP_GT_OQ));
+    if (grew) {
+      alignas(32) float mts[8];
+      _mm256_store_ps(mts, mt);
+      while (grew) {
+        const int i = __builtin_ctz(grew);
+        grew &= grew - 1;
+        const int32_t h = c0 + i;
+        const float alpha = std::exp(st.m[h] - mts[i]);  // 0 while m = -inf
+        st.l[h] *= alpha;
+        scale_inplace(st.o + static_cast<int64_t>(h) * kHd, alpha, kHd);
+        st.m[h] = mts[i];
+      }
+    }
+    const __m256 m = _mm256_maskload_ps(st.m + c0, live);
+    __m256 l = _mm256_maskload_ps(st.l + c0, live);
+    for (int32_t j = 0; j < n; ++j) {
+      float* sc = pbuf + j * Hp + c0;
+      const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(sc), m));
+      _mm256_storeu_ps(sc, e);
+      l = _mm256_add_ps(l, e);
+    }
+    _mm256_maskstore_ps(st.l + c0, live, l);
+  }
+}
+
 // The position-major kernel: the H = G * (kv1 - kv0) query heads (G in {1, 2, 4, 8},
 // any H: a last partial vector of heads is masked; head_dim = 8 * NV) over the n <=
 // kRowTile positions whose head-0 row offsets are off[0..n), folded into st;
@@ -140,39 +178,7 @@ void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
   int32_t j = 0;
   for (; j + P <= n; j += P) scores.template operator()<P>(j);
   for (; j < n; ++j) scores.template operator()<1>(j);
-  // Online softmax, 8 heads per vector: m = max(m, tile max) (rescaling o and l of the
-  // heads whose max grew), then p = exp(s - m), l += p.
-  for (int32_t c0 = 0; c0 < H; c0 += 8) {
-    // Lanes of heads c0..c0+7 that exist (all but in a last, partial vector).
-    const int lanes = H - c0 < 8 ? H - c0 : 8;
-    const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(lanes), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    __m256 mt = _mm256_loadu_ps(pbuf + c0);
-    for (int32_t j = 1; j < n; ++j) mt = _mm256_max_ps(mt, _mm256_loadu_ps(pbuf + j * Hp + c0));
-    // Lanes past the last head never grow: their scores are 0 and their m loads as 0.
-    int grew = _mm256_movemask_ps(_mm256_cmp_ps(mt, _mm256_maskload_ps(st.m + c0, live), _CMP_GT_OQ));
-    if (grew) {
-      alignas(32) float mts[8];
-      _mm256_store_ps(mts, mt);
-      while (grew) {
-        const int i = __builtin_ctz(grew);
-        grew &= grew - 1;
-        const int32_t h = c0 + i;
-        const float alpha = std::exp(st.m[h] - mts[i]);  // 0 while m = -inf
-        st.l[h] *= alpha;
-        scale_inplace(st.o + static_cast<int64_t>(h) * kHd, alpha, kHd);
-        st.m[h] = mts[i];
-      }
-    }
-    const __m256 m = _mm256_maskload_ps(st.m + c0, live);
-    __m256 l = _mm256_maskload_ps(st.l + c0, live);
-    for (int32_t j = 0; j < n; ++j) {
-      float* sc = pbuf + j * Hp + c0;
-      const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(sc), m));
-      _mm256_storeu_ps(sc, e);
-      l = _mm256_add_ps(l, e);
-    }
-    _mm256_maskstore_ps(st.l + c0, live, l);
-  }
+  tile_softmax<kHd>(H, Hp, n, pbuf, st);
   // o[h] += sum_j p[j][h] V_j[kv head of h]: for each KV head and each CH vectors
   // of head_dim, the G heads' sums over the tile's positions stay in registers and
   // o is read and written once per tile (not once per position). CH = 4 with 32
@@ -382,6 +388,187 @@ inline void row_softmax(const ChunkBuffers& b, int32_t hd, int32_t row, int32_t 
   b.l[row] += sum;
 }
 
+#if ECO_ATTN_WIDE
+// GCC 12's unmasked 512-bit intrinsics (_mm512_cvtph_ps, _mm512_extractf32x8_ps, ...)
+// trip its -Wmaybe-uninitialized on the header's own "undefined" vector (GCC bug
+// 105593; see matmul_packed_impl.h).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+// ---- The 512-bit decode kernel (the avx512vnni-zmm level; see pick_rows_fn_zmm) ----
+
+// 8 values at element `off` of a K cache, as float32, in both 256-bit halves.
+template <bool kF16>
+static inline __m512 load8_twice(const void* base, int64_t off) {
+  if constexpr (kF16) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + off));
+    return _mm512_cvtph_ps(_mm256_broadcastsi128_si256(h));
+  } else {
+    return _mm512_broadcast_f32x8(_mm256_loadu_ps(static_cast<const float*>(base) + off));
+  }
+}
+
+// 16 values at element `off` of a V cache, as float32.
+template <bool kF16>
+static inline __m512 load16(const void* base, int64_t off) {
+  if constexpr (kF16) {
+    const uint16_t* h = static_cast<const uint16_t*>(base) + off;
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h)));
+  } else {
+    return _mm512_loadu_ps(static_cast<const float*>(base) + off);
+  }
+}
+
+// rows_step on 512-bit registers, for G in {2, 4, 8}, with the query rows in pair layout
+// (pair_queries): one register holds a pair of heads' 8-float slices of q, the K slice
+// they share is loaded into both halves, so each half accumulates exactly the products,
+// in exactly the order, of the 256-bit kernel's accumulator for its head, and the sums
+// are reduced by the same store_head_sums. The V pass takes 16 output columns per
+// register: each column's sum over the tile's positions is the same chain of FMAs. So
+// the results are bitwise those of rows_step; the FMAs are half as many. Zen 5, GQA
+// 32/8, head_dim 128, K and V in L2 (attention_bench mode 5): 44 -> 58 GB/s (f32) and
+// 22 -> 28.5 GB/s (fp16) on one thread. From DRAM the K and V rows' read pattern, not
+// the FMAs, sets the speed (a loop that only loads in this order reads about as fast).
+template <int NV, bool kF16, int G>
+void rows_step_zmm(const float* qp, int32_t kv0, int32_t kv1, const int64_t* off, int32_t n, int32_t n_ahead,
+                   const PagedKvView& kv, float scale, OnlineState st, float* pbuf) {
+  static_assert(G == 2 || G == 4 || G == 8);
+  constexpr int kHd = 8 * NV;
+  constexpr int kElem = kF16 ? 2 : 4;
+  constexpr int G2 = G / 2;  // head pairs per KV head
+  const int32_t H = G * (kv1 - kv0);
+  const int32_t Hp = (H + 7) & ~7;
+  const __m256 vscale = _mm256_set1_ps(scale);
+  // Positions per q load: Pn * G2 accumulators, Pn K and G2 q registers of 32 (for G = 4,
+  // 8 ran 5% faster from L2 and 10-25% slower from DRAM than 4).
+  constexpr int P = G >= 4 ? 4 : 8;
+  auto scores = [&]<int Pn>(int32_t j0) {
+    for (int32_t c0 = 0; c0 < H; c0 += 8) {
+#pragma GCC unroll 8
+      for (int c = 0; c < 8 / G; ++c) {
+        if (c0 / G + c >= kv1 - kv0) {  // past the last head (H % 8 != 0): zero scores
+#pragma GCC unroll 8
+          for (int a = 0; a < Pn; ++a) for (int h = 0; h < G; ++h) pbuf[(j0 + a) * Hp + c0 + c * G + h] = 0.0f;
+          continue;
+        }
+        const int64_t head = static_cast<int64_t>(kv0 + c0 / G + c) * kHd;
+#pragma GCC unroll 8
+        for (int a = 0; a < Pn; ++a) {
+          if (j0 + a + kPrefetchAhead < n_ahead) {
+            const char* pk = static_cast<const char*>(kv.k) + (off[j0 + a + kPrefetchAhead] + head) * kElem;
+            for (int b = 0; b < kHd * kElem; b += 64) _mm_prefetch(pk + b, _MM_HINT_T1);
+          }
+        }
+        const float* qc = qp + static_cast<int64_t>(c0 + c * G) * kHd;  // pair (c0 + c G) / 2, 2 kHd floats each
+        __m512 acc[Pn][G2];
+#pragma GCC unroll 8
+        for (int a = 0; a < Pn; ++a)
+#pragma GCC unroll 4
+          for (int h = 0; h < G2; ++h) acc[a][h] = _mm512_setzero_ps();
+#pragma GCC unroll 16
+        for (int v = 0; v < NV; ++v) {
+          __m512 kk[Pn];
+#pragma GCC unroll 8
+          for (int a = 0; a < Pn; ++a) kk[a] = load8_twice<kF16>(kv.k, off[j0 + a] + head + 8 * v);
+#pragma GCC unroll 4
+          for (int h = 0; h < G2; ++h) {
+            __m512 qv = _mm512_loadu_ps(qc + (h * NV + v) * 16);
+            if constexpr (Pn > 1) asm("" : "+v"(qv));  // one load for Pn FMAs
+#pragma GCC unroll 8
+            for (int a = 0; a < Pn; ++a) acc[a][h] = _mm512_fmadd_ps(qv, kk[a], acc[a][h]);
+          }
+        }
+#pragma GCC unroll 8
+        for (int a = 0; a < Pn; ++a) {
+          __m256 halves[G];
+#pragma GCC unroll 4
+          for (int h = 0; h < G2; ++h) {
+            halves[2 * h] = _mm512_castps512_ps256(acc[a][h]);
+            halves[2 * h + 1] = _mm512_extractf32x8_ps(acc[a][h], 1);
+          }
+          store_head_sums<G>(halves, vscale, pbuf + (j0 + a) * Hp + c0 + c * G);
+        }
+      }
+    }
+  };
+  int32_t j = 0;
+  for (; j + P <= n; j += P) scores.template operator()<P>(j);
+  switch (n - j) {  // the rest as one group (n <= kRowTile)
+    case 7: scores.template operator()<7>(j); break;
+    case 6: scores.template operator()<6>(j); break;
+    case 5: scores.template operator()<5>(j); break;
+    case 4: scores.template operator()<4>(j); break;
+    case 3: scores.template operator()<3>(j); break;
+    case 2: scores.template operator()<2>(j); break;
+    case 1: scores.template operator()<1>(j); break;
+    default: break;
+  }
+  tile_softmax<kHd>(H, Hp, n, pbuf, st);
+  // o[h] += sum_j p[j][h] V_j[kv head of h], CH registers of 16 columns at a time.
+  constexpr int NV16 = NV / 2;
+  constexpr int CH = G >= 8 ? 2 : 4;
+  static_assert(NV16 % CH == 0);
+  const char* vrow[kRowTile];
+  const char* vahead[kRowTile];
+  for (int32_t j = 0; j < n; ++j) {
+    vrow[j] = static_cast<const char*>(kv.v) + (off[j] + static_cast<int64_t>(kv0) * kHd) * kElem;
+    vahead[j] = j + kPrefetchAhead >= n_ahead ? nullptr
+                                              : static_cast<const char*>(kv.v) +
+                                                    (off[j + kPrefetchAhead] + static_cast<int64_t>(kv0) * kHd) * kElem;
+  }
+  for (int32_t kvh = kv0; kvh < kv1; ++kvh) {
+    const int32_t hb = (kvh - kv0) * G;
+    float* o = st.o + static_cast<int64_t>(hb) * kHd;
+    const int64_t head_bytes = static_cast<int64_t>(kvh - kv0) * kHd * kElem;
+    for (int v0 = 0; v0 < NV16; v0 += CH) {
+      const int64_t at = head_bytes + 16 * v0 * kElem;
+      __m512 acc[G][CH];
+#pragma GCC unroll 8
+      for (int h = 0; h < G; ++h)
+#pragma GCC unroll 4
+        for (int c = 0; c < CH; ++c) acc[h][c] = _mm512_setzero_ps();
+      constexpr int kChunkBytes = 16 * CH * kElem;  // a whole number of lines
+#pragma GCC unroll 8
+      for (int32_t j = 0; j < n; ++j) {
+        if (vahead[j]) {
+#pragma GCC unroll 4
+          for (int b = 0; b < kChunkBytes; b += 64) _mm_prefetch(vahead[j] + at + b, _MM_HINT_T1);
+        }
+        __m512 vv[CH];
+#pragma GCC unroll 4
+        for (int c = 0; c < CH; ++c) vv[c] = load16<kF16>(vrow[j] + at, 16 * c);
+        const float* pj = pbuf + j * Hp + hb;
+#pragma GCC unroll 8
+        for (int h = 0; h < G; ++h) {
+          const __m512 pb = _mm512_set1_ps(pj[h]);
+#pragma GCC unroll 4
+          for (int c = 0; c < CH; ++c) acc[h][c] = _mm512_fmadd_ps(pb, vv[c], acc[h][c]);
+        }
+      }
+#pragma GCC unroll 8
+      for (int h = 0; h < G; ++h)
+#pragma GCC unroll 4
+        for (int c = 0; c < CH; ++c) {
+          float* oh = o + h * kHd + 16 * (v0 + c);
+          _mm512_storeu_ps(oh, _mm512_add_ps(_mm512_loadu_ps(oh), acc[h][c]));
+        }
+    }
+  }
+}
+
+template <int NV, bool kF16>
+RowsFn pick_rows_fn_zmm_g(int32_t g) {
+  switch (g) {
+    case 2: return rows_step_zmm<NV, kF16, 2>;
+    case 4: return rows_step_zmm<NV, kF16, 4>;
+    case 8: return rows_step_zmm<NV, kF16, 8>;
+    default: return nullptr;
+  }
+}
+#pragma GCC diagnostic pop
+#endif  // ECO_ATTN_WIDE
+
 template <int NV, bool kF16>
 RowsFn pick_rows_fn_g(int32_t g) {
   switch (g) {
@@ -412,5 +599,15 @@ RowsFn pick_rows_fn(int32_t hd, int32_t g, bool f16) {
     default: return nullptr;
   }
 }
+
+#if ECO_ATTN_WIDE
+RowsFn pick_rows_fn_zmm(int32_t hd, int32_t g, bool f16) {
+  switch (hd) {
+    case 64: return f16 ? pick_rows_fn_zmm_g<8, true>(g) : pick_rows_fn_zmm_g<8, false>(g);
+    case 128: return f16 ? pick_rows_fn_zmm_g<16, true>(g) : pick_rows_fn_zmm_g<16, false>(g);
+    default: return nullptr;
+  }
+}
+#endif
 
 }  // namespace ecoserve::kernels::detail::ECO_ATTN_NS

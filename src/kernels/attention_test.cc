@@ -333,9 +333,9 @@ TEST_P(DecodeTest, KvHeadRangesEqualTheWholeToken) {
   }
 }
 
-// Every kernel path this CPU runs (the decode kernel's AVX2 build, and its AVX-512VL
-// build at avx512vnni) gives the AVX2 build's bits, for whole tokens, head ranges
-// and position ranges.
+// Every kernel path this CPU runs (the decode kernel's AVX2 build, its AVX-512VL build
+// at avx512vnni and its 512-bit one at avx512vnni-zmm) gives the AVX2 build's bits,
+// for whole tokens, head ranges and position ranges.
 TEST_P(DecodeTest, EveryIsaLevelGivesTheSameBits) {
   const DecodeCase c = GetParam();
   const TestCache cache(1234, c.n_head_kv, c.hd, 16, c.f16, 31);
@@ -432,7 +432,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DecodeTest,
                                            DecodeCase{6, 2, 64, false}, DecodeCase{4, 2, 24, true},
                                            DecodeCase{16, 8, 64, false}, DecodeCase{16, 8, 128, true},
                                            DecodeCase{12, 12, 64, true}, DecodeCase{12, 6, 128, false},
-                                           DecodeCase{4, 4, 64, false}, DecodeCase{12, 3, 64, true}),
+                                           DecodeCase{4, 4, 64, false}, DecodeCase{12, 3, 64, true},
+                                           DecodeCase{16, 2, 128, true}, DecodeCase{8, 4, 64, true}),
                          [](const ::testing::TestParamInfo<DecodeCase>& i) {
                            const DecodeCase& c = i.param;
                            return "h" + std::to_string(c.n_head) + "_kv" + std::to_string(c.n_head_kv) + "_d" +
