@@ -3,7 +3,7 @@
 // (AVX2 + FMA, 16 vector registers) and attention_rows_avx512.cc (the same AVX2
 // intrinsics under -mavx512vl, so the compiler has 32 registers: 4 positions per q
 // load for fp16 GQA and 4 accumulated vectors per head in the V pass; and, for the
-// avx512vnni-zmm level, rows_step_zmm on 512-bit registers). The arithmetic of every
+// avx512vnni-zmm level, rows_step on 512-bit registers). The arithmetic of every
 // output element is the same in all of them (the same sums in the same order; only
 // how many run side by side differs), so they agree bitwise. The prefill kernel's
 // key-block step (chunk_key_block, attend_chunk's fused path) is built the same way:

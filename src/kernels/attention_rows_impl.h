@@ -19,6 +19,15 @@
 #include "kernels/ops.h"
 #include "kernels/vec_math.h"
 
+#if ECO_ATTN_WIDE
+// GCC 12's unmasked 512-bit intrinsics (_mm512_cvtph_ps, _mm512_extractf32x8_ps, ...)
+// trip its -Wmaybe-uninitialized on the header's own "undefined" vector (GCC bug
+// 105593; see matmul_packed_impl.h).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
 namespace ecoserve::kernels::detail::ECO_ATTN_NS {
 namespace {
 
@@ -110,35 +119,128 @@ inline void tile_softmax(int32_t H, int32_t Hp, int32_t n, float* pbuf, OnlineSt
   }
 }
 
-// The position-major kernel: the H = G * (kv1 - kv0) query heads (G in {1, 2, 4, 8},
-// any H: a last partial vector of heads is masked; head_dim = 8 * NV) over the n <=
-// kRowTile positions whose head-0 row offsets are off[0..n), folded into st;
-// off[n..n_ahead) are the positions after them (prefetched). K and V rows are read
-// position by position, each front to back (this machine's prefetchers lose interleaved
-// streams): 8 heads are scored at a time, the softmax state is updated per tile with the
-// heads in vector lanes (a head's o and l are rescaled only when its max grows), and
-// every V vector is widened once for the G heads that share it. `pbuf` holds
-// kRowTile * Hp floats (Hp = H rounded up to 8).
-template <int NV, bool kF16, int G>
-void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int32_t n, int32_t n_ahead,
-               const PagedKvView& kv, float scale, OnlineState st, float* pbuf) {
-  constexpr int kHd = 8 * NV;
-  constexpr int kElem = kF16 ? 2 : 4;
+// The decode kernel (rows_step) on registers of W floats: Lanes8 (256-bit) and, in the
+// wide build, Lanes16 (512-bit).
+struct Lanes8 {
+  using Reg = __m256;
+  static constexpr int W = 8;
+  static Reg zero() { return _mm256_setzero_ps(); }
+  static Reg fmadd(Reg a, Reg b, Reg c) { return _mm256_fmadd_ps(a, b, c); }
+  static Reg loadu(const float* p) { return _mm256_loadu_ps(p); }
+  static void storeu(float* p, Reg v) { _mm256_storeu_ps(p, v); }
+  static Reg add(Reg a, Reg b) { return _mm256_add_ps(a, b); }
+  template <bool kF16>
+  static Reg load(const void* base, int64_t off) { return load8<kF16>(base, off); }
+  // The score pass: one query head per register (kHeads), its q slice v at q_at(r, v)
+  // floats from the KV head's first query row; the K slice of 8 values as it multiplies
+  // them (load_k); the G heads' accumulators as 8-lane vectors (halves).
+  static constexpr int kHeads = 1;
+  static constexpr int64_t q_at(int r, int v, int nv) { return static_cast<int64_t>(r) * 8 * nv + 8 * v; }
+  template <bool kF16>
+  static Reg load_k(const void* base, int64_t off) { return load8<kF16>(base, off); }
+  template <int G>
+  static void halves(const Reg* acc, __m256* out) {
+#pragma GCC unroll 8
+    for (int h = 0; h < G; ++h) out[h] = acc[h];
+  }
+  // Positions per q load (P * G = 8 independent FMA chains; loads per FMA (G + P) / (G *
+  // P)). With 32 registers, fp16 with G = 4 takes P = 4 (16 chains, 4 loads per 8 FMAs);
+  // f32 measured slower so.
+  template <bool kF16, int G>
+  static constexpr int kPositions = G >= 8 ? 1 : (kWide && kF16 && G == 4) ? 4 : 8 / G;
+  // Registers of head_dim per V pass step: CH = 4 with 32 registers for G = 4: one
+  // head-weight shuffle per 4 FMAs, not per 2.
+  template <int G>
+  static constexpr int kValueRegs = G >= 8 ? 1 : (G == 4 && !kWide) ? 2 : 4;
+  // The weights p[h] (h < G) of one position, each in every lane: from one 128-bit
+  // broadcast per 4 heads and in-register shuffles where G >= 4.
+  template <int G>
+  struct Weights {
+    const float* p;
+    Reg p4[(G + 3) / 4];
+    explicit Weights(const float* pj) : p(pj) {
+      if constexpr (G >= 4) {
+#pragma GCC unroll 2
+        for (int b = 0; b < G / 4; ++b) p4[b] = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(pj + 4 * b));
+      }
+    }
+    Reg operator()(int h) const { return G >= 4 ? lane_broadcast(p4[h / 4], h % 4) : _mm256_broadcast_ss(p + h); }
+  };
+};
+
+#if ECO_ATTN_WIDE
+// 8 values at element `off` of a K cache, as float32, in both 256-bit halves.
+template <bool kF16>
+static inline __m512 load8_twice(const void* base, int64_t off) {
+  if constexpr (kF16) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + off));
+    return _mm512_cvtph_ps(_mm256_broadcastsi128_si256(h));
+  } else {
+    return _mm512_broadcast_f32x8(_mm256_loadu_ps(static_cast<const float*>(base) + off));
+  }
+}
+
+struct Lanes16 {
+  using Reg = __m512;
+  static constexpr int W = 16;
+  static Reg zero() { return _mm512_setzero_ps(); }
+  static Reg fmadd(Reg a, Reg b, Reg c) { return _mm512_fmadd_ps(a, b, c); }
+  static Reg loadu(const float* p) { return _mm512_loadu_ps(p); }
+  static void storeu(float* p, Reg v) { _mm512_storeu_ps(p, v); }
+  static Reg add(Reg a, Reg b) { return _mm512_add_ps(a, b); }
+  template <bool kF16>
+  static Reg load(const void* base, int64_t off) {
+    if constexpr (kF16) {
+      const uint16_t* h = static_cast<const uint16_t*>(base) + off;
+      return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h)));
+    } else {
+      return _mm512_loadu_ps(static_cast<const float*>(base) + off);
+    }
+  }
+  template <int G>
+  struct Weights {
+    const float* p;
+    explicit Weights(const float* pj) : p(pj) {}
+    Reg operator()(int h) const { return _mm512_set1_ps(p[h]); }
+  };
+  // Two query heads per register, q in pair layout (pair_queries), the K slice in both
+  // halves: each half accumulates what Lanes8's register for its head does.
+  static constexpr int kHeads = 2;
+  static constexpr int64_t q_at(int r, int v, int nv) { return (static_cast<int64_t>(r) * nv + v) * 16; }
+  template <bool kF16>
+  static Reg load_k(const void* base, int64_t off) { return load8_twice<kF16>(base, off); }
+  template <int G>
+  static void halves(const Reg* acc, __m256* out) {
+#pragma GCC unroll 4
+    for (int r = 0; r < G / 2; ++r) {
+      out[2 * r] = _mm512_castps512_ps256(acc[r]);
+      out[2 * r + 1] = _mm512_extractf32x8_ps(acc[r], 1);
+    }
+  }
+  // P * G / 2 accumulators, P K and G / 2 q registers of 32 (for G = 4, 8 ran 5% faster
+  // from L2 and 10-25% slower from DRAM than 4).
+  template <bool kF16, int G>
+  static constexpr int kPositions = G >= 4 ? 4 : 8;
+  template <int G>
+  static constexpr int kValueRegs = G >= 8 ? 2 : 4;
+};
+#endif
+
+// The score pass of a tile: for the n <= kRowTile positions at off[0..n) in groups of
+// P (then one at a time), and for each KV head in [kv0, kv1), core.template
+// operator()<Pn>(j0, h, head) stores the scores of positions j0..j0 + Pn of query heads
+// h..h + G (head = the KV head's first element in a row) into pbuf[j * Hp + h ...]; the
+// K rows of the positions kPrefetchAhead on are prefetched first. Scores of the lanes
+// past the last head (H = G * (kv1 - kv0) not a multiple of 8) are set to 0.
+template <int kHd, int kElem, int G, int P, class Core>
+inline void score_tiles(int32_t kv0, int32_t kv1, const int64_t* off, int32_t n, int32_t n_ahead,
+                        const PagedKvView& kv, int32_t Hp, float* pbuf, Core&& core) {
   const int32_t H = G * (kv1 - kv0);
-  const int32_t Hp = (H + 7) & ~7;  // pbuf's row stride: heads in whole vectors
-  const __m256 vscale = _mm256_set1_ps(scale);
-  // Scores of every head for every position of the tile: pbuf[j * Hp + h], P positions
-  // at a time so that each q vector loaded serves P positions (P * G = 8 independent
-  // FMA chains; loads per FMA (G + P) / (G * P)). With 32 registers, fp16 with G = 4
-  // takes P = 4 (16 chains, 4 loads per 8 FMAs); f32 measured slower so.
-  constexpr int P = G >= 8 ? 1 : (kWide && kF16 && G == 4) ? 4 : 8 / G;
-  // Each KV head's G sums are reduced and stored as soon as they are complete (holding
-  // 8 heads' sums in registers for one 8-lane reduction spilled with 16 registers).
-  auto scores = [&]<int Pn>(int32_t j0) {
+  auto group = [&]<int Pn>(int32_t j0) {
     for (int32_t c0 = 0; c0 < H; c0 += 8) {
 #pragma GCC unroll 8
       for (int c = 0; c < 8 / G; ++c) {
-        if (c0 / G + c >= kv1 - kv0) {  // past the last head (H % 8 != 0): zero scores
+        if (c0 / G + c >= kv1 - kv0) {
 #pragma GCC unroll 8
           for (int a = 0; a < Pn; ++a) for (int h = 0; h < G; ++h) pbuf[(j0 + a) * Hp + c0 + c * G + h] = 0.0f;
           continue;
@@ -151,41 +253,29 @@ void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
             for (int b = 0; b < kHd * kElem; b += 64) _mm_prefetch(pk + b, _MM_HINT_T1);
           }
         }
-        const float* qc = q + static_cast<int64_t>(c0 + c * G) * kHd;
-        __m256 acc[Pn][G];
-#pragma GCC unroll 8
-        for (int a = 0; a < Pn; ++a)
-#pragma GCC unroll 8
-          for (int h = 0; h < G; ++h) acc[a][h] = _mm256_setzero_ps();
-#pragma GCC unroll 16
-        for (int v = 0; v < NV; ++v) {
-          __m256 kk[Pn];
-#pragma GCC unroll 8
-          for (int a = 0; a < Pn; ++a) kk[a] = load8<kF16>(kv.k, off[j0 + a] + head + 8 * v);
-#pragma GCC unroll 8
-          for (int h = 0; h < G; ++h) {
-            __m256 qv = _mm256_loadu_ps(qc + h * kHd + 8 * v);
-            if constexpr (Pn > 1) asm("" : "+x"(qv));  // one load for Pn FMAs, not a memory operand in each
-#pragma GCC unroll 8
-            for (int a = 0; a < Pn; ++a) acc[a][h] = _mm256_fmadd_ps(qv, kk[a], acc[a][h]);
-          }
-        }
-#pragma GCC unroll 8
-        for (int a = 0; a < Pn; ++a) store_head_sums<G>(acc[a], vscale, pbuf + (j0 + a) * Hp + c0 + c * G);
+        core.template operator()<Pn>(j0, c0 + c * G, head);
       }
     }
   };
   int32_t j = 0;
-  for (; j + P <= n; j += P) scores.template operator()<P>(j);
-  for (; j < n; ++j) scores.template operator()<1>(j);
-  tile_softmax<kHd>(H, Hp, n, pbuf, st);
-  // o[h] += sum_j p[j][h] V_j[kv head of h]: for each KV head and each CH vectors
-  // of head_dim, the G heads' sums over the tile's positions stay in registers and
-  // o is read and written once per tile (not once per position). CH = 4 with 32
-  // registers for G = 4: one head-weight shuffle per 4 FMAs, not per 2.
-  constexpr int CH = G >= 8 ? 1 : (G == 4 && !kWide) ? 2 : 4;
-  static_assert(NV % CH == 0);
-  const char* vrow[kRowTile];  // each position's V row of KV head kv0
+  for (; j + P <= n; j += P) group.template operator()<P>(j);
+  for (; j < n; ++j) group.template operator()<1>(j);
+}
+
+// The value pass of a tile: o[h] += sum_j p[j][h] V_j[kv head of h] (p = pbuf[j * Hp +
+// h]). For each KV head and each CH registers of head_dim (L::W floats each), the G
+// heads' sums over the tile's positions stay in registers (each column one chain of
+// FMAs from 0 in position order, whatever L) and o is read and written once per tile.
+// Every V register is widened once for the G heads that share it.
+template <class L, int NV, bool kF16, int G, int CH>
+inline void values_pass(int32_t kv0, int32_t kv1, const int64_t* off, int32_t n, int32_t n_ahead,
+                        const PagedKvView& kv, int32_t Hp, const float* pbuf, float* o_all) {
+  using Reg = typename L::Reg;
+  constexpr int kHd = 8 * NV;
+  constexpr int kElem = kF16 ? 2 : 4;
+  constexpr int W = L::W;
+  static_assert(kHd % (W * CH) == 0);
+  const char* vrow[kRowTile];    // each position's V row of KV head kv0
   const char* vahead[kRowTile];  // its row kPrefetchAhead positions on (prefetched), or null
   for (int32_t j = 0; j < n; ++j) {
     vrow[j] = static_cast<const char*>(kv.v) + (off[j] + static_cast<int64_t>(kv0) * kHd) * kElem;
@@ -195,52 +285,113 @@ void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
   }
   for (int32_t kvh = kv0; kvh < kv1; ++kvh) {
     const int32_t hb = (kvh - kv0) * G;
-    float* o = st.o + static_cast<int64_t>(hb) * kHd;
+    float* o = o_all + static_cast<int64_t>(hb) * kHd;
     const int64_t head_bytes = static_cast<int64_t>(kvh - kv0) * kHd * kElem;
-    for (int v0 = 0; v0 < NV; v0 += CH) {
-      const int64_t at = head_bytes + 8 * v0 * kElem;
-      __m256 acc[G][CH];
+    for (int v0 = 0; v0 < kHd / W; v0 += CH) {
+      const int64_t at = head_bytes + W * v0 * kElem;
+      Reg acc[G][CH];
 #pragma GCC unroll 8
       for (int h = 0; h < G; ++h)
 #pragma GCC unroll 4
-        for (int c = 0; c < CH; ++c) acc[h][c] = _mm256_setzero_ps();
+        for (int c = 0; c < CH; ++c) acc[h][c] = L::zero();
       // Each line read here is prefetched for the position kPrefetchAhead on (one
       // prefetch per line read, spread over the pass: a burst of a whole tile's
-      // lines overflowed the miss queue and most were dropped).
-      // The CH vectors span kChunkBytes: one line (every other chunk when 32 bytes) or several.
-      constexpr int kChunkBytes = 8 * CH * kElem;
-      const bool pf_line = (8 * v0 * kElem) % 64 == 0;
+      // lines overflowed the miss queue and most were dropped). The CH registers span
+      // kChunkBytes: one line (every other chunk when 32 bytes) or several.
+      constexpr int kChunkBytes = W * CH * kElem;
+      const bool pf_line = (W * v0 * kElem) % 64 == 0;
 #pragma GCC unroll 8
       for (int32_t j = 0; j < n; ++j) {
         if (pf_line && vahead[j]) {
 #pragma GCC unroll 4
           for (int b = 0; b < kChunkBytes; b += 64) _mm_prefetch(vahead[j] + at + b, _MM_HINT_T1);
         }
-        __m256 vv[CH];
+        Reg vv[CH];
 #pragma GCC unroll 4
-        for (int c = 0; c < CH; ++c) vv[c] = load8<kF16>(vrow[j] + at, 8 * c);
-        const float* pj = pbuf + j * Hp + hb;
-        __m256 p4[(G + 3) / 4];
-        if constexpr (G >= 4) {
-#pragma GCC unroll 2
-          for (int b = 0; b < G / 4; ++b) p4[b] = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(pj + 4 * b));
-        }
+        for (int c = 0; c < CH; ++c) vv[c] = L::template load<kF16>(vrow[j] + at, W * c);
+        const typename L::template Weights<G> pw(pbuf + j * Hp + hb);
 #pragma GCC unroll 8
         for (int h = 0; h < G; ++h) {
-          const __m256 pb = G >= 4 ? lane_broadcast(p4[h / 4], h % 4) : _mm256_broadcast_ss(pj + h);
+          const Reg pb = pw(h);
 #pragma GCC unroll 4
-          for (int c = 0; c < CH; ++c) acc[h][c] = _mm256_fmadd_ps(pb, vv[c], acc[h][c]);
+          for (int c = 0; c < CH; ++c) acc[h][c] = L::fmadd(pb, vv[c], acc[h][c]);
         }
       }
 #pragma GCC unroll 8
       for (int h = 0; h < G; ++h)
 #pragma GCC unroll 4
         for (int c = 0; c < CH; ++c) {
-          float* oh = o + h * kHd + 8 * (v0 + c);
-          _mm256_storeu_ps(oh, _mm256_add_ps(_mm256_loadu_ps(oh), acc[h][c]));
+          float* oh = o + h * kHd + W * (v0 + c);
+          L::storeu(oh, L::add(L::loadu(oh), acc[h][c]));
         }
     }
   }
+}
+
+// The position-major kernel: the H = G * (kv1 - kv0) query heads (G in {1, 2, 4, 8},
+// any H: a last partial vector of heads is masked; head_dim = 8 * NV) over the n <=
+// kRowTile positions whose head-0 row offsets are off[0..n), folded into st;
+// off[n..n_ahead) are the positions after them (prefetched). K and V rows are read
+// position by position, each front to back (this machine's prefetchers lose interleaved
+// streams): 8 heads are scored at a time, the softmax state is updated per tile with the
+// heads in vector lanes (a head's o and l are rescaled only when its max grows), and
+// every V vector is widened once for the G heads that share it. `pbuf` holds
+// kRowTile * Hp floats (Hp = H rounded up to 8).
+//
+// L = Lanes8 (256-bit registers) or Lanes16 (512-bit, G in {2, 4, 8}, q in pair layout:
+// half the FMAs). Every score is the same chain of FMAs and the same reduction
+// (store_head_sums), every output column the same chain, whatever L: the results are
+// bitwise the same. Lanes16 on Zen 5, GQA 32/8, head_dim 128, one thread: K and V in L2
+// (attention_bench mode 5) 44 -> 58 GB/s (f32) and 22 -> 28.5 GB/s (fp16); from DRAM
+// (8k context) 22.3 -> 21.6 (f32) and 19.8 -> 22.1 (fp16): there the K and V rows' read
+// order, not the FMAs, sets the speed (a loop that only loads, in this order, reads
+// about as fast).
+template <class L, int NV, bool kF16, int G>
+void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int32_t n, int32_t n_ahead,
+               const PagedKvView& kv, float scale, OnlineState st, float* pbuf) {
+  using Reg = typename L::Reg;
+  static_assert(G % L::kHeads == 0);
+  constexpr int kHd = 8 * NV;
+  constexpr int kElem = kF16 ? 2 : 4;
+  constexpr int GR = G / L::kHeads;  // q registers (and accumulators per position) per KV head
+  const int32_t H = G * (kv1 - kv0);
+  const int32_t Hp = (H + 7) & ~7;  // pbuf's row stride: heads in whole vectors
+  const __m256 vscale = _mm256_set1_ps(scale);
+  // Scores of every head for every position of the tile: pbuf[j * Hp + h], P positions
+  // at a time so that each q register loaded serves P positions. Each KV head's G sums
+  // are reduced and stored as soon as they are complete (holding 8 heads' sums in
+  // registers for one 8-lane reduction spilled with 16 registers).
+  constexpr int P = L::template kPositions<kF16, G>;
+  score_tiles<kHd, kElem, G, P>(kv0, kv1, off, n, n_ahead, kv, Hp, pbuf, [&]<int Pn>(int32_t j0, int32_t h0,
+                                                                                      int64_t head) {
+    const float* qc = q + static_cast<int64_t>(h0) * kHd;
+    Reg acc[Pn][GR];
+#pragma GCC unroll 8
+    for (int a = 0; a < Pn; ++a)
+#pragma GCC unroll 8
+      for (int r = 0; r < GR; ++r) acc[a][r] = L::zero();
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) {
+      Reg kk[Pn];
+#pragma GCC unroll 8
+      for (int a = 0; a < Pn; ++a) kk[a] = L::template load_k<kF16>(kv.k, off[j0 + a] + head + 8 * v);
+#pragma GCC unroll 8
+      for (int r = 0; r < GR; ++r) {
+        Reg qv = L::loadu(qc + L::q_at(r, v, NV));
+        if constexpr (Pn > 1) asm("" : "+v"(qv));  // one load for Pn FMAs, not a memory operand in each
+#pragma GCC unroll 8
+        for (int a = 0; a < Pn; ++a) acc[a][r] = L::fmadd(qv, kk[a], acc[a][r]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int a = 0; a < Pn; ++a) {
+      __m256 sums[G];
+      L::template halves<G>(acc[a], sums);
+      store_head_sums<G>(sums, vscale, pbuf + (j0 + a) * Hp + h0);
+    }
+  });
+  tile_softmax<kHd>(H, Hp, n, pbuf, st);
+  values_pass<L, NV, kF16, G, L::template kValueRegs<G>>(kv0, kv1, off, n, n_ahead, kv, Hp, pbuf, st.o);
 }
 
 // ---- attend_chunk's fused kernel (see ChunkBuffers, ChunkBlockFn) ----
@@ -389,193 +540,24 @@ inline void row_softmax(const ChunkBuffers& b, int32_t hd, int32_t row, int32_t 
 }
 
 #if ECO_ATTN_WIDE
-// GCC 12's unmasked 512-bit intrinsics (_mm512_cvtph_ps, _mm512_extractf32x8_ps, ...)
-// trip its -Wmaybe-uninitialized on the header's own "undefined" vector (GCC bug
-// 105593; see matmul_packed_impl.h).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-
-// ---- The 512-bit decode kernel (the avx512vnni-zmm level; see pick_rows_fn_zmm) ----
-
-// 8 values at element `off` of a K cache, as float32, in both 256-bit halves.
-template <bool kF16>
-static inline __m512 load8_twice(const void* base, int64_t off) {
-  if constexpr (kF16) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + off));
-    return _mm512_cvtph_ps(_mm256_broadcastsi128_si256(h));
-  } else {
-    return _mm512_broadcast_f32x8(_mm256_loadu_ps(static_cast<const float*>(base) + off));
-  }
-}
-
-// 16 values at element `off` of a V cache, as float32.
-template <bool kF16>
-static inline __m512 load16(const void* base, int64_t off) {
-  if constexpr (kF16) {
-    const uint16_t* h = static_cast<const uint16_t*>(base) + off;
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h)));
-  } else {
-    return _mm512_loadu_ps(static_cast<const float*>(base) + off);
-  }
-}
-
-// rows_step on 512-bit registers, for G in {2, 4, 8}, with the query rows in pair layout
-// (pair_queries): one register holds a pair of heads' 8-float slices of q, the K slice
-// they share is loaded into both halves, so each half accumulates exactly the products,
-// in exactly the order, of the 256-bit kernel's accumulator for its head, and the sums
-// are reduced by the same store_head_sums. The V pass takes 16 output columns per
-// register: each column's sum over the tile's positions is the same chain of FMAs. So
-// the results are bitwise those of rows_step; the FMAs are half as many. Zen 5, GQA
-// 32/8, head_dim 128, K and V in L2 (attention_bench mode 5): 44 -> 58 GB/s (f32) and
-// 22 -> 28.5 GB/s (fp16) on one thread. From DRAM the K and V rows' read pattern, not
-// the FMAs, sets the speed (a loop that only loads in this order reads about as fast).
-template <int NV, bool kF16, int G>
-void rows_step_zmm(const float* qp, int32_t kv0, int32_t kv1, const int64_t* off, int32_t n, int32_t n_ahead,
-                   const PagedKvView& kv, float scale, OnlineState st, float* pbuf) {
-  static_assert(G == 2 || G == 4 || G == 8);
-  constexpr int kHd = 8 * NV;
-  constexpr int kElem = kF16 ? 2 : 4;
-  constexpr int G2 = G / 2;  // head pairs per KV head
-  const int32_t H = G * (kv1 - kv0);
-  const int32_t Hp = (H + 7) & ~7;
-  const __m256 vscale = _mm256_set1_ps(scale);
-  // Positions per q load: Pn * G2 accumulators, Pn K and G2 q registers of 32 (for G = 4,
-  // 8 ran 5% faster from L2 and 10-25% slower from DRAM than 4).
-  constexpr int P = G >= 4 ? 4 : 8;
-  auto scores = [&]<int Pn>(int32_t j0) {
-    for (int32_t c0 = 0; c0 < H; c0 += 8) {
-#pragma GCC unroll 8
-      for (int c = 0; c < 8 / G; ++c) {
-        if (c0 / G + c >= kv1 - kv0) {  // past the last head (H % 8 != 0): zero scores
-#pragma GCC unroll 8
-          for (int a = 0; a < Pn; ++a) for (int h = 0; h < G; ++h) pbuf[(j0 + a) * Hp + c0 + c * G + h] = 0.0f;
-          continue;
-        }
-        const int64_t head = static_cast<int64_t>(kv0 + c0 / G + c) * kHd;
-#pragma GCC unroll 8
-        for (int a = 0; a < Pn; ++a) {
-          if (j0 + a + kPrefetchAhead < n_ahead) {
-            const char* pk = static_cast<const char*>(kv.k) + (off[j0 + a + kPrefetchAhead] + head) * kElem;
-            for (int b = 0; b < kHd * kElem; b += 64) _mm_prefetch(pk + b, _MM_HINT_T1);
-          }
-        }
-        const float* qc = qp + static_cast<int64_t>(c0 + c * G) * kHd;  // pair (c0 + c G) / 2, 2 kHd floats each
-        __m512 acc[Pn][G2];
-#pragma GCC unroll 8
-        for (int a = 0; a < Pn; ++a)
-#pragma GCC unroll 4
-          for (int h = 0; h < G2; ++h) acc[a][h] = _mm512_setzero_ps();
-#pragma GCC unroll 16
-        for (int v = 0; v < NV; ++v) {
-          __m512 kk[Pn];
-#pragma GCC unroll 8
-          for (int a = 0; a < Pn; ++a) kk[a] = load8_twice<kF16>(kv.k, off[j0 + a] + head + 8 * v);
-#pragma GCC unroll 4
-          for (int h = 0; h < G2; ++h) {
-            __m512 qv = _mm512_loadu_ps(qc + (h * NV + v) * 16);
-            if constexpr (Pn > 1) asm("" : "+v"(qv));  // one load for Pn FMAs
-#pragma GCC unroll 8
-            for (int a = 0; a < Pn; ++a) acc[a][h] = _mm512_fmadd_ps(qv, kk[a], acc[a][h]);
-          }
-        }
-#pragma GCC unroll 8
-        for (int a = 0; a < Pn; ++a) {
-          __m256 halves[G];
-#pragma GCC unroll 4
-          for (int h = 0; h < G2; ++h) {
-            halves[2 * h] = _mm512_castps512_ps256(acc[a][h]);
-            halves[2 * h + 1] = _mm512_extractf32x8_ps(acc[a][h], 1);
-          }
-          store_head_sums<G>(halves, vscale, pbuf + (j0 + a) * Hp + c0 + c * G);
-        }
-      }
-    }
-  };
-  int32_t j = 0;
-  for (; j + P <= n; j += P) scores.template operator()<P>(j);
-  switch (n - j) {  // the rest as one group (n <= kRowTile)
-    case 7: scores.template operator()<7>(j); break;
-    case 6: scores.template operator()<6>(j); break;
-    case 5: scores.template operator()<5>(j); break;
-    case 4: scores.template operator()<4>(j); break;
-    case 3: scores.template operator()<3>(j); break;
-    case 2: scores.template operator()<2>(j); break;
-    case 1: scores.template operator()<1>(j); break;
-    default: break;
-  }
-  tile_softmax<kHd>(H, Hp, n, pbuf, st);
-  // o[h] += sum_j p[j][h] V_j[kv head of h], CH registers of 16 columns at a time.
-  constexpr int NV16 = NV / 2;
-  constexpr int CH = G >= 8 ? 2 : 4;
-  static_assert(NV16 % CH == 0);
-  const char* vrow[kRowTile];
-  const char* vahead[kRowTile];
-  for (int32_t j = 0; j < n; ++j) {
-    vrow[j] = static_cast<const char*>(kv.v) + (off[j] + static_cast<int64_t>(kv0) * kHd) * kElem;
-    vahead[j] = j + kPrefetchAhead >= n_ahead ? nullptr
-                                              : static_cast<const char*>(kv.v) +
-                                                    (off[j + kPrefetchAhead] + static_cast<int64_t>(kv0) * kHd) * kElem;
-  }
-  for (int32_t kvh = kv0; kvh < kv1; ++kvh) {
-    const int32_t hb = (kvh - kv0) * G;
-    float* o = st.o + static_cast<int64_t>(hb) * kHd;
-    const int64_t head_bytes = static_cast<int64_t>(kvh - kv0) * kHd * kElem;
-    for (int v0 = 0; v0 < NV16; v0 += CH) {
-      const int64_t at = head_bytes + 16 * v0 * kElem;
-      __m512 acc[G][CH];
-#pragma GCC unroll 8
-      for (int h = 0; h < G; ++h)
-#pragma GCC unroll 4
-        for (int c = 0; c < CH; ++c) acc[h][c] = _mm512_setzero_ps();
-      constexpr int kChunkBytes = 16 * CH * kElem;  // a whole number of lines
-#pragma GCC unroll 8
-      for (int32_t j = 0; j < n; ++j) {
-        if (vahead[j]) {
-#pragma GCC unroll 4
-          for (int b = 0; b < kChunkBytes; b += 64) _mm_prefetch(vahead[j] + at + b, _MM_HINT_T1);
-        }
-        __m512 vv[CH];
-#pragma GCC unroll 4
-        for (int c = 0; c < CH; ++c) vv[c] = load16<kF16>(vrow[j] + at, 16 * c);
-        const float* pj = pbuf + j * Hp + hb;
-#pragma GCC unroll 8
-        for (int h = 0; h < G; ++h) {
-          const __m512 pb = _mm512_set1_ps(pj[h]);
-#pragma GCC unroll 4
-          for (int c = 0; c < CH; ++c) acc[h][c] = _mm512_fmadd_ps(pb, vv[c], acc[h][c]);
-        }
-      }
-#pragma GCC unroll 8
-      for (int h = 0; h < G; ++h)
-#pragma GCC unroll 4
-        for (int c = 0; c < CH; ++c) {
-          float* oh = o + h * kHd + 16 * (v0 + c);
-          _mm512_storeu_ps(oh, _mm512_add_ps(_mm512_loadu_ps(oh), acc[h][c]));
-        }
-    }
-  }
-}
-
 template <int NV, bool kF16>
 RowsFn pick_rows_fn_zmm_g(int32_t g) {
   switch (g) {
-    case 2: return rows_step_zmm<NV, kF16, 2>;
-    case 4: return rows_step_zmm<NV, kF16, 4>;
-    case 8: return rows_step_zmm<NV, kF16, 8>;
+    case 2: return rows_step<Lanes16, NV, kF16, 2>;
+    case 4: return rows_step<Lanes16, NV, kF16, 4>;
+    case 8: return rows_step<Lanes16, NV, kF16, 8>;
     default: return nullptr;
   }
 }
-#pragma GCC diagnostic pop
 #endif  // ECO_ATTN_WIDE
 
 template <int NV, bool kF16>
 RowsFn pick_rows_fn_g(int32_t g) {
   switch (g) {
-    case 1: return rows_step<NV, kF16, 1>;
-    case 2: return rows_step<NV, kF16, 2>;
-    case 4: return rows_step<NV, kF16, 4>;
-    case 8: return rows_step<NV, kF16, 8>;
+    case 1: return rows_step<Lanes8, NV, kF16, 1>;
+    case 2: return rows_step<Lanes8, NV, kF16, 2>;
+    case 4: return rows_step<Lanes8, NV, kF16, 4>;
+    case 8: return rows_step<Lanes8, NV, kF16, 8>;
     default: return nullptr;
   }
 }
@@ -611,3 +593,7 @@ RowsFn pick_rows_fn_zmm(int32_t hd, int32_t g, bool f16) {
 #endif
 
 }  // namespace ecoserve::kernels::detail::ECO_ATTN_NS
+
+#if ECO_ATTN_WIDE
+#pragma GCC diagnostic pop
+#endif
