@@ -50,9 +50,9 @@ struct AttentionDims {
   int32_t head_dim = 0;
   float scale = 1.0f;              // usually 1/sqrt(head_dim)
   // Kernel path: avx512vnni runs the decode kernel's AVX-512VL build (32 registers),
-  // avx512vnni-zmm its 512-bit build where the GQA group is 2, 4 or 8 (else the
-  // AVX-512VL one), the other levels its AVX2 build; all give the same bits. Must be
-  // supported here.
+  // avx512vnni-zmm its 512-bit build where the GQA group is 2, 4 or 8 and the cache
+  // fp16 (else the AVX-512VL one), the other levels its AVX2 build; all give the same
+  // bits. Must be supported here.
   Isa isa = default_isa();
 };
 

@@ -2,8 +2,8 @@
 // attend_range), declared once and compiled once per ISA level: attention_rows_avx2.cc
 // (AVX2 + FMA, 16 vector registers) and attention_rows_avx512.cc (the same AVX2
 // intrinsics under -mavx512vl, so the compiler has 32 registers: 4 positions per q
-// load for fp16 GQA and 4 accumulated vectors per head in the V pass; and, for the
-// avx512vnni-zmm level, rows_step on 512-bit registers). The arithmetic of every
+// load for fp16 GQA and 4 accumulated vectors per head in the V pass; and, for fp16
+// caches at the avx512vnni-zmm level, on 512-bit registers). The arithmetic of every
 // output element is the same in all of them (the same sums in the same order; only
 // how many run side by side differs), so they agree bitwise. The prefill kernel's
 // key-block step (chunk_key_block, attend_chunk's fused path) is built the same way:
@@ -58,8 +58,8 @@ RowsFn pick_rows_fn(int32_t hd, int32_t g, bool f16);
 namespace isa_avx512 {
 RowsFn pick_rows_fn(int32_t hd, int32_t g, bool f16);
 // The kernel on 512-bit registers (the avx512vnni-zmm level: half the FMAs, where the
-// CPU runs them at full rate), for g in {2, 4, 8} (else null). It takes q in pair
-// layout (pair_queries) and gives bitwise rows_step's results.
+// CPU runs them at full rate), for g in {2, 4, 8} and an fp16 cache (else null). It
+// takes q in pair layout (pair_queries) and gives bitwise the 256-bit kernel's results.
 RowsFn pick_rows_fn_zmm(int32_t hd, int32_t g, bool f16);
 }
 

@@ -152,6 +152,9 @@ struct Lanes8 {
   // head-weight shuffle per 4 FMAs, not per 2.
   template <int G>
   static constexpr int kValueRegs = G >= 8 ? 1 : (G == 4 && !kWide) ? 2 : 4;
+  // Prefetch each line for the position kPrefetchAhead on as the same line of this
+  // position is read (see RowPrefetch for the other order).
+  static constexpr bool kRowOrderPrefetch = false;
   // The weights p[h] (h < G) of one position, each in every lane: from one 128-bit
   // broadcast per 4 heads and in-register shuffles where G >= 4.
   template <int G>
@@ -223,8 +226,54 @@ struct Lanes16 {
   static constexpr int kPositions = G >= 4 ? 4 : 8;
   template <int G>
   static constexpr int kValueRegs = G >= 8 ? 2 : 4;
+  static constexpr bool kRowOrderPrefetch = true;
 };
 #endif
+
+// Prefetches into L2 the K or V rows (the bytes of heads [kv0, kv1)) of the positions
+// kPrefetchAhead on from a tile's, line by line in row order: row j's lines, then row j
+// + 1's, `lines` per call of issue, spread over the tile's pass so that the pass issues
+// one line per line it reads (L::kRowOrderPrefetch). The reads themselves interleave
+// 2-8 rows; on Zen 5 a loop that only loads in the Lanes16 kernel's order read 28 GB/s
+// on one thread with its prefetches in row order, 22 GB/s with each line prefetched for
+// the position kPrefetchAhead on as the same line of this one is read.
+struct RowPrefetch {
+  const char* base;      // the K or V cache
+  const int64_t* off;    // the tile's positions' row offsets (elements), kPrefetchAhead on valid to `rows`
+  int64_t first;         // elements from a row's start to head kv0
+  int32_t elem, span;    // bytes per element; bytes of heads [kv0, kv1) in a row
+  int32_t rows;          // the tile positions whose row kPrefetchAhead on exists
+  int32_t row = 0, at = 0;
+  const char* cur = nullptr;
+
+  RowPrefetch(const void* b, const int64_t* o, int32_t n, int32_t n_ahead, int32_t kv0, int32_t kv1, int32_t hd,
+              int32_t el)
+      : base(static_cast<const char*>(b)),
+        off(o),
+        first(static_cast<int64_t>(kv0) * hd),
+        elem(el),
+        span((kv1 - kv0) * hd * el),
+        rows(n < n_ahead - kPrefetchAhead ? n : n_ahead - kPrefetchAhead) {
+    if (rows > 0) cur = base + (off[kPrefetchAhead] + first) * elem;
+  }
+  void issue(int lines) {
+    if (row >= rows) return;
+    if (at + 64 * lines < span) {  // within the row (the usual case)
+#pragma GCC unroll 16
+      for (int i = 0; i < lines; ++i) _mm_prefetch(cur + at + 64 * i, _MM_HINT_T1);
+      at += 64 * lines;
+      return;
+    }
+    for (int i = 0; i < lines && row < rows; ++i) {
+      _mm_prefetch(cur + at, _MM_HINT_T1);
+      at += 64;
+      if (at >= span) {
+        at = 0;
+        if (++row < rows) cur = base + (off[row + kPrefetchAhead] + first) * elem;
+      }
+    }
+  }
+};
 
 // The score pass of a tile: for the n <= kRowTile positions at off[0..n) in groups of
 // P (then one at a time), and for each KV head in [kv0, kv1), core.template
@@ -232,10 +281,11 @@ struct Lanes16 {
 // h..h + G (head = the KV head's first element in a row) into pbuf[j * Hp + h ...]; the
 // K rows of the positions kPrefetchAhead on are prefetched first. Scores of the lanes
 // past the last head (H = G * (kv1 - kv0) not a multiple of 8) are set to 0.
-template <int kHd, int kElem, int G, int P, class Core>
+template <int kHd, int kElem, int G, int P, bool kRowOrder, class Core>
 inline void score_tiles(int32_t kv0, int32_t kv1, const int64_t* off, int32_t n, int32_t n_ahead,
                         const PagedKvView& kv, int32_t Hp, float* pbuf, Core&& core) {
   const int32_t H = G * (kv1 - kv0);
+  RowPrefetch pf(kv.k, off, n, n_ahead, kv0, kv1, kHd, kElem);
   auto group = [&]<int Pn>(int32_t j0) {
     for (int32_t c0 = 0; c0 < H; c0 += 8) {
 #pragma GCC unroll 8
@@ -246,11 +296,15 @@ inline void score_tiles(int32_t kv0, int32_t kv1, const int64_t* off, int32_t n,
           continue;
         }
         const int64_t head = static_cast<int64_t>(kv0 + c0 / G + c) * kHd;
+        if constexpr (kRowOrder) {
+          pf.issue(Pn * kHd * kElem / 64);
+        } else {
 #pragma GCC unroll 8
-        for (int a = 0; a < Pn; ++a) {
-          if (j0 + a + kPrefetchAhead < n_ahead) {
-            const char* pk = static_cast<const char*>(kv.k) + (off[j0 + a + kPrefetchAhead] + head) * kElem;
-            for (int b = 0; b < kHd * kElem; b += 64) _mm_prefetch(pk + b, _MM_HINT_T1);
+          for (int a = 0; a < Pn; ++a) {
+            if (j0 + a + kPrefetchAhead < n_ahead) {
+              const char* pk = static_cast<const char*>(kv.k) + (off[j0 + a + kPrefetchAhead] + head) * kElem;
+              for (int b = 0; b < kHd * kElem; b += 64) _mm_prefetch(pk + b, _MM_HINT_T1);
+            }
           }
         }
         core.template operator()<Pn>(j0, c0 + c * G, head);
@@ -274,15 +328,17 @@ inline void values_pass(int32_t kv0, int32_t kv1, const int64_t* off, int32_t n,
   constexpr int kHd = 8 * NV;
   constexpr int kElem = kF16 ? 2 : 4;
   constexpr int W = L::W;
+  constexpr bool kRowOrder = L::kRowOrderPrefetch;
   static_assert(kHd % (W * CH) == 0);
   const char* vrow[kRowTile];    // each position's V row of KV head kv0
-  const char* vahead[kRowTile];  // its row kPrefetchAhead positions on (prefetched), or null
+  const char* vahead[kRowTile];  // its row kPrefetchAhead positions on, or null (!kRowOrder)
   for (int32_t j = 0; j < n; ++j) {
     vrow[j] = static_cast<const char*>(kv.v) + (off[j] + static_cast<int64_t>(kv0) * kHd) * kElem;
     vahead[j] = j + kPrefetchAhead >= n_ahead ? nullptr
                                               : static_cast<const char*>(kv.v) +
                                                     (off[j + kPrefetchAhead] + static_cast<int64_t>(kv0) * kHd) * kElem;
   }
+  RowPrefetch pf(kv.v, off, n, n_ahead, kv0, kv1, kHd, kElem);
   for (int32_t kvh = kv0; kvh < kv1; ++kvh) {
     const int32_t hb = (kvh - kv0) * G;
     float* o = o_all + static_cast<int64_t>(hb) * kHd;
@@ -294,15 +350,16 @@ inline void values_pass(int32_t kv0, int32_t kv1, const int64_t* off, int32_t n,
       for (int h = 0; h < G; ++h)
 #pragma GCC unroll 4
         for (int c = 0; c < CH; ++c) acc[h][c] = L::zero();
-      // Each line read here is prefetched for the position kPrefetchAhead on (one
-      // prefetch per line read, spread over the pass: a burst of a whole tile's
-      // lines overflowed the miss queue and most were dropped). The CH registers span
-      // kChunkBytes: one line (every other chunk when 32 bytes) or several.
+      // One line prefetched per line read, spread over the pass (a burst of a whole
+      // tile's lines overflowed the miss queue and most were dropped). The CH registers
+      // span kChunkBytes: one line (every other chunk when 32 bytes) or several.
       constexpr int kChunkBytes = W * CH * kElem;
       const bool pf_line = (W * v0 * kElem) % 64 == 0;
 #pragma GCC unroll 8
       for (int32_t j = 0; j < n; ++j) {
-        if (pf_line && vahead[j]) {
+        if constexpr (kRowOrder) {
+          if (pf_line) pf.issue(kChunkBytes < 64 ? 1 : kChunkBytes / 64);
+        } else if (pf_line && vahead[j]) {
 #pragma GCC unroll 4
           for (int b = 0; b < kChunkBytes; b += 64) _mm_prefetch(vahead[j] + at + b, _MM_HINT_T1);
         }
@@ -339,13 +396,14 @@ inline void values_pass(int32_t kv0, int32_t kv1, const int64_t* off, int32_t n,
 // kRowTile * Hp floats (Hp = H rounded up to 8).
 //
 // L = Lanes8 (256-bit registers) or Lanes16 (512-bit, G in {2, 4, 8}, q in pair layout:
-// half the FMAs). Every score is the same chain of FMAs and the same reduction
-// (store_head_sums), every output column the same chain, whatever L: the results are
-// bitwise the same. Lanes16 on Zen 5, GQA 32/8, head_dim 128, one thread: K and V in L2
-// (attention_bench mode 5) 44 -> 58 GB/s (f32) and 22 -> 28.5 GB/s (fp16); from DRAM
-// (8k context) 22.3 -> 21.6 (f32) and 19.8 -> 22.1 (fp16): there the K and V rows' read
-// order, not the FMAs, sets the speed (a loop that only loads, in this order, reads
-// about as fast).
+// half the FMAs; the avx512vnni-zmm level runs it for fp16 caches). Every score is the
+// same chain of FMAs and the same reduction (store_head_sums), every output column the
+// same chain, whatever L: the results are bitwise the same. Zen 5, GQA 32/8, head_dim
+// 128 (attention_bench), fp16 cache, Lanes8 -> Lanes16 with its row-order prefetch:
+// one thread, 8k-32k context from DRAM 17 -> 23.5 GB/s, batched decode at 512-2048
+// (mode 4) 17.6 -> 25, two threads 30 -> 42; K and V in L2 (mode 5) 22 -> 29. With an
+// f32 cache Lanes16 ran 45% faster from L2 but 5-15% slower from DRAM (either prefetch
+// order), so f32 stays on Lanes8.
 template <class L, int NV, bool kF16, int G>
 void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int32_t n, int32_t n_ahead,
                const PagedKvView& kv, float scale, OnlineState st, float* pbuf) {
@@ -362,8 +420,7 @@ void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
   // are reduced and stored as soon as they are complete (holding 8 heads' sums in
   // registers for one 8-lane reduction spilled with 16 registers).
   constexpr int P = L::template kPositions<kF16, G>;
-  score_tiles<kHd, kElem, G, P>(kv0, kv1, off, n, n_ahead, kv, Hp, pbuf, [&]<int Pn>(int32_t j0, int32_t h0,
-                                                                                      int64_t head) {
+  auto core = [&]<int Pn>(int32_t j0, int32_t h0, int64_t head) {
     const float* qc = q + static_cast<int64_t>(h0) * kHd;
     Reg acc[Pn][GR];
 #pragma GCC unroll 8
@@ -389,7 +446,8 @@ void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
       L::template halves<G>(acc[a], sums);
       store_head_sums<G>(sums, vscale, pbuf + (j0 + a) * Hp + h0);
     }
-  });
+  };
+  score_tiles<kHd, kElem, G, P, L::kRowOrderPrefetch>(kv0, kv1, off, n, n_ahead, kv, Hp, pbuf, core);
   tile_softmax<kHd>(H, Hp, n, pbuf, st);
   values_pass<L, NV, kF16, G, L::template kValueRegs<G>>(kv0, kv1, off, n, n_ahead, kv, Hp, pbuf, st.o);
 }
@@ -584,9 +642,10 @@ RowsFn pick_rows_fn(int32_t hd, int32_t g, bool f16) {
 
 #if ECO_ATTN_WIDE
 RowsFn pick_rows_fn_zmm(int32_t hd, int32_t g, bool f16) {
+  if (!f16) return nullptr;
   switch (hd) {
-    case 64: return f16 ? pick_rows_fn_zmm_g<8, true>(g) : pick_rows_fn_zmm_g<8, false>(g);
-    case 128: return f16 ? pick_rows_fn_zmm_g<16, true>(g) : pick_rows_fn_zmm_g<16, false>(g);
+    case 64: return pick_rows_fn_zmm_g<8, true>(g);
+    case 128: return pick_rows_fn_zmm_g<16, true>(g);
     default: return nullptr;
   }
 }
