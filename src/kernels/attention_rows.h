@@ -65,8 +65,8 @@ RowsFn pick_rows_fn_zmm(int32_t hd, int32_t g, bool f16);
 
 // q[heads][hd] (heads even, hd a multiple of 8) in the zmm kernel's pair layout: heads
 // 2i and 2i + 1 interleaved per 8 floats, qp[(i * hd / 8 + v) * 16 + t] = q[(2i + t / 8)
-// * hd + 8 v + t % 8].
-inline void pair_queries(const float* q, int32_t heads, int32_t hd, float* qp) {
+// * hd + 8 v + t % 8]. Internal linkage (static), as load8.
+static inline void pair_queries(const float* q, int32_t heads, int32_t hd, float* qp) {
   for (int32_t i = 0; i < heads / 2; ++i) {
     for (int32_t v = 0; v < hd / 8; ++v) {
       for (int32_t t = 0; t < 16; ++t) {

@@ -398,12 +398,12 @@ inline void values_pass(int32_t kv0, int32_t kv1, const int64_t* off, int32_t n,
 // L = Lanes8 (256-bit registers) or Lanes16 (512-bit, G in {2, 4, 8}, q in pair layout:
 // half the FMAs; the avx512vnni-zmm level runs it for fp16 caches). Every score is the
 // same chain of FMAs and the same reduction (store_head_sums), every output column the
-// same chain, whatever L: the results are bitwise the same. Zen 5, GQA 32/8, head_dim
-// 128 (attention_bench), fp16 cache, Lanes8 -> Lanes16 with its row-order prefetch:
-// one thread, 8k-32k context from DRAM 17 -> 23.5 GB/s, batched decode at 512-2048
-// (mode 4) 17.6 -> 25, two threads 30 -> 42; K and V in L2 (mode 5) 22 -> 29. With an
-// f32 cache Lanes16 ran 45% faster from L2 but 5-15% slower from DRAM (either prefetch
-// order), so f32 stays on Lanes8.
+// same chain, whatever L: the results are bitwise the same. Zen 5, attention_bench,
+// fp16 cache, Lanes8 -> Lanes16 with its row-order prefetch, one thread: GQA 32/8, d 128,
+// 4k-32k context from DRAM 20.5-22.7 -> 25.2-25.7 GB/s, K and V in L2 24-25.5 -> 30-32;
+// batched decode at 512-2048 positions (mode 4) 20.5-22.8 -> 22.6-24.8, and for the
+// synth 1b's 32/4, d 64 8.9-10 -> 11.9-13.8. With an f32 cache Lanes16 ran 45% faster
+// from L2 but 5-15% slower from DRAM (either prefetch order), so f32 stays on Lanes8.
 template <class L, int NV, bool kF16, int G>
 void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int32_t n, int32_t n_ahead,
                const PagedKvView& kv, float scale, OnlineState st, float* pbuf) {
