@@ -172,17 +172,7 @@ struct Lanes8 {
 };
 
 #if ECO_ATTN_WIDE
-// 8 values at element `off` of a K cache, as float32, in both 256-bit halves.
-template <bool kF16>
-static inline __m512 load8_twice(const void* base, int64_t off) {
-  if constexpr (kF16) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + off));
-    return _mm512_cvtph_ps(_mm256_broadcastsi128_si256(h));
-  } else {
-    return _mm512_broadcast_f32x8(_mm256_loadu_ps(static_cast<const float*>(base) + off));
-  }
-}
-
+// Lanes16 runs fp16 caches only (pick_rows_fn_zmm): its loads widen fp16.
 struct Lanes16 {
   using Reg = __m512;
   static constexpr int W = 16;
@@ -191,14 +181,12 @@ struct Lanes16 {
   static Reg loadu(const float* p) { return _mm512_loadu_ps(p); }
   static void storeu(float* p, Reg v) { _mm512_storeu_ps(p, v); }
   static Reg add(Reg a, Reg b) { return _mm512_add_ps(a, b); }
+  // 16 values at element `off` of a V cache, as float32.
   template <bool kF16>
   static Reg load(const void* base, int64_t off) {
-    if constexpr (kF16) {
-      const uint16_t* h = static_cast<const uint16_t*>(base) + off;
-      return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h)));
-    } else {
-      return _mm512_loadu_ps(static_cast<const float*>(base) + off);
-    }
+    static_assert(kF16);
+    const uint16_t* h = static_cast<const uint16_t*>(base) + off;
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h)));
   }
   template <int G>
   struct Weights {
@@ -210,8 +198,13 @@ struct Lanes16 {
   // halves: each half accumulates what Lanes8's register for its head does.
   static constexpr int kHeads = 2;
   static constexpr int64_t q_at(int r, int v, int nv) { return (static_cast<int64_t>(r) * nv + v) * 16; }
+  // 8 values at element `off` of a K cache, as float32, in both 256-bit halves.
   template <bool kF16>
-  static Reg load_k(const void* base, int64_t off) { return load8_twice<kF16>(base, off); }
+  static Reg load_k(const void* base, int64_t off) {
+    static_assert(kF16);
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + off));
+    return _mm512_cvtph_ps(_mm256_broadcastsi128_si256(h));
+  }
   template <int G>
   static void halves(const Reg* acc, __m256* out) {
 #pragma GCC unroll 4
@@ -285,7 +278,7 @@ template <int kHd, int kElem, int G, int P, bool kRowOrder, class Core>
 inline void score_tiles(int32_t kv0, int32_t kv1, const int64_t* off, int32_t n, int32_t n_ahead,
                         const PagedKvView& kv, int32_t Hp, float* pbuf, Core&& core) {
   const int32_t H = G * (kv1 - kv0);
-  RowPrefetch pf(kv.k, off, n, n_ahead, kv0, kv1, kHd, kElem);
+  RowPrefetch pf(kv.k, off, kRowOrder ? n : 0, n_ahead, kv0, kv1, kHd, kElem);  // idle unless kRowOrder
   auto group = [&]<int Pn>(int32_t j0) {
     for (int32_t c0 = 0; c0 < H; c0 += 8) {
 #pragma GCC unroll 8
@@ -334,11 +327,14 @@ inline void values_pass(int32_t kv0, int32_t kv1, const int64_t* off, int32_t n,
   const char* vahead[kRowTile];  // its row kPrefetchAhead positions on, or null (!kRowOrder)
   for (int32_t j = 0; j < n; ++j) {
     vrow[j] = static_cast<const char*>(kv.v) + (off[j] + static_cast<int64_t>(kv0) * kHd) * kElem;
-    vahead[j] = j + kPrefetchAhead >= n_ahead ? nullptr
-                                              : static_cast<const char*>(kv.v) +
-                                                    (off[j + kPrefetchAhead] + static_cast<int64_t>(kv0) * kHd) * kElem;
+    if constexpr (!kRowOrder) {
+      vahead[j] = j + kPrefetchAhead >= n_ahead
+                      ? nullptr
+                      : static_cast<const char*>(kv.v) +
+                            (off[j + kPrefetchAhead] + static_cast<int64_t>(kv0) * kHd) * kElem;
+    }
   }
-  RowPrefetch pf(kv.v, off, n, n_ahead, kv0, kv1, kHd, kElem);
+  RowPrefetch pf(kv.v, off, kRowOrder ? n : 0, n_ahead, kv0, kv1, kHd, kElem);  // idle unless kRowOrder
   for (int32_t kvh = kv0; kvh < kv1; ++kvh) {
     const int32_t hb = (kvh - kv0) * G;
     float* o = o_all + static_cast<int64_t>(hb) * kHd;
