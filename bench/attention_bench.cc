@@ -31,8 +31,12 @@
 // roofline of the kernel on this CPU. The blocks of several sequences rotate so that
 // the bytes touched between two reads of one sequence exceed L3.
 //
+// BM_KvRead reads the same cache without the arithmetic (the read order's ceiling), and
+// BM_PrefillAttention times attend_chunk; see each.
+//
 //   build/bench/attention_bench --benchmark_filter=DecodeAttention
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <atomic>
@@ -227,6 +231,104 @@ void decode_args(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_DecodeAttention)->Apply(decode_args)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// The ceiling of decode attention's reads, without its arithmetic: one thread reads a
+// sequence's K and V rows (the fp16 cache, 2 KiB per position: shape 0's 8 KV heads x
+// head_dim 128) of n_ctx positions, a tile of kRowTile positions at a time (K, then V),
+// summing them with integer adds and nothing else.
+//
+//   BM_KvRead/ctx/consecutive/prefetch/interleaved: consecutive 0 = the sequence's
+//     16-position blocks in the cache's shuffled order (as BM_DecodeAttention reads
+//     them), 1 = physically consecutive (as a fresh cache hands them out); prefetch 0 =
+//     none (the hardware prefetchers only), 1 = every line of the rows 32 positions on
+//     (kPrefetchAhead), into L2, in row order and one line per line read, as the 512-bit
+//     decode kernel does (RowPrefetch), 2 = only the first 8 lines of the block after
+//     the next, at each block start; interleaved 0 = each row front to back, 1 = the
+//     score pass's order: 4 rows at a time, one KV head's 256 bytes of each in turn.
+//
+// Counters as BM_DecodeAttention's: read_GBps, pct_of_read. On the Zen 5 of
+// docs/kernels.md's twelfth pass (read_GBps 40), pct_of_read: shuffled blocks 42-58%
+// without prefetch, 71-81% with it (either order); consecutive blocks 88-96% with or
+// without it in row order, 88-95% interleaved with it (43-49% without).
+void BM_KvRead(benchmark::State& state) {
+  const int32_t n_ctx = static_cast<int32_t>(state.range(0));
+  const bool consecutive = state.range(1) != 0;
+  const int prefetch = static_cast<int>(state.range(2));
+  const bool interleaved = state.range(3) != 0;
+  constexpr int64_t kRowBytes = kKvDim * 2;
+  constexpr int32_t kTile = 8, kAhead = 32, kHeadBytes = 256;
+  ThreadPool pool(1);
+  const double peak = read_gbps(pool);
+  Cache& cache = cache_for(true);
+  const int32_t blocks_per_seq = (n_ctx + kBlock - 1) / kBlock;
+  const int32_t n_seqs = std::max<int32_t>(1, static_cast<int32_t>(cache.blocks.size()) / blocks_per_seq);
+  // Every sequence's row offsets (bytes), kAhead past its end wrapping to its start.
+  std::vector<std::vector<int64_t>> rows(n_seqs);
+  for (int32_t sq = 0; sq < n_seqs; ++sq) {
+    for (int32_t p = 0; p < n_ctx + kAhead + kBlock; ++p) {
+      const int32_t b = sq * blocks_per_seq + (p % n_ctx) / kBlock;
+      const int64_t block = consecutive ? b : cache.blocks[static_cast<size_t>(b)].value;
+      rows[sq].push_back((block * kBlock + (p % n_ctx) % kBlock) * kRowBytes);
+    }
+  }
+  auto add = [](__m256i acc, const char* at) {
+    return _mm256_add_epi32(acc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)));
+  };
+  int32_t seq = 0;
+  for (auto _ : state) {
+    const std::vector<int64_t>& off = rows[seq];
+    seq = (seq + 1) % n_seqs;
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0;
+    for (int32_t p0 = 0; p0 < n_ctx; p0 += kTile) {
+      for (const uint8_t* base : {cache.k.data(), cache.v.data()}) {
+        const char* c = reinterpret_cast<const char*>(base);
+        if (prefetch == 2 && p0 % kBlock == 0) {
+          for (int64_t b = 0; b < 8 * 64; b += 64) _mm_prefetch(c + off[p0 + 2 * kBlock] + b, _MM_HINT_T1);
+        }
+        // prefetch 1: the rows kAhead on, line after line, as many lines per step as it reads.
+        int64_t pf_line = 0;
+        auto issue = [&](int lines) {
+          for (int i = 0; i < lines && prefetch == 1; ++i, ++pf_line) {
+            const int64_t j = pf_line / (kRowBytes / 64);
+            _mm_prefetch(c + off[p0 + j + kAhead] + pf_line % (kRowBytes / 64) * 64, _MM_HINT_T1);
+          }
+        };
+        if (!interleaved) {
+          for (int32_t j = 0; j < kTile; ++j) {
+            for (int64_t b = 0; b < kRowBytes; b += 64) {
+              issue(1);
+              a0 = add(a0, c + off[p0 + j] + b);
+              a1 = add(a1, c + off[p0 + j] + b + 32);
+            }
+          }
+        } else {
+          for (int32_t j0 = 0; j0 < kTile; j0 += 4) {
+            for (int64_t h = 0; h < kRowBytes; h += kHeadBytes) {
+              issue(4 * kHeadBytes / 64);
+              for (int32_t j = j0; j < j0 + 4; ++j) {
+                for (int64_t b = h; b < h + kHeadBytes; b += 64) {
+                  a0 = add(a0, c + off[p0 + j] + b);
+                  a1 = add(a1, c + off[p0 + j] + b + 32);
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+    benchmark::DoNotOptimize(_mm256_extract_epi32(_mm256_add_epi32(a0, a1), 0));
+  }
+  const double bytes = 2.0 * n_ctx * kRowBytes * static_cast<double>(state.iterations());
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+  state.counters["read_GBps"] = peak;
+  state.counters["pct_of_read"] = benchmark::Counter(bytes * 100.0 / (peak * 1e9), benchmark::Counter::kIsRate);
+}
+
+BENCHMARK(BM_KvRead)
+    ->ArgNames({"ctx", "consecutive", "prefetch", "interleaved"})
+    ->ArgsProduct({{8192}, {0, 1}, {0, 1, 2}, {0, 1}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 // One layer's prefill attention on one thread: a prompt of n_q tokens (positions 0..n_q)
 // of one sequence, every KV head (attend_chunk per KV head, as the engine's prefill
