@@ -288,7 +288,8 @@ void BM_KvRead(benchmark::State& state) {
         // prefetch 1: the rows kAhead on, line after line, as many lines per step as it reads.
         int64_t pf_line = 0;
         auto issue = [&](int lines) {
-          for (int i = 0; i < lines && prefetch == 1; ++i, ++pf_line) {
+          if (prefetch != 1) return;
+          for (int i = 0; i < lines; ++i, ++pf_line) {
             const int64_t j = pf_line / (kRowBytes / 64);
             _mm_prefetch(c + off[p0 + j + kAhead] + pf_line % (kRowBytes / 64) * 64, _MM_HINT_T1);
           }
