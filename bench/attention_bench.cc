@@ -217,11 +217,13 @@ void decode_args(benchmark::internal::Benchmark* b) {
         for (int64_t ctx : {4096, 8192, 16384, 32768}) {
           b->Args({ctx, f16, threads, mode, 0});
         }
-  for (int64_t f16 : {0, 1})
-    for (int64_t threads : {1, 2})
-      for (int64_t ctx : {128, 1024, 4096, 32768}) {
-        b->Args({ctx, f16, threads, 2, 1});
-      }
+  for (int64_t shape : {1, 2})
+    for (int64_t f16 : {0, 1})
+      for (int64_t threads : {1, 2})
+        for (int64_t ctx : {128, 1024, 4096, 32768}) {
+          b->Args({ctx, f16, threads, 2, shape});
+        }
+  for (int64_t f16 : {0, 1}) b->Args({4096, f16, 1, 5, 2});
   for (int64_t shape : {0, 1, 2})
     for (int64_t f16 : {0, 1})
       for (int64_t threads : {1, 2})

@@ -272,13 +272,9 @@ void attend_range(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t b
   std::fill(st.o, st.o + static_cast<int64_t>(heads) * hd, 0.0f);
   const TileFn fn = hd % 8 != 0 ? nullptr : kv.f16 ? pick_tile_fn<true>(hd) : pick_tile_fn<false>(hd);
   if (begin < end) tile_offsets(kv, begin, end - begin, 0, hd, rows);
-  // The 512-bit kernel where the level asks for it and g and the cache type allow, with q
-  // in pair layout.
+  // The 512-bit kernel where the level asks for it and g and the cache type allow.
   RowsFn rf = isa >= Isa::kAvx512VnniZmm ? detail::isa_avx512::pick_rows_fn_zmm(hd, g, kv.f16) : nullptr;
-  if (rf) {
-    detail::pair_queries(q, heads, hd, buf);
-    q = buf;
-  } else {
+  if (!rf) {
     rf = isa >= Isa::kAvx512Vnni ? detail::isa_avx512::pick_rows_fn(hd, g, kv.f16)
                                  : detail::isa_avx2::pick_rows_fn(hd, g, kv.f16);
   }

@@ -3,11 +3,13 @@
 // (AVX2 + FMA, 16 vector registers) and attention_rows_avx512.cc (the same AVX2
 // intrinsics under -mavx512vl, so the compiler has 32 registers: 4 positions per q
 // load for fp16 GQA and 4 accumulated vectors per head in the V pass; and, for fp16
-// caches at the avx512vnni-zmm level, on 512-bit registers). The arithmetic of every
-// output element is the same in all of them (the same sums in the same order; only
-// how many run side by side differs), so they agree bitwise. The prefill kernel's
-// key-block step (chunk_key_block, attend_chunk's fused path) is built the same way:
-// register tiles of 6 rows x 16 floats, or 6 x 32 with 32 registers.
+// caches at the avx512vnni-zmm level, on 512-bit registers). The two 256-bit builds do
+// the same arithmetic for every output element (the same sums in the same order; only
+// how many run side by side differs), so they agree bitwise; the 512-bit kernel sums
+// each score in its own order (16 dimensions per register) and agrees with them within
+// float rounding (its value pass is the same chains). The prefill kernel's key-block
+// step (chunk_key_block, attend_chunk's fused path) is built the same way: register
+// tiles of 6 rows x 16 floats, or 6 x 32 with 32 registers.
 #pragma once
 
 #include <immintrin.h>
@@ -58,23 +60,9 @@ RowsFn pick_rows_fn(int32_t hd, int32_t g, bool f16);
 namespace isa_avx512 {
 RowsFn pick_rows_fn(int32_t hd, int32_t g, bool f16);
 // The kernel on 512-bit registers (the avx512vnni-zmm level: half the FMAs, where the
-// CPU runs them at full rate), for g in {2, 4, 8} and an fp16 cache (else null). It
-// takes q in pair layout (pair_queries) and gives bitwise the 256-bit kernel's results.
+// CPU runs them at full rate), for g in {2, 4, 8}, hd in {64, 128} and an fp16 cache
+// (else null). Its scores agree with the 256-bit kernel's within float rounding.
 RowsFn pick_rows_fn_zmm(int32_t hd, int32_t g, bool f16);
-}
-
-// q[heads][hd] (heads even, hd a multiple of 8) in the zmm kernel's pair layout: heads
-// 2i and 2i + 1 interleaved per 8 floats, qp[(i * hd / 8 + v) * 16 + t] = q[(2i + t / 8)
-// * hd + 8 v + t % 8]. Internal linkage (static), as load8.
-static inline void pair_queries(const float* q, int32_t heads, int32_t hd, float* qp) {
-  for (int32_t i = 0; i < heads / 2; ++i) {
-    for (int32_t v = 0; v < hd / 8; ++v) {
-      for (int32_t t = 0; t < 16; ++t) {
-        const int64_t from = static_cast<int64_t>(2 * i + t / 8) * hd + 8 * v + t % 8;
-        qp[(static_cast<int64_t>(i) * (hd / 8) + v) * 16 + t] = q[from];
-      }
-    }
-  }
 }
 
 // attend_chunk's fused kernel (head_dim a multiple of 16): flash attention of a tile of

@@ -81,6 +81,95 @@ inline void store_head_sums(const __m256* a, __m256 scale, float* dst) {
   }
 }
 
+#if ECO_ATTN_WIDE
+// The sums of a[0..16) in one vector: lane 4k + m holds the sum of a[4m + k]. Four
+// levels, each adding pairs of vectors' halves (256-, 128-, 64-, then 32-bit pieces):
+// 30 shuffles and 15 additions for 16 sums.
+inline __m512 transpose_sum16(const __m512* a) {
+  __m512 r[8], s[4], t[2];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    r[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x44),
+                         _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xee));
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    s[i] = _mm512_add_ps(_mm512_shuffle_f32x4(r[2 * i], r[2 * i + 1], 0x88),
+                         _mm512_shuffle_f32x4(r[2 * i], r[2 * i + 1], 0xdd));
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 2; ++i) {
+    const __m512d x = _mm512_castps_pd(s[2 * i]), y = _mm512_castps_pd(s[2 * i + 1]);
+    t[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
+  }
+  return _mm512_add_ps(_mm512_shuffle_ps(t[0], t[1], 0x88), _mm512_shuffle_ps(t[0], t[1], 0xdd));
+}
+
+// The zmm kernel's score pass for Pn positions (P * G <= 16) and the G query heads of
+// one KV head: one head's 16 dimensions per register, the K slice of 16 fp16 values
+// widened once for the G heads, one chain of FMAs per (position, head), the 16 chains
+// reduced together (transpose_sum16). pbuf[(j0 + a) * Hp + h0 + h] = scale * q_h . K_a
+// for the positions at off[j0 + a], head `head` (its first element in a row); q
+// holds each head's hd floats in turn. Not the bits of Lanes8's chains: the results
+// agree with them within float rounding (attention_test states the tolerance).
+template <int NV, int G, int Pn>
+inline void scores16(const float* qc, const uint16_t* k, const int64_t* off, int64_t head, __m512 scale,
+                     float* prow, int32_t Hp) {
+  constexpr int kHd = 8 * NV;
+  static_assert(Pn * G <= 16 && kHd % 16 == 0);
+  __m512 acc[Pn][G];
+#pragma GCC unroll 8
+  for (int a = 0; a < Pn; ++a)
+#pragma GCC unroll 8
+    for (int h = 0; h < G; ++h) acc[a][h] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+  for (int v = 0; v < kHd / 16; ++v) {
+    __m512 kk[Pn];
+#pragma GCC unroll 8
+    for (int a = 0; a < Pn; ++a) {
+      kk[a] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + off[a] + head + 16 * v)));
+    }
+#pragma GCC unroll 8
+    for (int h = 0; h < G; ++h) {
+      __m512 qv = _mm512_loadu_ps(qc + h * kHd + 16 * v);
+      if constexpr (Pn > 1) asm("" : "+v"(qv));  // one load for Pn FMAs, not a memory operand in each
+#pragma GCC unroll 8
+      for (int a = 0; a < Pn; ++a) acc[a][h] = _mm512_fmadd_ps(qv, kk[a], acc[a][h]);
+    }
+  }
+  // Lane a * G + h of the sums is (a, h): it is lane 4k + m, a[4m + k].
+  __m512 in[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) in[i] = _mm512_setzero_ps();
+#pragma GCC unroll 16
+  for (int i = 0; i < Pn * G; ++i) in[4 * (i % 4) + i / 4] = acc[i / G][i % G];
+  const __m512 s = _mm512_mul_ps(transpose_sum16(in), scale);
+#pragma GCC unroll 8
+  for (int a = 0; a < Pn; ++a) {
+    float* dst = prow + static_cast<int64_t>(a) * Hp;
+    if constexpr (G == 8) {
+      _mm256_storeu_ps(dst, a % 2 == 0 ? _mm512_castps512_ps256(s) : _mm512_extractf32x8_ps(s, 1));
+    } else if constexpr (G == 4) {
+      _mm_storeu_ps(dst, a == 0 ? _mm512_castps512_ps128(s)
+                         : a == 1 ? _mm512_extractf32x4_ps(s, 1)
+                         : a == 2 ? _mm512_extractf32x4_ps(s, 2)
+                                  : _mm512_extractf32x4_ps(s, 3));
+    } else {
+      static_assert(G == 2);
+      const __m128 b = a / 2 == 0 ? _mm512_castps512_ps128(s)
+                       : a / 2 == 1 ? _mm512_extractf32x4_ps(s, 1)
+                       : a / 2 == 2 ? _mm512_extractf32x4_ps(s, 2)
+                                    : _mm512_extractf32x4_ps(s, 3);
+      if (a % 2 == 0) {
+        _mm_storel_pi(reinterpret_cast<__m64*>(dst), b);
+      } else {
+        _mm_storeh_pi(reinterpret_cast<__m64*>(dst), b);
+      }
+    }
+  }
+}
+#endif
+
 // Online softmax of a tile's scores pbuf[j * Hp + h] (j < n, h < H), 8 heads per vector:
 // m = max(m, tile max) (rescaling o and l of the heads whose max grew), then p = exp(s -
 // m) replaces each score, l += p.
@@ -131,18 +220,9 @@ struct Lanes8 {
   static Reg add(Reg a, Reg b) { return _mm256_add_ps(a, b); }
   template <bool kF16>
   static Reg load(const void* base, int64_t off) { return load8<kF16>(base, off); }
-  // The score pass: one query head per register (kHeads), its q slice v at q_at(r, v)
-  // floats from the KV head's first query row; the K slice of 8 values as it multiplies
-  // them (load_k); the G heads' accumulators as 8-lane vectors (halves).
-  static constexpr int kHeads = 1;
-  static constexpr int64_t q_at(int r, int v, int nv) { return static_cast<int64_t>(r) * 8 * nv + 8 * v; }
-  template <bool kF16>
-  static Reg load_k(const void* base, int64_t off) { return load8<kF16>(base, off); }
-  template <int G>
-  static void halves(const Reg* acc, __m256* out) {
-#pragma GCC unroll 8
-    for (int h = 0; h < G; ++h) out[h] = acc[h];
-  }
+  // The score pass: rows_step's own chains (one head's 8 dimensions per register, the
+  // heads' sums reduced by store_head_sums), not scores16.
+  static constexpr bool kScores16 = false;
   // Positions per q load (P * G = 8 independent FMA chains; loads per FMA (G + P) / (G *
   // P)). With 32 registers, fp16 with G = 4 takes P = 4 (16 chains, 4 loads per 8 FMAs);
   // f32 measured slower so.
@@ -194,29 +274,11 @@ struct Lanes16 {
     explicit Weights(const float* pj) : p(pj) {}
     Reg operator()(int h) const { return _mm512_set1_ps(p[h]); }
   };
-  // Two query heads per register, q in pair layout (pair_queries), the K slice in both
-  // halves: each half accumulates what Lanes8's register for its head does.
-  static constexpr int kHeads = 2;
-  static constexpr int64_t q_at(int r, int v, int nv) { return (static_cast<int64_t>(r) * nv + v) * 16; }
-  // 8 values at element `off` of a K cache, as float32, in both 256-bit halves.
-  template <bool kF16>
-  static Reg load_k(const void* base, int64_t off) {
-    static_assert(kF16);
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + off));
-    return _mm512_cvtph_ps(_mm256_broadcastsi128_si256(h));
-  }
-  template <int G>
-  static void halves(const Reg* acc, __m256* out) {
-#pragma GCC unroll 4
-    for (int r = 0; r < G / 2; ++r) {
-      out[2 * r] = _mm512_castps512_ps256(acc[r]);
-      out[2 * r + 1] = _mm512_extractf32x8_ps(acc[r], 1);
-    }
-  }
-  // P * G / 2 accumulators, P K and G / 2 q registers of 32 (for G = 4, 8 ran 5% faster
-  // from L2 and 10-25% slower from DRAM than 4).
+  // The score pass: scores16.
+  static constexpr bool kScores16 = true;
+  // P * G = 16 accumulators (one transpose_sum16), P K registers and one q.
   template <bool kF16, int G>
-  static constexpr int kPositions = G >= 4 ? 4 : 8;
+  static constexpr int kPositions = 16 / G;
   template <int G>
   static constexpr int kValueRegs = G >= 8 ? 2 : 4;
   static constexpr bool kRowOrderPrefetch = true;
@@ -391,10 +453,12 @@ inline void values_pass(int32_t kv0, int32_t kv1, const int64_t* off, int32_t n,
 // every V vector is widened once for the G heads that share it. `pbuf` holds
 // kRowTile * Hp floats (Hp = H rounded up to 8).
 //
-// L = Lanes8 (256-bit registers) or Lanes16 (512-bit, G in {2, 4, 8}, q in pair layout:
-// half the FMAs; the avx512vnni-zmm level runs it for fp16 caches). Every score is the
-// same chain of FMAs and the same reduction (store_head_sums), every output column the
-// same chain, whatever L: the results are bitwise the same. Zen 5, attention_bench,
+// L = Lanes8 (256-bit registers) or Lanes16 (512-bit, G in {2, 4, 8}: half the FMAs;
+// the avx512vnni-zmm level runs it for fp16 caches). With Lanes8 every score is the same
+// chain of FMAs and the same reduction (store_head_sums) in both builds; Lanes16 scores
+// with scores16 (16 dimensions per register: within float rounding of those). Every
+// output column is the same chain whatever L. Zen 5, attention_bench (the Lanes16 of the
+// pair layout this file had before scores16; see docs/kernels.md for scores16's figures),
 // fp16 cache, Lanes8 -> Lanes16 with its row-order prefetch, one thread: GQA 32/8, d 128,
 // 4k-32k context from DRAM 20.5-22.7 -> 25.2-25.7 GB/s, K and V in L2 24-25.5 -> 30-32;
 // batched decode at 512-2048 positions (mode 4) 20.5-22.8 -> 22.6-24.8, and for the
@@ -403,47 +467,52 @@ inline void values_pass(int32_t kv0, int32_t kv1, const int64_t* off, int32_t n,
 template <class L, int NV, bool kF16, int G>
 void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int32_t n, int32_t n_ahead,
                const PagedKvView& kv, float scale, OnlineState st, float* pbuf) {
-  using Reg = typename L::Reg;
-  static_assert(G % L::kHeads == 0);
   constexpr int kHd = 8 * NV;
   constexpr int kElem = kF16 ? 2 : 4;
-  constexpr int GR = G / L::kHeads;  // q registers (and accumulators per position) per KV head
   const int32_t H = G * (kv1 - kv0);
   const int32_t Hp = (H + 7) & ~7;  // pbuf's row stride: heads in whole vectors
-  const __m256 vscale = _mm256_set1_ps(scale);
   // Scores of every head for every position of the tile: pbuf[j * Hp + h], P positions
   // at a time so that each q register loaded serves P positions. Each KV head's G sums
   // are reduced and stored as soon as they are complete (holding 8 heads' sums in
   // registers for one 8-lane reduction spilled with 16 registers).
   constexpr int P = L::template kPositions<kF16, G>;
-  auto core = [&]<int Pn>(int32_t j0, int32_t h0, int64_t head) {
-    const float* qc = q + static_cast<int64_t>(h0) * kHd;
-    Reg acc[Pn][GR];
+  if constexpr (L::kScores16) {
+#if ECO_ATTN_WIDE
+    static_assert(kF16);
+    const __m512 vscale = _mm512_set1_ps(scale);
+    const uint16_t* k = static_cast<const uint16_t*>(kv.k);
+    auto core = [&]<int Pn>(int32_t j0, int32_t h0, int64_t head) {
+      scores16<NV, G, Pn>(q + static_cast<int64_t>(h0) * kHd, k, off + j0, head, vscale, pbuf + j0 * Hp + h0, Hp);
+    };
+    score_tiles<kHd, kElem, G, P, L::kRowOrderPrefetch>(kv0, kv1, off, n, n_ahead, kv, Hp, pbuf, core);
+#endif
+  } else {
+    const __m256 vscale = _mm256_set1_ps(scale);
+    auto core = [&]<int Pn>(int32_t j0, int32_t h0, int64_t head) {
+      const float* qc = q + static_cast<int64_t>(h0) * kHd;
+      __m256 acc[Pn][G];
 #pragma GCC unroll 8
-    for (int a = 0; a < Pn; ++a)
+      for (int a = 0; a < Pn; ++a)
 #pragma GCC unroll 8
-      for (int r = 0; r < GR; ++r) acc[a][r] = L::zero();
+        for (int h = 0; h < G; ++h) acc[a][h] = _mm256_setzero_ps();
 #pragma GCC unroll 16
-    for (int v = 0; v < NV; ++v) {
-      Reg kk[Pn];
+      for (int v = 0; v < NV; ++v) {
+        __m256 kk[Pn];
 #pragma GCC unroll 8
-      for (int a = 0; a < Pn; ++a) kk[a] = L::template load_k<kF16>(kv.k, off[j0 + a] + head + 8 * v);
+        for (int a = 0; a < Pn; ++a) kk[a] = load8<kF16>(kv.k, off[j0 + a] + head + 8 * v);
 #pragma GCC unroll 8
-      for (int r = 0; r < GR; ++r) {
-        Reg qv = L::loadu(qc + L::q_at(r, v, NV));
-        if constexpr (Pn > 1) asm("" : "+v"(qv));  // one load for Pn FMAs, not a memory operand in each
+        for (int h = 0; h < G; ++h) {
+          __m256 qv = _mm256_loadu_ps(qc + static_cast<int64_t>(h) * kHd + 8 * v);
+          if constexpr (Pn > 1) asm("" : "+v"(qv));  // one load for Pn FMAs, not a memory operand in each
 #pragma GCC unroll 8
-        for (int a = 0; a < Pn; ++a) acc[a][r] = L::fmadd(qv, kk[a], acc[a][r]);
+          for (int a = 0; a < Pn; ++a) acc[a][h] = _mm256_fmadd_ps(qv, kk[a], acc[a][h]);
+        }
       }
-    }
 #pragma GCC unroll 8
-    for (int a = 0; a < Pn; ++a) {
-      __m256 sums[G];
-      L::template halves<G>(acc[a], sums);
-      store_head_sums<G>(sums, vscale, pbuf + (j0 + a) * Hp + h0);
-    }
-  };
-  score_tiles<kHd, kElem, G, P, L::kRowOrderPrefetch>(kv0, kv1, off, n, n_ahead, kv, Hp, pbuf, core);
+      for (int a = 0; a < Pn; ++a) store_head_sums<G>(acc[a], vscale, pbuf + (j0 + a) * Hp + h0);
+    };
+    score_tiles<kHd, kElem, G, P, L::kRowOrderPrefetch>(kv0, kv1, off, n, n_ahead, kv, Hp, pbuf, core);
+  }
   tile_softmax<kHd>(H, Hp, n, pbuf, st);
   values_pass<L, NV, kF16, G, L::template kValueRegs<G>>(kv0, kv1, off, n, n_ahead, kv, Hp, pbuf, st.o);
 }
