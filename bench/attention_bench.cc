@@ -18,7 +18,9 @@
 //     (bytes counted for all of them); mode 4 = mode 3 with each call streaming into
 //     the thread's next token (kernels::DecodeStream), as the engine does. mode 5 =
 //     mode 2 with every block of the context the same physical block, so K and V stay
-//     in L2: the kernel's compute speed (compare with fma_GBps, not read_GBps).
+//     in L2: the kernel's compute speed (compare with fma_GBps, not read_GBps). mode
+//     6 = mode 2 with each sequence's blocks consecutive in memory, as
+//     kv::BlockAllocator places a sequence that grows into free blocks.
 //
 // Counters: bytes_per_second = K/V bytes of the context read once per KV head
 // (n_ctx * n_head_kv * head_dim * 2 * elem bytes) per second (Google Benchmark shows
@@ -71,7 +73,8 @@ constexpr int32_t kPoolTokens = 32768;  // the cache: 256 MiB of K+V for f32, 12
 // A K and a V pool of kPoolTokens tokens in shuffled blocks, random values.
 struct Cache {
   ZeroedBuffer<uint8_t> k, v;
-  std::vector<BlockId> blocks;  // physical blocks in the order sequences take them
+  std::vector<BlockId> blocks;    // physical blocks in the order sequences take them
+  std::vector<BlockId> in_order;  // 0, 1, 2, ...: consecutive blocks (mode 6)
 };
 
 Cache& cache_for(bool f16) {
@@ -99,6 +102,7 @@ Cache& cache_for(bool f16) {
   std::iota(ids.begin(), ids.end(), 0);
   std::shuffle(ids.begin(), ids.end(), rng);
   for (int32_t id : ids) c->blocks.push_back(BlockId(id));
+  for (int32_t id = 0; id < kPoolTokens / kBlock; ++id) c->in_order.push_back(BlockId(id));
   return *c;
 }
 
@@ -141,9 +145,8 @@ void BM_DecodeAttention(benchmark::State& state) {
   const std::vector<BlockId> hot(static_cast<size_t>(blocks_per_seq), cache.blocks[0]);
   // Sequence sq's blocks (taken modulo the sequences the cache holds).
   auto view = [&](int32_t sq) {
-    const std::span<const BlockId> table(
-        mode == 5 ? hot.data() : cache.blocks.data() + static_cast<size_t>(sq % n_seqs) * blocks_per_seq,
-        blocks_per_seq);
+    const BlockId* first = (mode == 6 ? cache.in_order : cache.blocks).data() + (sq % n_seqs) * blocks_per_seq;
+    const std::span<const BlockId> table(mode == 5 ? hot.data() : first, blocks_per_seq);
     return PagedKvView{cache.k.data(), cache.v.data(), kv_dim, kBlock, table, f16};
   };
   int32_t seq = 0;
@@ -171,7 +174,7 @@ void BM_DecodeAttention(benchmark::State& state) {
     for (auto _ : state) {
       const PagedKvView kv = view(seq);
       seq = (seq + 1) % n_seqs;
-      if ((mode == 2 || mode == 5) && splits == 1) {
+      if ((mode == 2 || mode == 5 || mode == 6) && splits == 1) {
         attend_token(q.data(), n_ctx, kv, dims, out.data(), scratch[0]);
       } else {
         const int32_t units = mode == 0 ? kHead : mode == 1 ? kHeadKv : splits;
@@ -191,7 +194,7 @@ void BM_DecodeAttention(benchmark::State& state) {
             }
           }
         });
-        if (mode == 2 || mode == 5) merge_partials(partials, kHead, kHeadDim, out.data());
+        if (mode == 2 || mode == 5 || mode == 6) merge_partials(partials, kHead, kHeadDim, out.data());
       }
       benchmark::DoNotOptimize(out.data());
       benchmark::ClobberMemory();
@@ -224,6 +227,9 @@ void decode_args(benchmark::internal::Benchmark* b) {
           b->Args({ctx, f16, threads, 2, shape});
         }
   for (int64_t f16 : {0, 1}) b->Args({4096, f16, 1, 5, 2});
+  for (int64_t f16 : {0, 1})
+    for (int64_t threads : {1, 2})
+      for (int64_t ctx : {4096, 32768}) b->Args({ctx, f16, threads, 6, 0});
   for (int64_t shape : {0, 1, 2})
     for (int64_t f16 : {0, 1})
       for (int64_t threads : {1, 2})

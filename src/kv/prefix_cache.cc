@@ -84,7 +84,7 @@ int32_t PrefixCache::acquire(std::span<const BlockHash> hashes, std::span<const 
   return taken;
 }
 
-StatusOr<BlockId> PrefixCache::allocate() {
+StatusOr<BlockId> PrefixCache::allocate(BlockId after, int32_t run) {
   if (allocator_->num_free() == 0) {
     const int32_t victim = lru_head();
     if (victim < 0) {
@@ -92,8 +92,9 @@ StatusOr<BlockId> PrefixCache::allocate() {
     }
     prefetch_lru_ahead();
     evict(victim);
+    return allocator_->allocate_free(BlockId(victim));  // the one free block: no search
   }
-  return allocator_->allocate();
+  return allocator_->allocate(after, run);
 }
 
 Status PrefixCache::allocate_n(int32_t n, std::vector<BlockId>* out) {
@@ -112,7 +113,9 @@ Status PrefixCache::allocate_n(int32_t n, std::vector<BlockId>* out) {
     }
   }
   out->reserve(out->size() + static_cast<size_t>(std::max(n, 0)));
-  for (int32_t i = 0; i < n; ++i) out->push_back(*allocate());
+  for (int32_t i = 0; i < n; ++i) {
+    out->push_back(*allocate(out->empty() ? BlockAllocator::kNoBlock : out->back(), n - i));
+  }
   return ok_status();
 }
 

@@ -73,12 +73,15 @@ class PrefixCache {
   int32_t acquire(std::span<const BlockHash> hashes, std::span<const int32_t> tokens,
                   int32_t max_blocks, std::vector<BlockId>* out);
 
-  // A block for new content (refcount 1): a free one, else the LRU evictable one
-  // (dropped from the cache). RESOURCE_EXHAUSTED when every block is in use.
-  StatusOr<BlockId> allocate();
-  // n blocks, appended to *out: exactly what n calls of allocate() would hand
-  // out, in that order (evicting the same blocks). All or nothing:
-  // RESOURCE_EXHAUSTED (and no change) when n > num_free().
+  // A block for new content (refcount 1): a free one, placed after `after` (the
+  // sequence's last block) where it can be (BlockAllocator::allocate, `run` blocks to
+  // come in a row), else the LRU evictable one (dropped from the cache).
+  // RESOURCE_EXHAUSTED when every block is in use.
+  StatusOr<BlockId> allocate(BlockId after = BlockAllocator::kNoBlock, int32_t run = 1);
+  // n blocks, appended to *out (a sequence's block table): exactly what n calls of
+  // allocate(out->back(), the blocks still to come) would hand out, in that order
+  // (evicting the same blocks). All or nothing: RESOURCE_EXHAUSTED (and no change) when
+  // n > num_free().
   Status allocate_n(int32_t n, std::vector<BlockId>* out);
   // Adds a user reference to a block the caller already holds (or to an evictable block).
   void share(BlockId block);

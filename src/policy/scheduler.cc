@@ -203,8 +203,8 @@ StatusOr<std::vector<BlockId>> Scheduler::add_computed_request(RequestSpec spec,
   r->tokens.insert(r->tokens.end(), output_tokens.begin(), output_tokens.end());
   r->num_computed = num_computed;
   r->num_cached_prompt_tokens = 0;
-  r->blocks.reserve(need);
-  for (int32_t i = 0; i < need; ++i) r->blocks.push_back(*cache_.allocate());
+  const Status allocated = cache_.allocate_n(need, &r->blocks);  // fits: checked above
+  ECO_CHECK(allocated.ok());
   r->state = RequestState::kRunning;
   if (options_.enable_prefix_caching) {
     kv::PrefixCache::extend_hashes(r->tokens, options_.block_size, &r->hashes);
@@ -298,7 +298,8 @@ StatusOr<std::span<const BlockId>> Scheduler::reserve_blocks(RequestId id, int32
     return resource_exhausted_error("request {}: needs {} more KV blocks, {} free", id.value, more,
                                     cache_.num_free());
   }
-  for (int32_t i = 0; i < more; ++i) table.push_back(*cache_.allocate());
+  const Status allocated = cache_.allocate_n(more, &table);  // fits: checked above
+  ECO_CHECK(allocated.ok());
   return std::span<const BlockId>(table);
 }
 
@@ -458,12 +459,14 @@ bool Scheduler::setup_run(Request& r, int32_t num_tokens, StepPlan& plan) {
     std::vector<BlockId> device;
     device.reserve(total);
     for (BlockId h : r.blocks) {
-      BlockId d = *cache_.allocate();
+      const BlockId d = *cache_.allocate(device.empty() ? kv::BlockAllocator::kNoBlock : device.back(),
+                                         total - static_cast<int32_t>(device.size()));
       plan.swap_in.push_back(BlockCopy{h, d});
       host_.release(h);
       device.push_back(d);
     }
-    while (static_cast<int32_t>(device.size()) < total) device.push_back(*cache_.allocate());
+    const Status allocated = cache_.allocate_n(total - static_cast<int32_t>(device.size()), &device);
+    ECO_CHECK(allocated.ok());
     r.blocks = std::move(device);
     r.num_registered = 0;
     remove_from(swapped_, &r);

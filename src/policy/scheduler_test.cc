@@ -122,6 +122,27 @@ struct Harness {
   std::map<uint64_t, FinishedInfo> finished;
 };
 
+// Requests decoding side by side keep their KV in runs of consecutive blocks (what
+// decode attention streams fastest): the second request starts halfway into the free
+// blocks after the first, and every block either takes comes right after its last one.
+TEST(SchedulerTest, RequestsDecodingSideBySideGrowInConsecutiveBlocks) {
+  Harness h(sched_opts(64), std::make_unique<PrefillFirstPolicy>(pol()));
+  ASSERT_TRUE(h.sched.add_request(spec(1, prompt_of(6, 1), 20)).ok());
+  ASSERT_TRUE(h.sched.add_request(spec(2, prompt_of(6, 100), 20)).ok());
+  std::map<uint64_t, std::vector<int32_t>> tables;
+  for (int i = 0; i < 40 && h.finished.size() < 2; ++i) {
+    for (const auto& s : h.step().seqs) {
+      std::vector<int32_t>& t = tables[s.id.value];
+      t.clear();
+      for (BlockId b : s.block_table) t.push_back(b.value);
+    }
+  }
+  ASSERT_EQ(h.finished.size(), 2u);
+  // 6 + 20 tokens, the last one sampled and never computed: 25 slots, 7 blocks of 4.
+  EXPECT_EQ(tables[1], (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(tables[2], (std::vector<int32_t>{32, 33, 34, 35, 36, 37, 38}));
+}
+
 TEST(SchedulerTest, PrefillDecodeAndFinishByLength) {
   Harness h(sched_opts(16), std::make_unique<PrefillFirstPolicy>(pol()));
   ASSERT_TRUE(h.sched.add_request(spec(1, prompt_of(6), 3)).ok());
