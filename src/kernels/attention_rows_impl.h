@@ -105,7 +105,7 @@ inline __m512 transpose_sum16(const __m512* a) {
   return _mm512_add_ps(_mm512_shuffle_ps(t[0], t[1], 0x88), _mm512_shuffle_ps(t[0], t[1], 0xdd));
 }
 
-// The zmm kernel's score pass for Pn positions (P * G <= 16) and the G query heads of
+// The zmm kernel's score pass for Pn positions (Pn * G <= 16) and the G query heads of
 // one KV head: one head's 16 dimensions per register, the K slice of 16 fp16 values
 // widened once for the G heads, one chain of FMAs per (position, head), the 16 chains
 // reduced together (transpose_sum16). pbuf[(j0 + a) * Hp + h0 + h] = scale * q_h . K_a

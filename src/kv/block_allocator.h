@@ -10,7 +10,7 @@
 // blocks allow, because decode attention streams a sequence's K and V rows block by
 // block and one core reads consecutive blocks faster than scattered ones (the hardware
 // prefetchers carry on across a block's end; Zen 5, fp16 cache, 4k-32k positions:
-// 66-68% -> 72-76% of the read bandwidth on one thread, 77% -> 84-87% on two). So
+// 65-68% -> 70-76% of the read bandwidth on one thread, 77-82% -> 82-101% on two). So
 // allocate(after, run) takes `after` + 1 when that block is free (the caller passes
 // the sequence's last block), and otherwise starts a new run where `run` blocks fit with
 // room to grow: in the longest stretch of free blocks (the first of equals), at its start
@@ -21,7 +21,9 @@
 // admitted or the block after its last is taken. (The prefix cache hands out the block
 // it has just evicted with allocate_free: O(1). `ecoserve simulate` of 20000 Azure
 // requests on 8 instances: 18k scans for 1.2M blocks, the same wall time as the free
-// stack this replaced.)
+// stack this replaced.) Placement covers the free blocks only: once the prefix cache
+// holds every block that is not in use, new blocks are its LRU victims, wherever they
+// lie (PrefixCache::allocate_n hands one call's victims out in ascending order).
 //
 // Not thread-safe: owned by one instance's scheduler thread.
 #pragma once

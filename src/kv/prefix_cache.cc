@@ -113,9 +113,13 @@ Status PrefixCache::allocate_n(int32_t n, std::vector<BlockId>* out) {
     }
   }
   out->reserve(out->size() + static_cast<size_t>(std::max(n, 0)));
+  const int32_t from_free = std::min(n, allocator_->num_free());
   for (int32_t i = 0; i < n; ++i) {
     out->push_back(*allocate(out->empty() ? BlockAllocator::kNoBlock : out->back(), n - i));
   }
+  // The evicted blocks in ascending order: a chain leaves the LRU tail first, so a run
+  // of blocks it held comes back as one run.
+  std::sort(out->end() - (n - from_free), out->end());
   return ok_status();
 }
 

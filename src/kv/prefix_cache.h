@@ -78,10 +78,11 @@ class PrefixCache {
   // come in a row), else the LRU evictable one (dropped from the cache).
   // RESOURCE_EXHAUSTED when every block is in use.
   StatusOr<BlockId> allocate(BlockId after = BlockAllocator::kNoBlock, int32_t run = 1);
-  // n blocks, appended to *out (a sequence's block table): exactly what n calls of
-  // allocate(out->back(), the blocks still to come) would hand out, in that order
-  // (evicting the same blocks). All or nothing: RESOURCE_EXHAUSTED (and no change) when
-  // n > num_free().
+  // n blocks, appended to *out (a sequence's block table): exactly the blocks n calls
+  // of allocate(out->back(), the blocks still to come) would hand out (evicting the
+  // same blocks), the free ones first, in that order, then the evicted ones in ascending
+  // order (a chain is evicted tail first: its run comes back as a run). All or nothing:
+  // RESOURCE_EXHAUSTED (and no change) when n > num_free().
   Status allocate_n(int32_t n, std::vector<BlockId>* out);
   // Adds a user reference to a block the caller already holds (or to an evictable block).
   void share(BlockId block);

@@ -24,7 +24,7 @@ std::vector<BlockId> fill(PrefixCache& c, const std::vector<int32_t>& tokens) {
   std::vector<BlockId> blocks;
   c.acquire(h, tokens, static_cast<int32_t>(h.size()), &blocks);
   while (static_cast<int32_t>(blocks.size()) < blocks_for_tokens(tokens.size(), kBs)) {
-    blocks.push_back(*c.allocate());
+    blocks.push_back(*c.allocate(blocks.empty() ? BlockAllocator::kNoBlock : blocks.back()));
   }
   for (size_t i = 0; i < h.size(); ++i) {
     c.insert(h[i], blocks[i], std::span<const int32_t>(tokens).subspan(i * kBs, kBs));
@@ -166,6 +166,26 @@ TEST(PrefixCacheTest, LruEvictionOrder) {
   EXPECT_EQ(none.status().code(), StatusCode::kResourceExhausted);
   for (BlockId x : {f, e1, e2, e3}) c.release(x);
   EXPECT_EQ(c.num_free_raw(), 4);
+}
+
+// allocate_n takes the free blocks first (placed after the table's last block), then
+// evicts from the LRU head and hands the victims out in ascending order: a finished
+// chain, released tail first, comes back as the run it was.
+TEST(PrefixCacheTest, AllocateNHandsEvictedBlocksOutInAscendingOrder) {
+  BlockAllocator alloc(6);
+  PrefixCache c(&alloc, kBs);
+  const std::vector<BlockId> chain = fill(c, iota_tokens(16));
+  ASSERT_EQ(chain, (std::vector<BlockId>{BlockId(0), BlockId(1), BlockId(2), BlockId(3)}));
+  release_all(c, chain);  // LRU: 3, 2, 1, 0
+  ASSERT_EQ(c.num_evictable(), 4);
+  std::vector<BlockId> got;
+  ASSERT_TRUE(c.allocate_n(4, &got).ok());
+  EXPECT_EQ(got, (std::vector<BlockId>{BlockId(4), BlockId(5), BlockId(2), BlockId(3)}))
+      << "free 4 and 5 first, then the victims 3 and 2 in ascending order";
+  EXPECT_EQ(c.num_evictions(), 2);
+  std::vector<BlockId> rest;
+  ASSERT_TRUE(c.allocate_n(2, &rest).ok());
+  EXPECT_EQ(rest, (std::vector<BlockId>{BlockId(0), BlockId(1)}));
 }
 
 TEST(PrefixCacheTest, EvictedParentBreaksChainButNotContent) {
