@@ -208,6 +208,68 @@ inline void tile_softmax(int32_t H, int32_t Hp, int32_t n, float* pbuf, OnlineSt
   }
 }
 
+#if ECO_ATTN_WIDE
+// exp8's arithmetic on 16 lanes (the same operations in the same order: the same bits
+// per lane).
+inline __m512 exp16(__m512 x) {
+  const __m512 hi = _mm512_set1_ps(88.3762626647949f);
+  const __m512 lo = _mm512_set1_ps(-87.3365447505531f);
+  const __mmask16 underflow = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+  x = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  const __m512 r2 = _mm512_mul_ps(r, r);
+  __m512 y = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  y = _mm512_mul_ps(y, _mm512_castsi512_ps(e));
+  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~underflow), y);
+}
+
+// tile_softmax with 16 heads per vector (the same arithmetic per head: the same bits).
+// The lanes from H to Hp (Hp a multiple of 8) hold 0 and are processed as tile_softmax
+// processes them; lanes past Hp are not touched.
+template <int kHd>
+inline void tile_softmax16(int32_t H, int32_t Hp, int32_t n, float* pbuf, OnlineState st) {
+  for (int32_t c0 = 0; c0 < H; c0 += 16) {
+    const __mmask16 live = static_cast<__mmask16>(H - c0 < 16 ? (1u << (H - c0)) - 1 : 0xffffu);
+    const __mmask16 row = static_cast<__mmask16>(Hp - c0 < 16 ? (1u << (Hp - c0)) - 1 : 0xffffu);
+    __m512 mt = _mm512_maskz_loadu_ps(row, pbuf + c0);
+    for (int32_t j = 1; j < n; ++j) mt = _mm512_max_ps(mt, _mm512_maskz_loadu_ps(row, pbuf + j * Hp + c0));
+    int grew = _mm512_mask_cmp_ps_mask(live, mt, _mm512_maskz_loadu_ps(live, st.m + c0), _CMP_GT_OQ);
+    if (grew) {
+      alignas(64) float mts[16];
+      _mm512_store_ps(mts, mt);
+      while (grew) {
+        const int i = __builtin_ctz(grew);
+        grew &= grew - 1;
+        const int32_t h = c0 + i;
+        const float alpha = std::exp(st.m[h] - mts[i]);  // 0 while m = -inf
+        st.l[h] *= alpha;
+        scale_inplace(st.o + static_cast<int64_t>(h) * kHd, alpha, kHd);
+        st.m[h] = mts[i];
+      }
+    }
+    const __m512 m = _mm512_maskz_loadu_ps(live, st.m + c0);
+    __m512 l = _mm512_maskz_loadu_ps(live, st.l + c0);
+    for (int32_t j = 0; j < n; ++j) {
+      float* sc = pbuf + j * Hp + c0;
+      const __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(row, sc), m));
+      _mm512_mask_storeu_ps(sc, row, e);
+      l = _mm512_add_ps(l, e);
+    }
+    _mm512_mask_storeu_ps(st.l + c0, live, l);
+  }
+}
+#endif
+
 // The decode kernel (rows_step) on registers of W floats: Lanes8 (256-bit) and, in the
 // wide build, Lanes16 (512-bit).
 struct Lanes8 {
@@ -513,7 +575,13 @@ void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
     };
     score_tiles<kHd, kElem, G, P, L::kRowOrderPrefetch>(kv0, kv1, off, n, n_ahead, kv, Hp, pbuf, core);
   }
-  tile_softmax<kHd>(H, Hp, n, pbuf, st);
+  if constexpr (L::kScores16) {
+#if ECO_ATTN_WIDE
+    tile_softmax16<kHd>(H, Hp, n, pbuf, st);
+#endif
+  } else {
+    tile_softmax<kHd>(H, Hp, n, pbuf, st);
+  }
   values_pass<L, NV, kF16, G, L::template kValueRegs<G>>(kv0, kv1, off, n, n_ahead, kv, Hp, pbuf, st.o);
 }
 
