@@ -1,8 +1,8 @@
 // Benchmark of decode attention: one token of one sequence against its paged KV
-// cache (block_size 16), f32 and fp16 KV, 1 and 2 threads, in two head shapes:
+// cache (block_size 16), f32 and fp16 KV, 1 and 2 threads, in three head shapes:
 // shape 0 = Llama-like GQA (n_head 32, n_head_kv 8, head_dim 128) at contexts
 // 4k..32k, shape 1 = the synth 110m preset's MHA (12 heads, head_dim 64) at 128..32k,
-// shape 2 = the synth 1b preset's GQA (32 heads, 4 KV heads, head_dim 64; modes 3, 4).
+// shape 2 = the synth 1b preset's GQA (32 heads, 4 KV heads, head_dim 64; modes 2-5).
 //
 //   BM_DecodeAttention/ctx/f16/threads/mode/shape: one layer's attention for one
 //     decode token. mode 0 = one attend_one per query head (K/V of a KV head
