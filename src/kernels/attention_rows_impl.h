@@ -170,6 +170,21 @@ inline void scores16(const float* qc, const uint16_t* k, const int64_t* off, int
 }
 #endif
 
+// For each head c0 + i whose bit i is set in `grew`: its new max mts[i] replaces m, and
+// l and o are rescaled by e^(old m - new m).
+template <int kHd>
+inline void rescale_grown(int grew, const float* mts, int32_t c0, OnlineState st) {
+  while (grew) {
+    const int i = __builtin_ctz(grew);
+    grew &= grew - 1;
+    const int32_t h = c0 + i;
+    const float alpha = std::exp(st.m[h] - mts[i]);  // 0 while m = -inf
+    st.l[h] *= alpha;
+    scale_inplace(st.o + static_cast<int64_t>(h) * kHd, alpha, kHd);
+    st.m[h] = mts[i];
+  }
+}
+
 // Online softmax of a tile's scores pbuf[j * Hp + h] (j < n, h < H), 8 heads per vector:
 // m = max(m, tile max) (rescaling o and l of the heads whose max grew), then p = exp(s -
 // m) replaces each score, l += p.
@@ -186,15 +201,7 @@ inline void tile_softmax(int32_t H, int32_t Hp, int32_t n, float* pbuf, OnlineSt
     if (grew) {
       alignas(32) float mts[8];
       _mm256_store_ps(mts, mt);
-      while (grew) {
-        const int i = __builtin_ctz(grew);
-        grew &= grew - 1;
-        const int32_t h = c0 + i;
-        const float alpha = std::exp(st.m[h] - mts[i]);  // 0 while m = -inf
-        st.l[h] *= alpha;
-        scale_inplace(st.o + static_cast<int64_t>(h) * kHd, alpha, kHd);
-        st.m[h] = mts[i];
-      }
+      rescale_grown<kHd>(grew, mts, c0, st);
     }
     const __m256 m = _mm256_maskload_ps(st.m + c0, live);
     __m256 l = _mm256_maskload_ps(st.l + c0, live);
@@ -212,20 +219,18 @@ inline void tile_softmax(int32_t H, int32_t Hp, int32_t n, float* pbuf, OnlineSt
 // exp8's arithmetic on 16 lanes (the same operations in the same order: the same bits
 // per lane).
 inline __m512 exp16(__m512 x) {
-  const __m512 hi = _mm512_set1_ps(88.3762626647949f);
-  const __m512 lo = _mm512_set1_ps(-87.3365447505531f);
+  using C = ExpConstants;
+  const __m512 hi = _mm512_set1_ps(C::kHi);
+  const __m512 lo = _mm512_set1_ps(C::kLo);
   const __mmask16 underflow = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
   x = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(C::kLog2e)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(C::kLn2Hi), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(C::kLn2Lo), r);
+  __m512 p = _mm512_set1_ps(C::kP[0]);
+#pragma GCC unroll 5
+  for (int k = 1; k < 6; ++k) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(C::kP[k]));
   const __m512 r2 = _mm512_mul_ps(r, r);
   __m512 y = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
   const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
@@ -247,15 +252,7 @@ inline void tile_softmax16(int32_t H, int32_t Hp, int32_t n, float* pbuf, Online
     if (grew) {
       alignas(64) float mts[16];
       _mm512_store_ps(mts, mt);
-      while (grew) {
-        const int i = __builtin_ctz(grew);
-        grew &= grew - 1;
-        const int32_t h = c0 + i;
-        const float alpha = std::exp(st.m[h] - mts[i]);  // 0 while m = -inf
-        st.l[h] *= alpha;
-        scale_inplace(st.o + static_cast<int64_t>(h) * kHd, alpha, kHd);
-        st.m[h] = mts[i];
-      }
+      rescale_grown<kHd>(grew, mts, c0, st);
     }
     const __m512 m = _mm512_maskz_loadu_ps(live, st.m + c0);
     __m512 l = _mm512_maskz_loadu_ps(live, st.l + c0);
