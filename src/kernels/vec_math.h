@@ -9,7 +9,11 @@
 namespace ecoserve::kernels {
 
 // exp8's constants, shared with its 16-lane twin (attention_rows_impl.h's exp16, which
-// makes the same operations in the same order, so the two agree bitwise per lane).
+// makes the same operations in the same order, so the two agree bitwise per lane). In
+// an unnamed namespace, like the functions' internal linkage: an unoptimized build
+// emits kP, and a weak copy in a per-ISA object is what scripts/check_isa_objects.sh
+// forbids.
+namespace {
 struct ExpConstants {
   static constexpr float kHi = 88.3762626647949f;    // inputs clamped to [kLo, kHi]
   static constexpr float kLo = -87.3365447505531f;   // below it: 0
@@ -20,6 +24,7 @@ struct ExpConstants {
   static constexpr float kP[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
                                   4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
 };
+}  // namespace
 
 // Internal linkage (static): per-ISA objects include this, and an out-of-line copy
 // compiled with their flags must not be shared with the rest of the program.
