@@ -456,17 +456,16 @@ bool Scheduler::setup_run(Request& r, int32_t num_tokens, StepPlan& plan) {
   const int32_t total = kv::blocks_for_tokens(int64_t{r.num_computed} + n, bs);
   if (r.state == RequestState::kSwapped) {
     if (total > cache_.num_free()) return false;
+    // One run for the blocks coming back and the ones the step adds; host block i
+    // goes to device block i.
     std::vector<BlockId> device;
     device.reserve(total);
-    for (BlockId h : r.blocks) {
-      const BlockId d = *cache_.allocate(device.empty() ? kv::BlockAllocator::kNoBlock : device.back(),
-                                         total - static_cast<int32_t>(device.size()));
-      plan.swap_in.push_back(BlockCopy{h, d});
-      host_.release(h);
-      device.push_back(d);
-    }
-    const Status allocated = cache_.allocate_n(total - static_cast<int32_t>(device.size()), &device);
+    const Status allocated = cache_.allocate_n(total, &device);
     ECO_CHECK(allocated.ok());
+    for (std::size_t i = 0; i < r.blocks.size(); ++i) {
+      plan.swap_in.push_back(BlockCopy{r.blocks[i], device[i]});
+      host_.release(r.blocks[i]);
+    }
     r.blocks = std::move(device);
     r.num_registered = 0;
     remove_from(swapped_, &r);

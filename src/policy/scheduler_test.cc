@@ -326,6 +326,11 @@ TEST(SchedulerTest, SwapPreemptionSwapsOutThenIn) {
   EXPECT_EQ(in.seqs[0].num_computed, 8) << "the KV came back: decode continues";
   EXPECT_EQ(in.seqs[0].tokens, std::vector<int32_t>{default_token(RequestId(2), 0)});
   EXPECT_EQ(in.seqs[0].block_table[0], in.swap_in[0].dst);
+  EXPECT_EQ(in.seqs[0].block_table[1], in.swap_in[1].dst);
+  // The two blocks coming back and the step's third are one run.
+  std::vector<int32_t> table;
+  for (BlockId b : in.seqs[0].block_table) table.push_back(b.value);
+  EXPECT_EQ(table, (std::vector<int32_t>{0, 1, 2}));
   EXPECT_EQ(h.sched.num_free_host_blocks(), 8);
   while (!h.finished.count(2)) h.step();
   for (int k = 0; k < 6; ++k) EXPECT_EQ(h.outputs[2][k], default_token(RequestId(2), k));
