@@ -27,7 +27,8 @@
 // it in GiB/s); read_GBps = this machine's read bandwidth with the same thread count
 // (kernels::measure_read_gbps); pct_of_read = achieved / read_GBps * 100;
 // fma_GBps = the bytes/s at which the threads' float32 FMA peak
-// (kernels::measure_f32_fma_gmacs) would run out: every K or V element takes g =
+// (kernels::measure_f32_fma_gmacs, on the kernel's registers: 512-bit for the
+// avx512vnni-zmm level's fp16 kernel, kernels::decode_attention_vector_bits) would run out: every K or V element takes g =
 // n_head / n_head_kv multiply-adds, so elem / g bytes per multiply-add (f32, g = 4:
 // 1 byte; fp16: 0.5); pct_of_bound = achieved / min(read_GBps, fma_GBps) * 100, the
 // roofline of the kernel on this CPU. The blocks of several sequences rotate so that
@@ -106,10 +107,13 @@ Cache& cache_for(bool f16) {
   return *c;
 }
 
-// One core's float32 multiply-adds per second, in units of 1e9.
-double fma_gmacs() {
-  static const double g = measure_f32_fma_gmacs(0.3);
-  return g;
+// One core's float32 multiply-adds per second, in units of 1e9, on registers of
+// `bits` (256 or 512) bits.
+double fma_gmacs(int bits = 256) {
+  static const double g256 = measure_f32_fma_gmacs(0.3);
+  if (bits != 512) return g256;
+  static const double g512 = measure_f32_fma_gmacs(0.3, 512);
+  return g512;
 }
 
 double read_gbps(ThreadPool& pool) {
@@ -203,7 +207,9 @@ void BM_DecodeAttention(benchmark::State& state) {
   const int32_t tokens = mode == 3 || mode == 4 ? pool.num_threads() : 1;  // per iteration
   const double kv_bytes = static_cast<double>(n_ctx) * kv_dim * 2 * (f16 ? 2 : 4) * tokens;
   state.SetBytesProcessed(static_cast<int64_t>(kv_bytes * static_cast<double>(state.iterations())));
-  const double fma_gbps = fma_gmacs() * pool.num_threads() * (f16 ? 2.0 : 4.0) / group;
+  // The FMA peak on the registers the kernel uses (512-bit: the zmm level's fp16 kernel).
+  const int bits = decode_attention_vector_bits(dims.isa, kHeadDim, mode == 0 ? 1 : group, f16);
+  const double fma_gbps = fma_gmacs(bits) * pool.num_threads() * (f16 ? 2.0 : 4.0) / group;
   const double achieved = kv_bytes * static_cast<double>(state.iterations());  // / seconds: kIsRate
   state.counters["read_GBps"] = peak;
   state.counters["fma_GBps"] = fma_gbps;

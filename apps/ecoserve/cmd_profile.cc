@@ -6,6 +6,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -14,6 +15,7 @@
 #include "base/clock.h"
 #include "engine/cost_profiler.h"
 #include "engine/model_runner.h"
+#include "kernels/attention.h"
 #include "kernels/machine_peak.h"
 #include "kernels/matmul.h"
 #include "loadgen/length_distribution.h"
@@ -84,6 +86,9 @@ struct Bound {
   double tokens_per_second = 0;
   const char* limit = "";                // "memory" or "compute"
   double phase_sum_tokens_per_second = 0;  // the linear layers' bound plus attention's
+  // The peaks counted: "int8", "fma256" or "fma512" (float FMAs on 256- or 512-bit registers).
+  const char* linear_peak = "";
+  const char* attention_peak = "";
 };
 
 double seconds(double bytes, double gbps, double macs, double gmacs) {
@@ -159,25 +164,45 @@ int run_profile(const ProfileArgs& a) {
   nlohmann::json results = nlohmann::json::array();
   const engine::KvCacheType kv_type = a.kv_cache_type;
   const ModelCost cost = model_cost(**model, kv_type);
-  double fma_gmacs = 0, int8_gmacs = 0;
+  // Per-core peaks, each with the instructions of the kernels it bounds: int8 dots of
+  // the level (quantized weights), float FMAs on 256-bit registers (the float tiles,
+  // attention), and on 512-bit ones where OpenBLAS's sgemm (float-weight prefill) or
+  // the decode attention kernel runs on them.
+  const kernels::CpuFeatures cpu = kernels::detect_cpu_features();
+  double fma_gmacs = 0, fma512_gmacs = 0, int8_gmacs = 0;
   if (a.roofline) {
     fma_gmacs = kernels::measure_f32_fma_gmacs(0.5);
+    fma512_gmacs = cpu.avx512f ? kernels::measure_f32_fma_gmacs(0.5, 512) : fma_gmacs;
     int8_gmacs = kernels::measure_int8_dot_gmacs(a.isa, 0.5);
   }
+  const bool blas512 = kernels::openblas_vector_bits(kernels::openblas_core()) == 512;
+  const bool attn512 = kernels::decode_attention_vector_bits(a.isa, c.head_dim, c.n_head / std::max(1, c.n_head_kv),
+                                                             kv_type == engine::KvCacheType::kF16) == 512;
+  // The linear layers' peak for a step of `tokens` tokens, and decode attention's.
+  auto linear_peak = [&](int64_t tokens) {
+    return cost.int8 ? "int8" : blas512 && tokens >= kernels::float_blas_min_tokens() ? "fma512" : "fma256";
+  };
+  auto gmacs = [&](int32_t th, std::string_view peak) {
+    return th * (peak == "int8" ? int8_gmacs : peak == "fma512" ? fma512_gmacs : fma_gmacs);
+  };
+  const char* decode_attn_peak = attn512 ? "fma512" : "fma256";
   if (!a.json) {
     std::printf("model: %s (%s, %.1fM params, %s)\n", a.model.c_str(), c.arch.c_str(), c.num_params / 1e6,
                 std::string(kernels::type_name((*model)->layers()[0].wq.type)).c_str());
-    const kernels::CpuFeatures cpu = kernels::detect_cpu_features();
     std::printf("cpu: %s (%s); kernels: %s (int8 dot: %s); OpenBLAS: %s\n", cpu.brand.c_str(), cpu.flags().c_str(),
                 std::string(kernels::isa_name(a.isa)).c_str(), std::string(kernels::isa_int8_dot(a.isa)).c_str(),
                 kernels::openblas_core().c_str());
     std::printf("prefill: one %d-token prompt (best of %d); decode: %d steps per batch from context %d; KV cache %s\n",
                 a.prompt_len, a.repeats, a.decode_steps, a.context, engine::kv_cache_type_name(kv_type));
     if (a.roofline) {
-      std::printf("roofline inputs: %.1f MB of weights per step, %.1f M multiply-adds per token; per core: "
-                  "%.1f G float FMA-MAC/s, %.1f G int8-dot MAC/s (%s, measured now)\n",
-                  cost.weight_bytes / 1e6, cost.macs_per_token / 1e6, fma_gmacs, int8_gmacs,
-                  std::string(kernels::isa_int8_dot(a.isa)).c_str());
+      std::printf("roofline inputs: %.1f MB of weights per step, %.1f M multiply-adds per token; per core, measured "
+                  "now: %.1f G float FMA-MAC/s on 256-bit registers",
+                  cost.weight_bytes / 1e6, cost.macs_per_token / 1e6, fma_gmacs);
+      if (cpu.avx512f) std::printf(", %.1f G on 512-bit", fma512_gmacs);
+      std::printf(", %.1f G int8-dot MAC/s (%s)\n", int8_gmacs, std::string(kernels::isa_int8_dot(a.isa)).c_str());
+      std::printf("float FMAs counted at: %s-bit for decode attention, %s-bit for float-weight prefill (OpenBLAS "
+                  "%s), 256-bit for the rest\n",
+                  attn512 ? "512" : "256", blas512 ? "512" : "256", kernels::openblas_core().c_str());
       std::printf("phase sum: the linear layers' roofline plus attention's, as a step runs them (see --help)\n");
       std::printf("%-8s %-22s %12s %12s %6s  %-8s %10s %6s\n", "threads", "test", "tokens/s", "roofline", "%", "bound",
                   "phase sum", "%");
@@ -199,7 +224,6 @@ int run_profile(const ProfileArgs& a) {
       return 1;
     }
     double gbps = 0;
-    const double peak = th * (cost.int8 ? int8_gmacs : fma_gmacs);
     if (a.roofline) {
       ThreadPool pool(th);
       gbps = kernels::measure_read_gbps(pool, 512u << 20);
@@ -225,6 +249,8 @@ int run_profile(const ProfileArgs& a) {
           r["roofline_tokens_per_second"] = bound.tokens_per_second;
           r["bound"] = bound.limit;
           r["phase_sum_roofline_tokens_per_second"] = bound.phase_sum_tokens_per_second;
+          r["linear_peak"] = bound.linear_peak;
+          r["attention_peak"] = bound.attention_peak;
         }
         results.push_back(r);
       } else if (a.roofline) {
@@ -237,11 +263,22 @@ int run_profile(const ProfileArgs& a) {
       std::fflush(stdout);
       return true;
     };
-    const Bound pb = a.roofline ? prefill_bound(cost, a.prompt_len, gbps, peak, th * fma_gmacs) : Bound{};
+    Bound pb;
+    if (a.roofline) {
+      pb = prefill_bound(cost, a.prompt_len, gbps, gmacs(th, linear_peak(a.prompt_len)), th * fma_gmacs);
+      pb.linear_peak = linear_peak(a.prompt_len);
+      pb.attention_peak = "fma256";
+    }
+    auto decode_roof = [&](int32_t b) {
+      Bound db = decode_bound(cost, b, a.context, gbps, gmacs(th, linear_peak(b)), gmacs(th, decode_attn_peak));
+      db.linear_peak = linear_peak(b);
+      db.attention_peak = decode_attn_peak;
+      return db;
+    };
     if (!report("prefill pp" + std::to_string(a.prompt_len), measure_prefill(**runner, a, rng), pb)) return 1;
     std::vector<std::pair<int32_t, double>> decoded;  // batch, tok/s
     for (int32_t b : a.batches) {
-      const Bound db = a.roofline ? decode_bound(cost, b, a.context, gbps, peak, th * fma_gmacs) : Bound{};
+      const Bound db = a.roofline ? decode_roof(b) : Bound{};
       StatusOr<double> v = measure_decode(**runner, a, b, rng);
       if (v.ok()) decoded.emplace_back(b, *v);
       if (!report("decode batch " + std::to_string(b), v, db)) return 1;
@@ -258,12 +295,12 @@ int run_profile(const ProfileArgs& a) {
     // batch-B / batch-1 target must fit under on this machine).
     const auto one = std::find_if(decoded.begin(), decoded.end(), [](const auto& d) { return d.first == 1; });
     if (a.roofline && !a.json && one != decoded.end() && decoded.size() > 1) {
-      const double roof1 = decode_bound(cost, 1, a.context, gbps, peak, th * fma_gmacs).tokens_per_second;
+      const double roof1 = decode_roof(1).tokens_per_second;
       std::printf("%-8d speed-up over batch 1:", th);
       for (const auto& [b, v] : decoded) {
         if (b == 1) continue;
         std::printf("  batch %d %.1fx (roofline %.1fx)", b, v / one->second,
-                    decode_bound(cost, b, a.context, gbps, peak, th * fma_gmacs).tokens_per_second / roof1);
+                    decode_roof(b).tokens_per_second / roof1);
       }
       std::printf("\n");
     }
@@ -445,8 +482,10 @@ void add_profile_command(CLI::App& app, int& exit_code) {
   add_isa_option(eng, args->isa);
   eng->add_flag("--json", args->json, "print JSON instead of a table");
   eng->add_flag("--roofline", args->roofline,
-                "measure this machine's peak multiply-add rate and read bandwidth, and print beside each figure the "
-                "fastest any kernel could go (memory- or compute-bound) and the share reached; also the phase sum, "
+                "measure this machine's peak multiply-add rates (with the instructions and register width each part "
+                "runs: int8 dots of the level, float FMAs on 256- or 512-bit registers) and read bandwidth, and print "
+                "beside each figure the fastest any kernel could go (memory- or compute-bound) and the share reached; "
+                "also the phase sum, "
                 "the linear layers' bound plus attention's (each the slower of its reads and its multiply-adds), "
                 "which is the bound when the two run one after the other, as a layer's data dependencies make them");
   eng->callback([args, &exit_code] { exit_code = run_profile(*args); });

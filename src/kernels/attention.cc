@@ -357,6 +357,11 @@ void attend_group(const float* q, int32_t kv_head, int32_t n_ctx, const PagedKvV
   attend_heads(q, d.n_head / d.n_head_kv, kv_head, kv_head + 1, n_ctx, kv, d.head_dim, d.scale, d.isa, out, scratch);
 }
 
+int32_t decode_attention_vector_bits(Isa isa, int32_t head_dim, int32_t group, bool f16) {
+  const bool zmm = isa >= Isa::kAvx512VnniZmm && detail::isa_avx512::pick_rows_fn_zmm(head_dim, group, f16) != nullptr;
+  return zmm ? 512 : 256;
+}
+
 void attend_token(const float* q, int32_t n_ctx, const PagedKvView& kv, const AttentionDims& d, float* out,
                   AttentionScratch& scratch, const DecodeStream& stream) {
   attend_heads(q, d.n_head / d.n_head_kv, 0, d.n_head_kv, n_ctx, kv, d.head_dim, d.scale, d.isa, out, scratch, stream);

@@ -93,6 +93,13 @@ struct DecodeStream {
   bool started = false;               // this call's first positions were prefetched by the call before
 };
 
+// The register width (256 or 512 bits) of the float multiply-adds the decode kernel
+// (attend_token, attend_kv_heads, attend_partial) runs on ISA level `isa` for this head
+// shape and cache type: 512 on the avx512vnni-zmm level for fp16 caches with group g
+// in {2, 4, 8} and head_dim 64 or 128, else 256. `profile engine --roofline` counts
+// decode attention against the FMA peak of that width.
+int32_t decode_attention_vector_bits(Isa isa, int32_t head_dim, int32_t group, bool f16);
+
 // All n_head query heads of one token (q and out: [n_head][head_dim] rows) against
 // positions [0, n_ctx), n_ctx >= 1: attend_group for every KV head, in one pass over the
 // context that reads each position's K and V rows of all KV heads together (contiguous

@@ -2,8 +2,12 @@
 // speed (`ecoserve profile engine --roofline`).
 //
 // - measure_f32_fma_gmacs: one core's peak float multiply-adds per second:
-//   10 independent 8-lane FMA chains, so FMA latency is hidden and only the
-//   FMA ports limit (the ceiling of F32 weights and of OpenBLAS sgemm).
+//   10 independent FMA chains, so FMA latency is hidden and only the FMA ports
+//   limit, on ymm registers (8 lanes: the float matmul tiles, OpenBLAS's
+//   Haswell kernels, the attention kernels) or, with vector_bits 512, on zmm
+//   (16 lanes: OpenBLAS's AVX-512 kernels, the avx512vnni-zmm level's fp16
+//   decode attention; only on a CPU with AVX-512F). Where 512-bit operations
+//   are split in two (Zen 4) both give about the same multiply-adds per second.
 // - measure_int8_dot_gmacs(isa): one core's peak int8 multiply-adds per
 //   second with the CPU's int8 dot instructions of that kernel path, in 10
 //   independent chains (ymm, as the kernels use): avx2 vpmaddubsw + vpmaddwd
@@ -26,7 +30,7 @@
 
 namespace ecoserve::kernels {
 
-double measure_f32_fma_gmacs(double seconds);
+double measure_f32_fma_gmacs(double seconds, int vector_bits = 256);
 double measure_int8_dot_gmacs(Isa isa, double seconds);
 double measure_read_gbps(ThreadPool& pool, std::size_t bytes);
 

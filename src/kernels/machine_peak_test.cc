@@ -14,6 +14,10 @@ namespace {
 TEST(MachinePeakTest, MeasurementsAreFiniteAndPositive) {
   const double fma = measure_f32_fma_gmacs(0.02);
   EXPECT_TRUE(std::isfinite(fma) && fma > 0) << fma;
+  if (detect_cpu_features().avx512f) {
+    const double zmm = measure_f32_fma_gmacs(0.02, 512);
+    EXPECT_TRUE(std::isfinite(zmm) && zmm > 0) << zmm;
+  }
   for (Isa isa : supported_isas(detect_cpu_features())) {  // each path's loop runs on this CPU
     const double int8 = measure_int8_dot_gmacs(isa, 0.02);
     EXPECT_TRUE(std::isfinite(int8) && int8 > 0) << int8 << " " << isa_name(isa);

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -52,6 +53,15 @@ void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y
 // On Zen 5, synth 1b F16 pp512 is 105 tok/s with its own pick (Cooperlake) and
 // 61 with OPENBLAS_CORETYPE=Haswell.
 std::string openblas_core();
+
+// The register width (256 or 512 bits) of the sgemm kernels of an OpenBLAS core name
+// (any case): 512 for its AVX-512 cores (SkylakeX, Cooperlake, SapphireRapids), else
+// 256 (Haswell, Zen, ...).
+std::int32_t openblas_vector_bits(std::string_view core);
+
+// Float weights (F32, F16, BF16) go to OpenBLAS's sgemm from this many tokens on
+// (prefill), to the ecoserve tile kernels (256-bit FMAs) below it.
+std::int64_t float_blas_min_tokens();
 
 // One product of matmul_many: y = x W^T for the matrix w, y row-major [n_tokens, w->rows].
 struct MatmulTarget {

@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cctype>
 #include <mutex>
 
 #include "base/fp16.h"
@@ -58,6 +59,14 @@ void matmul_blas_rows(GgmlType type, const std::uint8_t* w, std::size_t row_byte
   }
 }
 
+std::int32_t openblas_vector_bits(std::string_view core) {
+  std::string name(core);
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+  return name == "skylakex" || name == "cooperlake" || name == "sapphirerapids" ? 512 : 256;
+}
+
+std::int64_t float_blas_min_tokens() { return detail::kBlasMinTokens; }
+
 }  // namespace ecoserve::kernels::detail
 
 namespace ecoserve::kernels {
@@ -66,5 +75,13 @@ std::string openblas_core() {
   const char* name = openblas_get_corename();
   return name == nullptr ? std::string() : std::string(name);
 }
+
+std::int32_t openblas_vector_bits(std::string_view core) {
+  std::string name(core);
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+  return name == "skylakex" || name == "cooperlake" || name == "sapphirerapids" ? 512 : 256;
+}
+
+std::int64_t float_blas_min_tokens() { return detail::kBlasMinTokens; }
 
 }  // namespace ecoserve::kernels

@@ -293,6 +293,15 @@ TEST(MatmulTest, LargeBatchRepeatsExactlyAndMatchesAcrossThreadCounts) {
   }
 }
 
+TEST(MatmulTest, OpenBlasCoreNamesGiveTheirRegisterWidth) {
+  EXPECT_EQ(openblas_vector_bits("Haswell"), 256);
+  EXPECT_EQ(openblas_vector_bits("Zen"), 256);
+  EXPECT_EQ(openblas_vector_bits("SkylakeX"), 512);
+  EXPECT_EQ(openblas_vector_bits("COOPERLAKE"), 512);
+  EXPECT_EQ(openblas_vector_bits("SapphireRapids"), 512);
+  EXPECT_EQ(openblas_vector_bits(""), 256);
+}
+
 TEST(MatmulTest, KnownSmallProductIsExact) {
   // Q8_0 with integer-valued weights and activations whose block amax is 127:
   // everything is exactly representable, so the result is exact.
