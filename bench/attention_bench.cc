@@ -28,11 +28,12 @@
 // (kernels::measure_read_gbps); pct_of_read = achieved / read_GBps * 100;
 // fma_GBps = the bytes/s at which the threads' float32 FMA peak
 // (kernels::measure_f32_fma_gmacs, on the kernel's registers: 512-bit for the
-// avx512vnni-zmm level's fp16 kernel, kernels::decode_attention_vector_bits) would run out: every K or V element takes g =
-// n_head / n_head_kv multiply-adds, so elem / g bytes per multiply-add (f32, g = 4:
-// 1 byte; fp16: 0.5); pct_of_bound = achieved / min(read_GBps, fma_GBps) * 100, the
-// roofline of the kernel on this CPU. The blocks of several sequences rotate so that
-// the bytes touched between two reads of one sequence exceed L3.
+// avx512vnni-zmm level's fp16 kernel, kernels::decode_attention_vector_bits) would
+// run out: every K or V element takes g = n_head / n_head_kv multiply-adds, so
+// elem / g bytes per multiply-add (f32, g = 4: 1 byte; fp16: 0.5); pct_of_bound =
+// achieved / min(read_GBps, fma_GBps) * 100, the roofline of the kernel on this CPU.
+// The blocks of several sequences rotate so that the bytes touched between two reads
+// of one sequence exceed L3.
 //
 // BM_KvRead reads the same cache without the arithmetic (the read order's ceiling), and
 // BM_PrefillAttention times attend_chunk; see each.

@@ -276,11 +276,7 @@ std::vector<float> random_query(const DecodeCase& c, uint32_t seed) {
   return q;
 }
 
-// attend_token (all heads in one pass), attend_group (one KV head's g heads) and
-// attend_one agree with the double reference at 1 token, contexts that are not
-// multiples of the block size, and a long one; and attend_group equals per-head
-// attend_one within the same tolerance.
-// The width profile's roofline counts decode attention at: the 512-bit kernel only
+// The register width profile --roofline counts decode attention at: 512 bits only
 // where pick_rows_fn_zmm has one (the zmm level, fp16, g 2/4/8, head_dim 64/128).
 TEST(DecodeAttentionWidthTest, FiveTwelveBitsOnlyWhereTheZmmKernelRuns) {
   EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx512VnniZmm, 128, 4, true), 512);
@@ -293,6 +289,10 @@ TEST(DecodeAttentionWidthTest, FiveTwelveBitsOnlyWhereTheZmmKernelRuns) {
   EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx2, 128, 4, true), 256);
 }
 
+// attend_token (all heads in one pass), attend_group (one KV head's g heads) and
+// attend_one agree with the double reference at 1 token, contexts that are not
+// multiples of the block size, and a long one; and attend_group equals per-head
+// attend_one within the same tolerance.
 TEST_P(DecodeTest, TokenGroupAndOneAgreeWithReference) {
   const DecodeCase c = GetParam();
   const int g = c.n_head / c.n_head_kv, block = 16;

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cctype>
 #include <mutex>
+#include <string>
+#include <string_view>
 
 #include "base/fp16.h"
 #include "base/status.h"
@@ -58,14 +60,6 @@ void matmul_blas_rows(GgmlType type, const std::uint8_t* w, std::size_t row_byte
                 y + p, ldy);
   }
 }
-
-std::int32_t openblas_vector_bits(std::string_view core) {
-  std::string name(core);
-  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
-  return name == "skylakex" || name == "cooperlake" || name == "sapphirerapids" ? 512 : 256;
-}
-
-std::int64_t float_blas_min_tokens() { return detail::kBlasMinTokens; }
 
 }  // namespace ecoserve::kernels::detail
 
