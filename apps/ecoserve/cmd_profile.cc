@@ -6,7 +6,6 @@
 #include <random>
 #include <set>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -82,13 +81,17 @@ ModelCost model_cost(const model::LlamaModel& m, engine::KvCacheType kv_type) {
 // runs them one after the other, as each layer's data dependencies make every
 // engine run them. (The two differ where a batch's KV reads are as large as its
 // weights: batched decode at long contexts.)
+// The instructions a part of a step is bounded by: int8 dots of the level, or float
+// FMAs on 256- or 512-bit registers.
+enum class Peak { kInt8, kFma256, kFma512 };
+const char* peak_name(Peak p) { return p == Peak::kInt8 ? "int8" : p == Peak::kFma512 ? "fma512" : "fma256"; }
+
 struct Bound {
   double tokens_per_second = 0;
   const char* limit = "";                // "memory" or "compute"
   double phase_sum_tokens_per_second = 0;  // the linear layers' bound plus attention's
-  // The peaks counted: "int8", "fma256" or "fma512" (float FMAs on 256- or 512-bit registers).
-  const char* linear_peak = "";
-  const char* attention_peak = "";
+  Peak linear_peak = Peak::kFma256;  // the peaks counted
+  Peak attention_peak = Peak::kFma256;
 };
 
 double seconds(double bytes, double gbps, double macs, double gmacs) {
@@ -180,12 +183,13 @@ int run_profile(const ProfileArgs& a) {
                                                              kv_type == engine::KvCacheType::kF16) == 512;
   // The linear layers' peak for a step of `tokens` tokens, and decode attention's.
   auto linear_peak = [&](int64_t tokens) {
-    return cost.int8 ? "int8" : blas512 && tokens >= kernels::float_blas_min_tokens() ? "fma512" : "fma256";
+    if (cost.int8) return Peak::kInt8;
+    return blas512 && tokens >= kernels::float_blas_min_tokens() ? Peak::kFma512 : Peak::kFma256;
   };
-  auto gmacs = [&](int32_t th, std::string_view peak) {
-    return th * (peak == "int8" ? int8_gmacs : peak == "fma512" ? fma512_gmacs : fma_gmacs);
+  auto gmacs = [&](int32_t th, Peak peak) {
+    return th * (peak == Peak::kInt8 ? int8_gmacs : peak == Peak::kFma512 ? fma512_gmacs : fma_gmacs);
   };
-  const char* decode_attn_peak = attn512 ? "fma512" : "fma256";
+  const Peak decode_attn_peak = attn512 ? Peak::kFma512 : Peak::kFma256;
   if (!a.json) {
     std::printf("model: %s (%s, %.1fM params, %s)\n", a.model.c_str(), c.arch.c_str(), c.num_params / 1e6,
                 std::string(kernels::type_name((*model)->layers()[0].wq.type)).c_str());
@@ -249,8 +253,8 @@ int run_profile(const ProfileArgs& a) {
           r["roofline_tokens_per_second"] = bound.tokens_per_second;
           r["bound"] = bound.limit;
           r["phase_sum_roofline_tokens_per_second"] = bound.phase_sum_tokens_per_second;
-          r["linear_peak"] = bound.linear_peak;
-          r["attention_peak"] = bound.attention_peak;
+          r["linear_peak"] = peak_name(bound.linear_peak);
+          r["attention_peak"] = peak_name(bound.attention_peak);
         }
         results.push_back(r);
       } else if (a.roofline) {
@@ -265,9 +269,8 @@ int run_profile(const ProfileArgs& a) {
     };
     Bound pb;
     if (a.roofline) {
-      pb = prefill_bound(cost, a.prompt_len, gbps, gmacs(th, linear_peak(a.prompt_len)), th * fma_gmacs);
-      pb.linear_peak = linear_peak(a.prompt_len);
-      pb.attention_peak = "fma256";
+      pb = prefill_bound(cost, a.prompt_len, gbps, gmacs(th, linear_peak(a.prompt_len)), gmacs(th, Peak::kFma256));
+      pb.linear_peak = linear_peak(a.prompt_len);  // prefill attention: 256-bit (attend_chunk)
     }
     auto decode_roof = [&](int32_t b) {
       Bound db = decode_bound(cost, b, a.context, gbps, gmacs(th, linear_peak(b)), gmacs(th, decode_attn_peak));
