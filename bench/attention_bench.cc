@@ -349,7 +349,8 @@ BENCHMARK(BM_KvRead)
 // One layer's prefill attention on one thread: a prompt of n_q tokens (positions 0..n_q)
 // of one sequence, every KV head (attend_chunk per KV head, as the engine's prefill
 // units). Counters: GMACs = the causal multiply-adds (q.k and p.v, token i sees i + 1
-// positions) per second in units of 1e9; pct_of_fma = GMACs / one core's float32 FMA peak.
+// positions) per second in units of 1e9; pct_of_fma = GMACs / one core's float32 FMA peak
+// on the registers the kernel uses (prefill_attention_vector_bits).
 void BM_PrefillAttention(benchmark::State& state) {
   const int32_t n_q = static_cast<int32_t>(state.range(0));
   const bool f16 = state.range(1) != 0;
@@ -377,7 +378,9 @@ void BM_PrefillAttention(benchmark::State& state) {
   state.counters["GMACs"] =
       benchmark::Counter(macs * 1e-9 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   state.counters["pct_of_fma"] = benchmark::Counter(
-      macs * 100.0 / (fma_gmacs() * 1e9) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+      macs * 100.0 / (fma_gmacs(prefill_attention_vector_bits(dims.isa, shape.head_dim)) * 1e9) *
+          static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate);
 }
 
 BENCHMARK(BM_PrefillAttention)

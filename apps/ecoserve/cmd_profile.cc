@@ -170,7 +170,7 @@ int run_profile(const ProfileArgs& a) {
   // Per-core peaks, each with the instructions of the kernels it bounds: int8 dots of
   // the level (quantized weights), float FMAs on 256-bit registers (the float tiles,
   // attention), and on 512-bit ones where OpenBLAS's sgemm (float-weight prefill) or
-  // the decode attention kernel runs on them.
+  // the decode or prefill attention kernel runs on them.
   const kernels::CpuFeatures cpu = kernels::detect_cpu_features();
   double fma_gmacs = 0, fma512_gmacs = 0, int8_gmacs = 0;
   if (a.roofline) {
@@ -190,6 +190,8 @@ int run_profile(const ProfileArgs& a) {
     return th * (peak == Peak::kInt8 ? int8_gmacs : peak == Peak::kFma512 ? fma512_gmacs : fma_gmacs);
   };
   const Peak decode_attn_peak = attn512 ? Peak::kFma512 : Peak::kFma256;
+  const bool prefill_attn512 = kernels::prefill_attention_vector_bits(a.isa, c.head_dim) == 512;
+  const Peak prefill_attn_peak = prefill_attn512 ? Peak::kFma512 : Peak::kFma256;
   if (!a.json) {
     std::printf("model: %s (%s, %.1fM params, %s)\n", a.model.c_str(), c.arch.c_str(), c.num_params / 1e6,
                 std::string(kernels::type_name((*model)->layers()[0].wq.type)).c_str());
@@ -204,9 +206,10 @@ int run_profile(const ProfileArgs& a) {
                   cost.weight_bytes / 1e6, cost.macs_per_token / 1e6, fma_gmacs);
       if (cpu.avx512f) std::printf(", %.1f G on 512-bit", fma512_gmacs);
       std::printf(", %.1f G int8-dot MAC/s (%s)\n", int8_gmacs, std::string(kernels::isa_int8_dot(a.isa)).c_str());
-      std::printf("float FMAs counted at: %s-bit for decode attention, %s-bit for float-weight prefill (OpenBLAS "
-                  "%s), 256-bit for the rest\n",
-                  attn512 ? "512" : "256", blas512 ? "512" : "256", kernels::openblas_core().c_str());
+      std::printf("float FMAs counted at: %s-bit for decode attention, %s-bit for prefill attention, %s-bit for "
+                  "float-weight prefill (OpenBLAS %s), 256-bit for the rest\n",
+                  attn512 ? "512" : "256", prefill_attn512 ? "512" : "256", blas512 ? "512" : "256",
+                  kernels::openblas_core().c_str());
       std::printf("phase sum: the linear layers' roofline plus attention's, as a step runs them (see --help)\n");
       std::printf("%-8s %-22s %12s %12s %6s  %-8s %10s %6s\n", "threads", "test", "tokens/s", "roofline", "%", "bound",
                   "phase sum", "%");
@@ -269,8 +272,9 @@ int run_profile(const ProfileArgs& a) {
     };
     Bound pb;
     if (a.roofline) {
-      pb = prefill_bound(cost, a.prompt_len, gbps, gmacs(th, linear_peak(a.prompt_len)), gmacs(th, Peak::kFma256));
-      pb.linear_peak = linear_peak(a.prompt_len);  // prefill attention: 256-bit (attend_chunk)
+      pb = prefill_bound(cost, a.prompt_len, gbps, gmacs(th, linear_peak(a.prompt_len)), gmacs(th, prefill_attn_peak));
+      pb.linear_peak = linear_peak(a.prompt_len);
+      pb.attention_peak = prefill_attn_peak;
     }
     auto decode_roof = [&](int32_t b) {
       Bound db = decode_bound(cost, b, a.context, gbps, gmacs(th, linear_peak(b)), gmacs(th, decode_attn_peak));

@@ -362,6 +362,10 @@ int32_t decode_attention_vector_bits(Isa isa, int32_t head_dim, int32_t group, b
   return zmm ? 512 : 256;
 }
 
+int32_t prefill_attention_vector_bits(Isa isa, int32_t head_dim) {
+  return isa >= Isa::kAvx512VnniZmm && head_dim % 16 == 0 ? 512 : 256;
+}
+
 void attend_token(const float* q, int32_t n_ctx, const PagedKvView& kv, const AttentionDims& d, float* out,
                   AttentionScratch& scratch, const DecodeStream& stream) {
   attend_heads(q, d.n_head / d.n_head_kv, 0, d.n_head_kv, n_ctx, kv, d.head_dim, d.scale, d.isa, out, scratch, stream);
@@ -433,8 +437,9 @@ void attend_chunk(const float* q, int64_t q_stride, int32_t n_q, int32_t start, 
     float* qs = scratch.q.data();
     float* s = scratch.scores.data();  // rows_max x kKeyBlock scores, then m and l
     const ChunkBuffers b{kt, vv, qs, scratch.o.data(), s, s + rows_max * kKeyBlock, s + rows_max * (kKeyBlock + 1)};
-    const detail::ChunkBlockFn key_block =
-        d.isa >= Isa::kAvx512Vnni ? detail::isa_avx512::chunk_key_block : detail::isa_avx2::chunk_key_block;
+    const detail::ChunkBlockFn key_block = d.isa >= Isa::kAvx512VnniZmm ? detail::isa_avx512::chunk_key_block_zmm
+                                           : d.isa >= Isa::kAvx512Vnni  ? detail::isa_avx512::chunk_key_block
+                                                                        : detail::isa_avx2::chunk_key_block;
     for (int32_t j = 0; j < n_pad; ++j) {
       float* kt_col = kt + static_cast<int64_t>(j / kKeyBlock) * hd * kKeyBlock + j % kKeyBlock;
       if (j >= n_ctx) {  // the last block's padding: read by score tiles, masked

@@ -52,7 +52,8 @@ struct AttentionDims {
   // Kernel path: avx512vnni runs the decode kernel's AVX-512VL build (32 registers),
   // avx512vnni-zmm its 512-bit build where the GQA group is 2, 4 or 8 and the cache
   // fp16 (else the AVX-512VL one), the other levels its AVX2 build; all give the same
-  // bits. Must be supported here.
+  // bits. Prefill (attend_chunk) likewise: 512-bit tiles on avx512vnni-zmm, the same
+  // bits as the others. Must be supported here.
   Isa isa = default_isa();
 };
 
@@ -99,6 +100,12 @@ struct DecodeStream {
 // in {2, 4, 8} and head_dim 64 or 128, else 256. `profile engine --roofline` counts
 // decode attention against the FMA peak of that width.
 int32_t decode_attention_vector_bits(Isa isa, int32_t head_dim, int32_t group, bool f16);
+
+// The same for prefill attention (attend_chunk): 512 on the avx512vnni-zmm level where
+// head_dim is a multiple of 16 (its fused kernel; the results are the same bits as the
+// 256-bit build's), else 256 (the fused kernel on 256-bit registers, or OpenBLAS's sgemm
+// for other head sizes, counted at 256 bits).
+int32_t prefill_attention_vector_bits(Isa isa, int32_t head_dim);
 
 // All n_head query heads of one token (q and out: [n_head][head_dim] rows) against
 // positions [0, n_ctx), n_ctx >= 1: attend_group for every KV head, in one pass over the

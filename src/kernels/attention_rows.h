@@ -96,6 +96,9 @@ void chunk_key_block(const ChunkBuffers& b, int32_t hd, int32_t m, int32_t kb, i
 namespace isa_avx512 {
 void chunk_key_block(const ChunkBuffers& b, int32_t hd, int32_t m, int32_t kb, int32_t ncols, int32_t first_pos,
                      int32_t group);
+// The same on 512-bit registers (the avx512vnni-zmm level): the same bits.
+void chunk_key_block_zmm(const ChunkBuffers& b, int32_t hd, int32_t m, int32_t kb, int32_t ncols, int32_t first_pos,
+                         int32_t group);
 }
 
 }  // namespace ecoserve::kernels::detail

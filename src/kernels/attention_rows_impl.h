@@ -728,6 +728,124 @@ inline void row_softmax(const ChunkBuffers& b, int32_t hd, int32_t row, int32_t 
 }
 
 #if ECO_ATTN_WIDE
+// row_softmax on 512-bit registers, the same bits: max is exact in any order, exp16 is
+// exp8 per lane, and each 16 weights are summed as two 8-lane vectors in column order,
+// as row_softmax sums them (the lanes past ncols8 are masked: +0).
+inline void row_softmax16(const ChunkBuffers& b, int32_t hd, int32_t row, int32_t seen, int32_t ncols8) {
+  float* sr = b.s + static_cast<int64_t>(row) * kKeyBlock;
+  if (seen <= 0) {
+    for (int32_t j = 0; j < ncols8; j += 8) _mm256_storeu_ps(sr + j, _mm256_setzero_ps());
+    return;
+  }
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512 ninf = _mm512_set1_ps(-__builtin_inff());
+  __m512 vmx = ninf;
+  for (int32_t j = 0; j < ncols8; j += 16) {
+    const __mmask16 live = _mm512_cmpgt_epi32_mask(_mm512_set1_epi32(seen - j), iota);
+    const __m512 x = _mm512_mask_loadu_ps(ninf, live, sr + j);
+    _mm512_storeu_ps(sr + j, x);
+    vmx = _mm512_max_ps(vmx, x);
+  }
+  const float mx = _mm512_reduce_max_ps(vmx);
+  const float m_old = b.m[row];
+  const float m_new = mx > m_old ? mx : m_old;
+  const __m512 vm = _mm512_set1_ps(m_new);
+  __m256 vsum = _mm256_setzero_ps();
+  for (int32_t j = 0; j < ncols8; j += 16) {
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(sr + j), vm));  // 0 where masked (-inf)
+    _mm512_storeu_ps(sr + j, e);
+    vsum = _mm256_add_ps(vsum, _mm512_castps512_ps256(e));
+    vsum = _mm256_add_ps(vsum, _mm512_extractf32x8_ps(e, 1));
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, vsum);
+  float sum = 0.0f;
+  for (int i = 0; i < 8; ++i) sum += lanes[i];
+  if (m_new > m_old) {
+    const float alpha = std::exp(m_old - m_new);  // 0 while the max was -inf
+    b.l[row] *= alpha;
+    scale_inplace(b.o + static_cast<int64_t>(row) * hd, alpha, hd);
+    b.m[row] = m_new;
+  }
+  b.l[row] += sum;
+}
+
+// The same tiles on 512-bit registers (chunk_key_block_zmm): up to kChunkRows rows x CV
+// vectors of 16 columns. A column's lane runs the same FMA chain in k order as in the
+// 256-bit tiles, so the results are the same bits.
+template <int R, int CV>
+inline void panel16(const float* a, int64_t lda, const float* b, int64_t ldb, int32_t n, __m512 (&c)[R][CV]) {
+#pragma GCC unroll 2
+  for (int32_t k = 0; k < n; ++k) {
+    __m512 bv[CV];
+#pragma GCC unroll 4
+    for (int v = 0; v < CV; ++v) bv[v] = _mm512_loadu_ps(b + k * ldb + 16 * v);
+#pragma GCC unroll 6
+    for (int i = 0; i < R; ++i) {
+      const __m512 ai = _mm512_set1_ps(a[i * lda + k]);
+#pragma GCC unroll 4
+      for (int v = 0; v < CV; ++v) c[i][v] = _mm512_fmadd_ps(ai, bv[v], c[i][v]);
+    }
+  }
+}
+
+template <int R, int CV>
+inline void scores_tile16(const ChunkBuffers& b, int32_t hd, int32_t r0, int32_t kb, int32_t c0) {
+  __m512 c[R][CV];
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < CV; ++v) c[i][v] = _mm512_setzero_ps();
+  panel16<R, CV>(b.q + static_cast<int64_t>(r0) * hd, hd, b.kt + static_cast<int64_t>(kb) * hd + c0, kKeyBlock, hd,
+                 c);
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < CV; ++v) {
+      _mm512_storeu_ps(b.s + static_cast<int64_t>(r0 + i) * kKeyBlock + c0 + 16 * v, c[i][v]);
+    }
+}
+
+template <int R, int CV>
+inline void values_tile16(const ChunkBuffers& b, int32_t hd, int32_t r0, int32_t kb, int32_t n, int32_t c0) {
+  __m512 c[R][CV];
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < CV; ++v) c[i][v] = _mm512_loadu_ps(b.o + static_cast<int64_t>(r0 + i) * hd + c0 + 16 * v);
+  panel16<R, CV>(b.s + static_cast<int64_t>(r0) * kKeyBlock, kKeyBlock, b.v + static_cast<int64_t>(kb) * hd + c0, hd,
+                 n, c);
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < CV; ++v) _mm512_storeu_ps(b.o + static_cast<int64_t>(r0 + i) * hd + c0 + 16 * v, c[i][v]);
+}
+
+// rows_scores / rows_values on 512-bit tiles: 64 columns while more than 32 remain, then
+// 32 while more than 16, then 16 (kt is padded to whole key blocks, hd % 16 == 0).
+template <int R>
+inline void rows_scores16(const ChunkBuffers& b, int32_t hd, int32_t r0, int32_t kb, int32_t ncols, int32_t first_pos,
+                          int32_t group) {
+  const int32_t n = cols_seen(first_pos, r0 + R - 1, group, kb, ncols);
+  int32_t c0 = 0;
+  for (; c0 + 32 < n && c0 + 64 <= kKeyBlock; c0 += 64) scores_tile16<R, 4>(b, hd, r0, kb, c0);
+  for (; c0 + 16 < n && c0 + 32 <= kKeyBlock; c0 += 32) scores_tile16<R, 2>(b, hd, r0, kb, c0);
+  for (; c0 < n; c0 += 16) scores_tile16<R, 1>(b, hd, r0, kb, c0);
+}
+
+template <int R>
+inline void rows_values16(const ChunkBuffers& b, int32_t hd, int32_t r0, int32_t kb, int32_t ncols, int32_t first_pos,
+                          int32_t group) {
+  const int32_t n = cols_seen(first_pos, r0 + R - 1, group, kb, ncols);
+  if (n <= 0) return;
+  int32_t c0 = 0;
+  for (; c0 + 64 <= hd; c0 += 64) values_tile16<R, 4>(b, hd, r0, kb, n, c0);
+  for (; c0 + 32 <= hd; c0 += 32) values_tile16<R, 2>(b, hd, r0, kb, n, c0);
+  for (; c0 < hd; c0 += 16) values_tile16<R, 1>(b, hd, r0, kb, n, c0);
+}
+#endif  // ECO_ATTN_WIDE
+
+#if ECO_ATTN_WIDE
 template <int NV, bool kF16>
 RowsFn pick_rows_fn_zmm_g(int32_t g) {
   switch (g) {
@@ -761,6 +879,18 @@ void chunk_key_block(const ChunkBuffers& b, int32_t hd, int32_t m, int32_t kb, i
   }
   by_row_groups(m, [&]<int R>(int32_t r0) { rows_values<R>(b, hd, r0, kb, ncols, first_pos, group); });
 }
+
+#if ECO_ATTN_WIDE
+void chunk_key_block_zmm(const ChunkBuffers& b, int32_t hd, int32_t m, int32_t kb, int32_t ncols, int32_t first_pos,
+                         int32_t group) {
+  by_row_groups(m, [&]<int R>(int32_t r0) { rows_scores16<R>(b, hd, r0, kb, ncols, first_pos, group); });
+  const int32_t ncols8 = (ncols + 7) & ~7;
+  for (int32_t row = 0; row < m; ++row) {
+    row_softmax16(b, hd, row, cols_seen(first_pos, row, group, kb, ncols), ncols8);
+  }
+  by_row_groups(m, [&]<int R>(int32_t r0) { rows_values16<R>(b, hd, r0, kb, ncols, first_pos, group); });
+}
+#endif
 
 RowsFn pick_rows_fn(int32_t hd, int32_t g, bool f16) {
   switch (hd) {

@@ -289,6 +289,16 @@ TEST(DecodeAttentionWidthTest, FiveTwelveBitsOnlyWhereTheZmmKernelRuns) {
   EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx2, 128, 4, true), 256);
 }
 
+TEST(PrefillAttentionWidthTest, FiveTwelveBitsOnTheZmmLevelsFusedKernel) {
+  EXPECT_EQ(prefill_attention_vector_bits(Isa::kAvx512VnniZmm, 128), 512);
+  EXPECT_EQ(prefill_attention_vector_bits(Isa::kAvx512VnniZmm, 64), 512);
+  EXPECT_EQ(prefill_attention_vector_bits(Isa::kAvx512VnniZmm, 16), 512);
+  EXPECT_EQ(prefill_attention_vector_bits(Isa::kAvx512VnniZmm, 24), 256) << "head_dim 24: OpenBLAS";
+  EXPECT_EQ(prefill_attention_vector_bits(Isa::kAvx512Vnni, 128), 256);
+  EXPECT_EQ(prefill_attention_vector_bits(Isa::kAvxVnni, 128), 256);
+  EXPECT_EQ(prefill_attention_vector_bits(Isa::kAvx2, 64), 256);
+}
+
 // attend_token (all heads in one pass), attend_group (one KV head's g heads) and
 // attend_one agree with the double reference at 1 token, contexts that are not
 // multiples of the block size, and a long one; and attend_group equals per-head
