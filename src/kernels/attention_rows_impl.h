@@ -740,11 +740,15 @@ inline void row_softmax16(const ChunkBuffers& b, int32_t hd, int32_t row, int32_
   const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512 ninf = _mm512_set1_ps(-__builtin_inff());
   __m512 vmx = ninf;
-  for (int32_t j = 0; j < ncols8; j += 16) {
-    const __mmask16 live = _mm512_cmpgt_epi32_mask(_mm512_set1_epi32(seen - j), iota);
-    const __m512 x = _mm512_mask_loadu_ps(ninf, live, sr + j);
-    _mm512_storeu_ps(sr + j, x);
-    vmx = _mm512_max_ps(vmx, x);
+  if (seen == ncols8 && ncols8 % 16 == 0) {  // every column seen: nothing to mask
+    for (int32_t j = 0; j < ncols8; j += 16) vmx = _mm512_max_ps(vmx, _mm512_loadu_ps(sr + j));
+  } else {
+    for (int32_t j = 0; j < ncols8; j += 16) {
+      const __mmask16 live = _mm512_cmpgt_epi32_mask(_mm512_set1_epi32(seen - j), iota);
+      const __m512 x = _mm512_mask_loadu_ps(ninf, live, sr + j);
+      _mm512_storeu_ps(sr + j, x);
+      vmx = _mm512_max_ps(vmx, x);
+    }
   }
   const float mx = _mm512_reduce_max_ps(vmx);
   const float m_old = b.m[row];
