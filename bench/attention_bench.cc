@@ -248,33 +248,38 @@ void decode_args(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_DecodeAttention)->Apply(decode_args)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // The ceiling of decode attention's reads, without its arithmetic: one thread reads a
-// sequence's K and V rows (the fp16 cache, 2 KiB per position: shape 0's 8 KV heads x
-// head_dim 128) of n_ctx positions, a tile of kRowTile positions at a time (K, then V),
-// summing them with integer adds and nothing else.
+// sequence's K and V rows (shape 0's 8 KV heads x head_dim 128: 2 KiB per position in
+// an fp16 cache, 4 KiB in an f32 one) of n_ctx positions, a tile of kRowTile positions at
+// a time (K, then V), summing them with integer adds and nothing else.
 //
-//   BM_KvRead/ctx/consecutive/prefetch/interleaved: consecutive 0 = the sequence's
+//   BM_KvRead/ctx/f16/consecutive/prefetch/interleaved: consecutive 0 = the sequence's
 //     16-position blocks in the cache's shuffled order (as BM_DecodeAttention reads
 //     them), 1 = physically consecutive (as a fresh cache hands them out); prefetch 0 =
 //     none (the hardware prefetchers only), 1 = every line of the rows 32 positions on
 //     (kPrefetchAhead), into L2, in row order and one line per line read, as the 512-bit
 //     decode kernel does (RowPrefetch), 2 = only the first 8 lines of the block after
-//     the next, at each block start; interleaved 0 = each row front to back, 1 = the
-//     score pass's order: 4 rows at a time, one KV head's 256 bytes of each in turn.
+//     the next, at each block start; interleaved 0 = each row front to back, r = r rows
+//     side by side, one KV head's slice (256 bytes fp16, 512 f32) of each in turn (4:
+//     the score pass's order; the V pass reads 8 rows side by side in smaller pieces).
 //
 // Counters as BM_DecodeAttention's: read_GBps, pct_of_read. On the Zen 5 of
 // docs/kernels.md's twelfth pass (read_GBps 40), pct_of_read: shuffled blocks 42-58%
 // without prefetch, 71-81% with it (either order); consecutive blocks 88-96% with or
-// without it in row order, 88-95% interleaved with it (43-49% without).
+// without it in row order, 88-95% interleaved with it (43-49% without). Fifteenth pass
+// (same VM, read_GBps 41): with prefetch, fp16 and f32 alike, rows front to back 80-92%,
+// side by side 2 / 4 / 8 rows: 75-84% / 68-77% / 56-62%.
 void BM_KvRead(benchmark::State& state) {
   const int32_t n_ctx = static_cast<int32_t>(state.range(0));
-  const bool consecutive = state.range(1) != 0;
-  const int prefetch = static_cast<int>(state.range(2));
-  const bool interleaved = state.range(3) != 0;
-  constexpr int64_t kRowBytes = kKvDim * 2;
-  constexpr int32_t kTile = 8, kAhead = 32, kHeadBytes = 256;
+  const bool f16 = state.range(1) != 0;
+  const bool consecutive = state.range(2) != 0;
+  const int prefetch = static_cast<int>(state.range(3));
+  const int32_t side = static_cast<int32_t>(state.range(4));  // rows side by side (0: front to back)
+  const int64_t kRowBytes = kKvDim * (f16 ? 2 : 4);
+  const int64_t kHeadBytes = int64_t{kShapes[0].head_dim} * (f16 ? 2 : 4);
+  constexpr int32_t kTile = 8, kAhead = 32;
   ThreadPool pool(1);
   const double peak = read_gbps(pool);
-  Cache& cache = cache_for(true);
+  Cache& cache = cache_for(f16);
   const int32_t blocks_per_seq = (n_ctx + kBlock - 1) / kBlock;
   const int32_t n_seqs = std::max<int32_t>(1, static_cast<int32_t>(cache.blocks.size()) / blocks_per_seq);
   // Every sequence's row offsets (bytes), kAhead past its end wrapping to its start.
@@ -309,7 +314,7 @@ void BM_KvRead(benchmark::State& state) {
             _mm_prefetch(c + off[p0 + j + kAhead] + pf_line % (kRowBytes / 64) * 64, _MM_HINT_T1);
           }
         };
-        if (!interleaved) {
+        if (side == 0) {
           for (int32_t j = 0; j < kTile; ++j) {
             for (int64_t b = 0; b < kRowBytes; b += 64) {
               issue(1);
@@ -318,10 +323,10 @@ void BM_KvRead(benchmark::State& state) {
             }
           }
         } else {
-          for (int32_t j0 = 0; j0 < kTile; j0 += 4) {
+          for (int32_t j0 = 0; j0 < kTile; j0 += side) {
             for (int64_t h = 0; h < kRowBytes; h += kHeadBytes) {
-              issue(4 * kHeadBytes / 64);
-              for (int32_t j = j0; j < j0 + 4; ++j) {
+              issue(static_cast<int>(side * kHeadBytes / 64));
+              for (int32_t j = j0; j < j0 + side; ++j) {
                 for (int64_t b = h; b < h + kHeadBytes; b += 64) {
                   a0 = add(a0, c + off[p0 + j] + b);
                   a1 = add(a1, c + off[p0 + j] + b + 32);
@@ -341,8 +346,8 @@ void BM_KvRead(benchmark::State& state) {
 }
 
 BENCHMARK(BM_KvRead)
-    ->ArgNames({"ctx", "consecutive", "prefetch", "interleaved"})
-    ->ArgsProduct({{8192}, {0, 1}, {0, 1, 2}, {0, 1}})
+    ->ArgNames({"ctx", "f16", "consecutive", "prefetch", "interleaved"})
+    ->ArgsProduct({{8192}, {1, 0}, {0, 1}, {0, 1, 2}, {0, 2, 4, 8}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
