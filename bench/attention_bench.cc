@@ -266,8 +266,8 @@ BENCHMARK(BM_DecodeAttention)->Apply(decode_args)->UseRealTime()->Unit(benchmark
 // docs/kernels.md's twelfth pass (read_GBps 40), pct_of_read: shuffled blocks 42-58%
 // without prefetch, 71-81% with it (either order); consecutive blocks 88-96% with or
 // without it in row order, 88-95% interleaved with it (43-49% without). Fifteenth pass
-// (same VM, read_GBps 41): with prefetch, fp16 and f32 alike, rows front to back 80-92%,
-// side by side 2 / 4 / 8 rows: 75-84% / 68-77% / 56-62%.
+// (same VM, read_GBps 41), with prefetch, fp16 / f32: rows front to back 85-90% / 79-91%,
+// side by side 2 rows 83-88% / 78-83%, 4 rows 79-88% / 74-81%, 8 rows 62-86% / 72-78%.
 void BM_KvRead(benchmark::State& state) {
   const int32_t n_ctx = static_cast<int32_t>(state.range(0));
   const bool f16 = state.range(1) != 0;
