@@ -847,9 +847,7 @@ inline void rows_values16(const ChunkBuffers& b, int32_t hd, int32_t r0, int32_t
   for (; c0 + 32 <= hd; c0 += 32) values_tile16<R, 2>(b, hd, r0, kb, n, c0);
   for (; c0 < hd; c0 += 16) values_tile16<R, 1>(b, hd, r0, kb, n, c0);
 }
-#endif  // ECO_ATTN_WIDE
 
-#if ECO_ATTN_WIDE
 template <int NV, bool kF16>
 RowsFn pick_rows_fn_zmm_g(int32_t g) {
   switch (g) {
