@@ -277,6 +277,27 @@ struct Lanes8 {
   static Reg loadu(const float* p) { return _mm256_loadu_ps(p); }
   static void storeu(float* p, Reg v) { _mm256_storeu_ps(p, v); }
   static Reg add(Reg a, Reg b) { return _mm256_add_ps(a, b); }
+  // For attend_chunk's fused kernel (chunk_block): its register rows, the softmax's steps.
+  static constexpr int kChunkCols = kWide ? 4 : 2;  // vectors per tile row (12 or 24 accumulators)
+  static Reg set1(float x) { return _mm256_set1_ps(x); }
+  static Reg sub(Reg a, Reg b) { return _mm256_sub_ps(a, b); }
+  static Reg max(Reg a, Reg b) { return _mm256_max_ps(a, b); }
+  static Reg exp(Reg x) { return exp8(x); }
+  // p[i] for lanes i < live, fill in the others.
+  static Reg masked_load(const float* p, int32_t live, Reg fill) {
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256 on = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(live), iota));
+    return _mm256_blendv_ps(fill, _mm256_loadu_ps(p), on);
+  }
+  static float reduce_max(Reg v) {
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, v);
+    float mx = lanes[0];
+    for (int i = 1; i < 8; ++i) mx = lanes[i] > mx ? lanes[i] : mx;
+    return mx;
+  }
+  // acc + e, in 8 lanes (column j of a row summed into lane j % 8).
+  static __m256 add_into8(__m256 acc, Reg e) { return _mm256_add_ps(acc, e); }
   template <bool kF16>
   static Reg load(const void* base, int64_t off) { return load8<kF16>(base, off); }
   // The score pass: rows_step's own chains (one head's 8 dimensions per register, the
@@ -320,6 +341,22 @@ struct Lanes16 {
   static Reg loadu(const float* p) { return _mm512_loadu_ps(p); }
   static void storeu(float* p, Reg v) { _mm512_storeu_ps(p, v); }
   static Reg add(Reg a, Reg b) { return _mm512_add_ps(a, b); }
+  // As Lanes8's: lane by lane the same arithmetic (exp16 is exp8 per lane, max is exact
+  // in any order, and add_into8 adds a register's two halves in column order), so the
+  // fused prefill kernel gives the same bits on either.
+  static constexpr int kChunkCols = 4;
+  static Reg set1(float x) { return _mm512_set1_ps(x); }
+  static Reg sub(Reg a, Reg b) { return _mm512_sub_ps(a, b); }
+  static Reg max(Reg a, Reg b) { return _mm512_max_ps(a, b); }
+  static Reg exp(Reg x) { return exp16(x); }
+  static Reg masked_load(const float* p, int32_t live, Reg fill) {
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    return _mm512_mask_loadu_ps(fill, _mm512_cmpgt_epi32_mask(_mm512_set1_epi32(live), iota), p);
+  }
+  static float reduce_max(Reg v) { return _mm512_reduce_max_ps(v); }
+  static __m256 add_into8(__m256 acc, Reg e) {
+    return _mm256_add_ps(_mm256_add_ps(acc, _mm512_castps512_ps256(e)), _mm512_extractf32x8_ps(e, 1));
+  }
   // 16 values at element `off` of a V cache, as float32.
   template <bool kF16>
   static Reg load(const void* base, int64_t off) {
@@ -583,26 +620,29 @@ void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
 }
 
 // ---- attend_chunk's fused kernel (see ChunkBuffers, ChunkBlockFn) ----
+// Written once for registers of L::W floats: Lanes8 (every level) and Lanes16 (the
+// avx512vnni-zmm level's chunk_key_block_zmm). Every accumulator lane is one chain of
+// FMAs in k order and the softmax's steps are the same per lane, so both give the same
+// bits; only how many rows and columns run side by side differs.
 
-// Register tiles: up to kChunkRows rows x kChunkCols vectors of 8 columns (6 x 2 with 16
+// Register tiles: up to kChunkRows rows x L::kChunkCols vectors (6 x 2 with 16
 // registers: 12 accumulators; 6 x 4 with 32: 24).
 constexpr int kChunkRows = 6;
-constexpr int kChunkCols = kWide ? 4 : 2;
 
-// c[i][v] (+)= sum_k a[i * lda + k] * b[k * ldb + 8 v ..] for i < R, v < CV, k < n.
+// c[i][v] (+)= sum_k a[i * lda + k] * b[k * ldb + W v ..] for i < R, v < CV, k < n.
 // Each accumulator is one chain of FMAs in k order, whatever R and CV.
-template <int R, int CV>
-inline void panel(const float* a, int64_t lda, const float* b, int64_t ldb, int32_t n, __m256 (&c)[R][CV]) {
+template <class L, int R, int CV>
+inline void panel(const float* a, int64_t lda, const float* b, int64_t ldb, int32_t n, typename L::Reg (&c)[R][CV]) {
 #pragma GCC unroll 2
   for (int32_t k = 0; k < n; ++k) {
-    __m256 bv[CV];
+    typename L::Reg bv[CV];
 #pragma GCC unroll 4
-    for (int v = 0; v < CV; ++v) bv[v] = _mm256_loadu_ps(b + k * ldb + 8 * v);
+    for (int v = 0; v < CV; ++v) bv[v] = L::loadu(b + k * ldb + L::W * v);
 #pragma GCC unroll 6
     for (int i = 0; i < R; ++i) {
-      const __m256 ai = _mm256_broadcast_ss(a + i * lda + k);
+      const typename L::Reg ai = L::set1(a[i * lda + k]);
 #pragma GCC unroll 4
-      for (int v = 0; v < CV; ++v) c[i][v] = _mm256_fmadd_ps(ai, bv[v], c[i][v]);
+      for (int v = 0; v < CV; ++v) c[i][v] = L::fmadd(ai, bv[v], c[i][v]);
     }
   }
 }
@@ -613,60 +653,64 @@ inline int32_t cols_seen(int32_t first_pos, int32_t row, int32_t group, int32_t 
   return seen < ncols ? seen : ncols;
 }
 
-// Rows [r0, r0 + R), columns [c0, c0 + 8 CV) of the key block's scores into s.
-template <int R, int CV>
+// Rows [r0, r0 + R), columns [c0, c0 + W CV) of the key block's scores into s.
+template <class L, int R, int CV>
 inline void scores_tile(const ChunkBuffers& b, int32_t hd, int32_t r0, int32_t kb, int32_t c0) {
-  __m256 c[R][CV];
+  typename L::Reg c[R][CV];
 #pragma GCC unroll 6
   for (int i = 0; i < R; ++i)
 #pragma GCC unroll 4
-    for (int v = 0; v < CV; ++v) c[i][v] = _mm256_setzero_ps();
-  panel<R, CV>(b.q + static_cast<int64_t>(r0) * hd, hd, b.kt + static_cast<int64_t>(kb) * hd + c0, kKeyBlock, hd, c);
+    for (int v = 0; v < CV; ++v) c[i][v] = L::zero();
+  panel<L, R, CV>(b.q + static_cast<int64_t>(r0) * hd, hd, b.kt + static_cast<int64_t>(kb) * hd + c0, kKeyBlock, hd,
+                  c);
 #pragma GCC unroll 6
   for (int i = 0; i < R; ++i)
 #pragma GCC unroll 4
-    for (int v = 0; v < CV; ++v) _mm256_storeu_ps(b.s + static_cast<int64_t>(r0 + i) * kKeyBlock + c0 + 8 * v, c[i][v]);
+    for (int v = 0; v < CV; ++v) L::storeu(b.s + static_cast<int64_t>(r0 + i) * kKeyBlock + c0 + L::W * v, c[i][v]);
 }
 
-// Rows [r0, r0 + R), output columns [c0, c0 + 8 CV): o += p . V[kb, kb + n).
-template <int R, int CV>
+// Rows [r0, r0 + R), output columns [c0, c0 + W CV): o += p . V[kb, kb + n).
+template <class L, int R, int CV>
 inline void values_tile(const ChunkBuffers& b, int32_t hd, int32_t r0, int32_t kb, int32_t n, int32_t c0) {
-  __m256 c[R][CV];
+  typename L::Reg c[R][CV];
 #pragma GCC unroll 6
   for (int i = 0; i < R; ++i)
 #pragma GCC unroll 4
-    for (int v = 0; v < CV; ++v) c[i][v] = _mm256_loadu_ps(b.o + static_cast<int64_t>(r0 + i) * hd + c0 + 8 * v);
-  panel<R, CV>(b.s + static_cast<int64_t>(r0) * kKeyBlock, kKeyBlock, b.v + static_cast<int64_t>(kb) * hd + c0, hd, n,
-               c);
+    for (int v = 0; v < CV; ++v) c[i][v] = L::loadu(b.o + static_cast<int64_t>(r0 + i) * hd + c0 + L::W * v);
+  panel<L, R, CV>(b.s + static_cast<int64_t>(r0) * kKeyBlock, kKeyBlock, b.v + static_cast<int64_t>(kb) * hd + c0,
+                  hd, n, c);
 #pragma GCC unroll 6
   for (int i = 0; i < R; ++i)
 #pragma GCC unroll 4
-    for (int v = 0; v < CV; ++v) _mm256_storeu_ps(b.o + static_cast<int64_t>(r0 + i) * hd + c0 + 8 * v, c[i][v]);
+    for (int v = 0; v < CV; ++v) L::storeu(b.o + static_cast<int64_t>(r0 + i) * hd + c0 + L::W * v, c[i][v]);
 }
 
-// Rows [r0, r0 + R): the scores of the key block's columns the last of them sees (in
-// tiles of 8 * kChunkCols columns while more than 16 remain, then 16; the columns after
-// are left as they are: the softmax masks them). rows_values: after the softmax, their
-// values.
-template <int R>
+// Rows [r0, r0 + R): the scores of the key block's columns the last of them sees, in
+// tiles of W kChunkCols columns while more than 2 W remain, then 2 W while more than
+// W, then W (kt is padded to whole key blocks; the columns past what a row sees are
+// left as they are: the softmax masks them). rows_values: after the softmax, their
+// values, in the same widths over head_dim (a multiple of 16).
+template <class L, int R>
 inline void rows_scores(const ChunkBuffers& b, int32_t hd, int32_t r0, int32_t kb, int32_t ncols, int32_t first_pos,
                         int32_t group) {
+  constexpr int W = L::W, C = L::kChunkCols;
   const int32_t n = cols_seen(first_pos, r0 + R - 1, group, kb, ncols);  // columns the last of the rows sees
   int32_t c0 = 0;
-  for (; c0 + 16 < n && c0 + 8 * kChunkCols <= kKeyBlock; c0 += 8 * kChunkCols) {
-    scores_tile<R, kChunkCols>(b, hd, r0, kb, c0);
-  }
-  for (; c0 < n; c0 += 16) scores_tile<R, 2>(b, hd, r0, kb, c0);
+  for (; c0 + 2 * W < n && c0 + W * C <= kKeyBlock; c0 += W * C) scores_tile<L, R, C>(b, hd, r0, kb, c0);
+  for (; c0 + W < n && c0 + 2 * W <= kKeyBlock; c0 += 2 * W) scores_tile<L, R, 2>(b, hd, r0, kb, c0);
+  for (; c0 < n; c0 += W) scores_tile<L, R, 1>(b, hd, r0, kb, c0);
 }
 
-template <int R>
+template <class L, int R>
 inline void rows_values(const ChunkBuffers& b, int32_t hd, int32_t r0, int32_t kb, int32_t ncols, int32_t first_pos,
                         int32_t group) {
+  constexpr int W = L::W, C = L::kChunkCols;
   const int32_t n = cols_seen(first_pos, r0 + R - 1, group, kb, ncols);  // columns the last of the rows sees
   if (n <= 0) return;
   int32_t c0 = 0;
-  for (; c0 + 8 * kChunkCols <= hd; c0 += 8 * kChunkCols) values_tile<R, kChunkCols>(b, hd, r0, kb, n, c0);
-  for (; c0 < hd; c0 += 16) values_tile<R, 2>(b, hd, r0, kb, n, c0);
+  for (; c0 + W * C <= hd; c0 += W * C) values_tile<L, R, C>(b, hd, r0, kb, n, c0);
+  for (; c0 + 2 * W <= hd; c0 += 2 * W) values_tile<L, R, 2>(b, hd, r0, kb, n, c0);
+  for (; c0 < hd; c0 += W) values_tile<L, R, 1>(b, hd, r0, kb, n, c0);
 }
 
 // Calls fn.template operator()<R>(r0) for rows [0, m) in groups of kChunkRows, then the rest.
@@ -685,36 +729,42 @@ inline void by_row_groups(int32_t m, Fn&& fn) {
 }
 
 // One row's online softmax update over the block: scores past what it sees (seen) are
-// masked, p = exp(s - m_new) replaces them in s (0 where masked, and for the whole
-// [0, ncols8) when it sees none), l and o are rescaled when the max grows.
+// masked (no masking pass when it sees all ncols8 and they fill whole registers), p =
+// exp(s - m_new) replaces them in s (0 where masked, and for the whole [0, ncols8) when
+// it sees none; with W = 16 up to the next multiple of 16, within the row), l and o are
+// rescaled when the max grows. The weights are summed into 8 lanes (column j into lane j
+// % 8, in column order), then those in lane order.
+template <class L>
 inline void row_softmax(const ChunkBuffers& b, int32_t hd, int32_t row, int32_t seen, int32_t ncols8) {
+  using Reg = typename L::Reg;
+  constexpr int W = L::W;
   float* sr = b.s + static_cast<int64_t>(row) * kKeyBlock;
   if (seen <= 0) {
     for (int32_t j = 0; j < ncols8; j += 8) _mm256_storeu_ps(sr + j, _mm256_setzero_ps());
     return;
   }
-  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256 ninf = _mm256_set1_ps(-__builtin_inff());
-  __m256 vmx = ninf;
-  for (int32_t j = 0; j < ncols8; j += 8) {
-    const __m256 live = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(seen - j), iota));
-    const __m256 x = _mm256_blendv_ps(ninf, _mm256_loadu_ps(sr + j), live);
-    _mm256_storeu_ps(sr + j, x);
-    vmx = _mm256_max_ps(vmx, x);
+  const Reg ninf = L::set1(-__builtin_inff());
+  Reg vmx = ninf;
+  if (seen == ncols8 && ncols8 % W == 0) {  // every column seen: nothing to mask
+    for (int32_t j = 0; j < ncols8; j += W) vmx = L::max(vmx, L::loadu(sr + j));
+  } else {
+    for (int32_t j = 0; j < ncols8; j += W) {
+      const Reg x = L::masked_load(sr + j, seen - j, ninf);
+      L::storeu(sr + j, x);
+      vmx = L::max(vmx, x);
+    }
   }
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, vmx);
-  float mx = lanes[0];
-  for (int i = 1; i < 8; ++i) mx = lanes[i] > mx ? lanes[i] : mx;
+  const float mx = L::reduce_max(vmx);
   const float m_old = b.m[row];
   const float m_new = mx > m_old ? mx : m_old;
-  const __m256 vm = _mm256_set1_ps(m_new);
+  const Reg vm = L::set1(m_new);
   __m256 vsum = _mm256_setzero_ps();
-  for (int32_t j = 0; j < ncols8; j += 8) {
-    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(sr + j), vm));  // 0 where masked (-inf)
-    _mm256_storeu_ps(sr + j, e);
-    vsum = _mm256_add_ps(vsum, e);
+  for (int32_t j = 0; j < ncols8; j += W) {
+    const Reg e = L::exp(L::sub(L::loadu(sr + j), vm));  // 0 where masked (-inf)
+    L::storeu(sr + j, e);
+    vsum = L::add_into8(vsum, e);
   }
+  alignas(32) float lanes[8];
   _mm256_store_ps(lanes, vsum);
   float sum = 0.0f;
   for (int i = 0; i < 8; ++i) sum += lanes[i];
@@ -725,129 +775,20 @@ inline void row_softmax(const ChunkBuffers& b, int32_t hd, int32_t row, int32_t 
     b.m[row] = m_new;
   }
   b.l[row] += sum;
+}
+
+template <class L>
+void chunk_block(const ChunkBuffers& b, int32_t hd, int32_t m, int32_t kb, int32_t ncols, int32_t first_pos,
+                 int32_t group) {
+  by_row_groups(m, [&]<int R>(int32_t r0) { rows_scores<L, R>(b, hd, r0, kb, ncols, first_pos, group); });
+  const int32_t ncols8 = (ncols + 7) & ~7;
+  for (int32_t row = 0; row < m; ++row) {
+    row_softmax<L>(b, hd, row, cols_seen(first_pos, row, group, kb, ncols), ncols8);
+  }
+  by_row_groups(m, [&]<int R>(int32_t r0) { rows_values<L, R>(b, hd, r0, kb, ncols, first_pos, group); });
 }
 
 #if ECO_ATTN_WIDE
-// row_softmax on 512-bit registers, the same bits: max is exact in any order, exp16 is
-// exp8 per lane, and each 16 weights are summed as two 8-lane vectors in column order,
-// as row_softmax sums them (the lanes past ncols8 are masked: +0).
-inline void row_softmax16(const ChunkBuffers& b, int32_t hd, int32_t row, int32_t seen, int32_t ncols8) {
-  float* sr = b.s + static_cast<int64_t>(row) * kKeyBlock;
-  if (seen <= 0) {
-    for (int32_t j = 0; j < ncols8; j += 8) _mm256_storeu_ps(sr + j, _mm256_setzero_ps());
-    return;
-  }
-  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512 ninf = _mm512_set1_ps(-__builtin_inff());
-  __m512 vmx = ninf;
-  if (seen == ncols8 && ncols8 % 16 == 0) {  // every column seen: nothing to mask
-    for (int32_t j = 0; j < ncols8; j += 16) vmx = _mm512_max_ps(vmx, _mm512_loadu_ps(sr + j));
-  } else {
-    for (int32_t j = 0; j < ncols8; j += 16) {
-      const __mmask16 live = _mm512_cmpgt_epi32_mask(_mm512_set1_epi32(seen - j), iota);
-      const __m512 x = _mm512_mask_loadu_ps(ninf, live, sr + j);
-      _mm512_storeu_ps(sr + j, x);
-      vmx = _mm512_max_ps(vmx, x);
-    }
-  }
-  const float mx = _mm512_reduce_max_ps(vmx);
-  const float m_old = b.m[row];
-  const float m_new = mx > m_old ? mx : m_old;
-  const __m512 vm = _mm512_set1_ps(m_new);
-  __m256 vsum = _mm256_setzero_ps();
-  for (int32_t j = 0; j < ncols8; j += 16) {
-    const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(sr + j), vm));  // 0 where masked (-inf)
-    _mm512_storeu_ps(sr + j, e);
-    vsum = _mm256_add_ps(vsum, _mm512_castps512_ps256(e));
-    vsum = _mm256_add_ps(vsum, _mm512_extractf32x8_ps(e, 1));
-  }
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, vsum);
-  float sum = 0.0f;
-  for (int i = 0; i < 8; ++i) sum += lanes[i];
-  if (m_new > m_old) {
-    const float alpha = std::exp(m_old - m_new);  // 0 while the max was -inf
-    b.l[row] *= alpha;
-    scale_inplace(b.o + static_cast<int64_t>(row) * hd, alpha, hd);
-    b.m[row] = m_new;
-  }
-  b.l[row] += sum;
-}
-
-// The same tiles on 512-bit registers (chunk_key_block_zmm): up to kChunkRows rows x CV
-// vectors of 16 columns. A column's lane runs the same FMA chain in k order as in the
-// 256-bit tiles, so the results are the same bits.
-template <int R, int CV>
-inline void panel16(const float* a, int64_t lda, const float* b, int64_t ldb, int32_t n, __m512 (&c)[R][CV]) {
-#pragma GCC unroll 2
-  for (int32_t k = 0; k < n; ++k) {
-    __m512 bv[CV];
-#pragma GCC unroll 4
-    for (int v = 0; v < CV; ++v) bv[v] = _mm512_loadu_ps(b + k * ldb + 16 * v);
-#pragma GCC unroll 6
-    for (int i = 0; i < R; ++i) {
-      const __m512 ai = _mm512_set1_ps(a[i * lda + k]);
-#pragma GCC unroll 4
-      for (int v = 0; v < CV; ++v) c[i][v] = _mm512_fmadd_ps(ai, bv[v], c[i][v]);
-    }
-  }
-}
-
-template <int R, int CV>
-inline void scores_tile16(const ChunkBuffers& b, int32_t hd, int32_t r0, int32_t kb, int32_t c0) {
-  __m512 c[R][CV];
-#pragma GCC unroll 6
-  for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < CV; ++v) c[i][v] = _mm512_setzero_ps();
-  panel16<R, CV>(b.q + static_cast<int64_t>(r0) * hd, hd, b.kt + static_cast<int64_t>(kb) * hd + c0, kKeyBlock, hd,
-                 c);
-#pragma GCC unroll 6
-  for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < CV; ++v) {
-      _mm512_storeu_ps(b.s + static_cast<int64_t>(r0 + i) * kKeyBlock + c0 + 16 * v, c[i][v]);
-    }
-}
-
-template <int R, int CV>
-inline void values_tile16(const ChunkBuffers& b, int32_t hd, int32_t r0, int32_t kb, int32_t n, int32_t c0) {
-  __m512 c[R][CV];
-#pragma GCC unroll 6
-  for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < CV; ++v) c[i][v] = _mm512_loadu_ps(b.o + static_cast<int64_t>(r0 + i) * hd + c0 + 16 * v);
-  panel16<R, CV>(b.s + static_cast<int64_t>(r0) * kKeyBlock, kKeyBlock, b.v + static_cast<int64_t>(kb) * hd + c0, hd,
-                 n, c);
-#pragma GCC unroll 6
-  for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < CV; ++v) _mm512_storeu_ps(b.o + static_cast<int64_t>(r0 + i) * hd + c0 + 16 * v, c[i][v]);
-}
-
-// rows_scores / rows_values on 512-bit tiles: 64 columns while more than 32 remain, then
-// 32 while more than 16, then 16 (kt is padded to whole key blocks, hd % 16 == 0).
-template <int R>
-inline void rows_scores16(const ChunkBuffers& b, int32_t hd, int32_t r0, int32_t kb, int32_t ncols, int32_t first_pos,
-                          int32_t group) {
-  const int32_t n = cols_seen(first_pos, r0 + R - 1, group, kb, ncols);
-  int32_t c0 = 0;
-  for (; c0 + 32 < n && c0 + 64 <= kKeyBlock; c0 += 64) scores_tile16<R, 4>(b, hd, r0, kb, c0);
-  for (; c0 + 16 < n && c0 + 32 <= kKeyBlock; c0 += 32) scores_tile16<R, 2>(b, hd, r0, kb, c0);
-  for (; c0 < n; c0 += 16) scores_tile16<R, 1>(b, hd, r0, kb, c0);
-}
-
-template <int R>
-inline void rows_values16(const ChunkBuffers& b, int32_t hd, int32_t r0, int32_t kb, int32_t ncols, int32_t first_pos,
-                          int32_t group) {
-  const int32_t n = cols_seen(first_pos, r0 + R - 1, group, kb, ncols);
-  if (n <= 0) return;
-  int32_t c0 = 0;
-  for (; c0 + 64 <= hd; c0 += 64) values_tile16<R, 4>(b, hd, r0, kb, n, c0);
-  for (; c0 + 32 <= hd; c0 += 32) values_tile16<R, 2>(b, hd, r0, kb, n, c0);
-  for (; c0 < hd; c0 += 16) values_tile16<R, 1>(b, hd, r0, kb, n, c0);
-}
-
 template <int NV, bool kF16>
 RowsFn pick_rows_fn_zmm_g(int32_t g) {
   switch (g) {
@@ -874,23 +815,13 @@ RowsFn pick_rows_fn_g(int32_t g) {
 
 void chunk_key_block(const ChunkBuffers& b, int32_t hd, int32_t m, int32_t kb, int32_t ncols, int32_t first_pos,
                      int32_t group) {
-  by_row_groups(m, [&]<int R>(int32_t r0) { rows_scores<R>(b, hd, r0, kb, ncols, first_pos, group); });
-  const int32_t ncols8 = (ncols + 7) & ~7;
-  for (int32_t row = 0; row < m; ++row) {
-    row_softmax(b, hd, row, cols_seen(first_pos, row, group, kb, ncols), ncols8);
-  }
-  by_row_groups(m, [&]<int R>(int32_t r0) { rows_values<R>(b, hd, r0, kb, ncols, first_pos, group); });
+  chunk_block<Lanes8>(b, hd, m, kb, ncols, first_pos, group);
 }
 
 #if ECO_ATTN_WIDE
 void chunk_key_block_zmm(const ChunkBuffers& b, int32_t hd, int32_t m, int32_t kb, int32_t ncols, int32_t first_pos,
                          int32_t group) {
-  by_row_groups(m, [&]<int R>(int32_t r0) { rows_scores16<R>(b, hd, r0, kb, ncols, first_pos, group); });
-  const int32_t ncols8 = (ncols + 7) & ~7;
-  for (int32_t row = 0; row < m; ++row) {
-    row_softmax16(b, hd, row, cols_seen(first_pos, row, group, kb, ncols), ncols8);
-  }
-  by_row_groups(m, [&]<int R>(int32_t r0) { rows_values16<R>(b, hd, r0, kb, ncols, first_pos, group); });
+  chunk_block<Lanes16>(b, hd, m, kb, ncols, first_pos, group);
 }
 #endif
 
