@@ -169,8 +169,9 @@ int run_profile(const ProfileArgs& a) {
   const ModelCost cost = model_cost(**model, kv_type);
   // Per-core peaks, each with the instructions of the kernels it bounds: int8 dots of
   // the level (quantized weights), float FMAs on 256-bit registers (the float tiles,
-  // attention), and on 512-bit ones where OpenBLAS's sgemm (float-weight prefill) or
-  // the decode or prefill attention kernel runs on them.
+  // attention), and on 512-bit ones where the float-weight matmul (tokens in lanes, or
+  // OpenBLAS's sgemm on an AVX-512 core) or the decode or prefill attention kernel runs
+  // on them.
   const kernels::CpuFeatures cpu = kernels::detect_cpu_features();
   double fma_gmacs = 0, fma512_gmacs = 0, int8_gmacs = 0;
   if (a.roofline) {
@@ -178,13 +179,12 @@ int run_profile(const ProfileArgs& a) {
     fma512_gmacs = cpu.avx512f ? kernels::measure_f32_fma_gmacs(0.5, 512) : fma_gmacs;
     int8_gmacs = kernels::measure_int8_dot_gmacs(a.isa, 0.5);
   }
-  const bool blas512 = kernels::openblas_vector_bits(kernels::openblas_core()) == 512;
   const bool attn512 = kernels::decode_attention_vector_bits(a.isa, c.head_dim, c.n_head / std::max(1, c.n_head_kv),
                                                              kv_type == engine::KvCacheType::kF16) == 512;
   // The linear layers' peak for a step of `tokens` tokens, and decode attention's.
   auto linear_peak = [&](int64_t tokens) {
     if (cost.int8) return Peak::kInt8;
-    return blas512 && tokens >= kernels::float_blas_min_tokens() ? Peak::kFma512 : Peak::kFma256;
+    return kernels::float_matmul_vector_bits(a.isa, tokens) == 512 ? Peak::kFma512 : Peak::kFma256;
   };
   auto gmacs = [&](int32_t th, Peak peak) {
     return th * (peak == Peak::kInt8 ? int8_gmacs : peak == Peak::kFma512 ? fma512_gmacs : fma_gmacs);
@@ -206,10 +206,19 @@ int run_profile(const ProfileArgs& a) {
                   cost.weight_bytes / 1e6, cost.macs_per_token / 1e6, fma_gmacs);
       if (cpu.avx512f) std::printf(", %.1f G on 512-bit", fma512_gmacs);
       std::printf(", %.1f G int8-dot MAC/s (%s)\n", int8_gmacs, std::string(kernels::isa_int8_dot(a.isa)).c_str());
-      std::printf("float FMAs counted at: %s-bit for decode attention, %s-bit for prefill attention, %s-bit for "
-                  "float-weight prefill (OpenBLAS %s), 256-bit for the rest\n",
-                  attn512 ? "512" : "256", prefill_attn512 ? "512" : "256", blas512 ? "512" : "256",
-                  kernels::openblas_core().c_str());
+      const int64_t n_prompt = a.prompt_len;
+      std::printf("float FMAs counted at: %s-bit for decode attention, %s-bit for prefill attention, %d-bit for "
+                  "float-weight prefill (%s), 256-bit for the rest",
+                  attn512 ? "512" : "256", prefill_attn512 ? "512" : "256",
+                  kernels::float_matmul_vector_bits(a.isa, n_prompt),
+                  kernels::float_matmul_kernel_name(kernels::float_matmul_kernel(a.isa, n_prompt)).c_str());
+      for (int64_t n = 5; n < a.prompt_len; ++n) {  // decode batches on 512-bit float kernels, if any
+        if (kernels::float_matmul_vector_bits(a.isa, n) == 512) {
+          std::printf(" (512-bit for float-weight decode batches of %lld+)", static_cast<long long>(n));
+          break;
+        }
+      }
+      std::printf("\n");
       std::printf("phase sum: the linear layers' roofline plus attention's, as a step runs them (see --help)\n");
       std::printf("%-8s %-22s %12s %12s %6s  %-8s %10s %6s\n", "threads", "test", "tokens/s", "roofline", "%", "bound",
                   "phase sum", "%");

@@ -126,7 +126,36 @@ void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y
   const int nthreads = pool.num_threads();
   auto run = [&](auto&& rows_fn) { run_shares(pool, w.rows, n_tokens, rows_fn); };
 
-  if (n_tokens >= detail::kBlasMinTokens && is_float_type(w.type)) {
+  const FloatMatmulKernel float_kernel =
+      is_float_type(w.type) ? float_matmul_kernel(ctx.isa, n_tokens) : FloatMatmulKernel::kTiles;
+  if (is_float_type(w.type) && float_kernel == FloatMatmulKernel::kLanes) {
+    // Tokens in lanes on 512-bit registers: x packed once (columns split over the
+    // threads), then each thread's rows against every chunk.
+    const std::int64_t chunks = (n_tokens + detail::kLaneTokens - 1) / detail::kLaneTokens;
+    const std::int64_t cols8 = detail::lanes_cols(w.cols);
+    const auto xt_floats = static_cast<std::size_t>(chunks * cols8 * detail::kLaneTokens);
+    const auto wbuf_floats = static_cast<std::size_t>(detail::kLaneRows * cols8 + 16) / 16 * 16;
+    const std::size_t need = (xt_floats + wbuf_floats * nthreads + 16) * sizeof(float);
+    if (ctx.scratch.size() < need) ctx.scratch.resize(need);
+    auto* xt = reinterpret_cast<float*>((reinterpret_cast<std::uintptr_t>(ctx.scratch.data()) + 63) / 64 * 64);
+    float* wbufs = xt + xt_floats;
+    pool.run([&](int i, int parts) {
+      std::int64_t b0, b1;
+      share(cols8 / 8, 1, i, parts, &b0, &b1);
+      if (b0 < b1) detail::isa_avx512::pack_token_lanes(x, w.cols, n_tokens, b0, b1, xt);
+    });
+    pool.run([&](int i, int parts) {
+      std::int64_t r0, r1;
+      share(w.rows, kRowUnit, i, parts, &r0, &r1);
+      if (r0 < r1) {
+        detail::isa_avx512::matmul_float_lanes(w.type, wdata, w.row_bytes, w.cols, xt, n_tokens, r0, r1, y, w.rows,
+                                               wbufs + wbuf_floats * i);
+      }
+    });
+    return;
+  }
+
+  if (is_float_type(w.type) && float_kernel == FloatMatmulKernel::kOpenBlas) {
     float* panels = nullptr;
     const std::size_t panel_floats = detail::blas_panel_floats(w.cols);
     if (w.type != GgmlType::kF32) {

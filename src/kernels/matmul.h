@@ -59,9 +59,18 @@ std::string openblas_core();
 // 256 (Haswell, Zen, ...).
 std::int32_t openblas_vector_bits(std::string_view core);
 
-// Float weights (F32, F16, BF16) go to OpenBLAS's sgemm from this many tokens on
-// (prefill), to the ecoserve tile kernels (256-bit FMAs) below it.
-std::int64_t float_blas_min_tokens();
+// The kernels of a float-weight (F32, F16, BF16) matmul of n_tokens tokens at ISA level
+// isa: up to 4 tokens the GEMV, then the tiles (256-bit FMAs); on avx512vnni-zmm from 24
+// tokens on the tokens-in-lanes kernels (512-bit FMAs, the same bits as the tiles and the
+// GEMV: a prompt's rows are those of its tokens decoded alone), on the other levels
+// OpenBLAS's sgemm from 65 (prefill).
+enum class FloatMatmulKernel { kGemv, kTiles, kLanes, kOpenBlas };
+FloatMatmulKernel float_matmul_kernel(Isa isa, std::int64_t n_tokens);
+// "gemv", "tiles", "tokens in lanes" or "OpenBLAS <core>".
+std::string float_matmul_kernel_name(FloatMatmulKernel kernel);
+// The register width of its multiply-adds: 512 for kLanes and for OpenBLAS's AVX-512
+// cores, else 256.
+std::int32_t float_matmul_vector_bits(Isa isa, std::int64_t n_tokens);
 
 // One product of matmul_many: y = x W^T for the matrix w, y row-major [n_tokens, w->rows].
 struct MatmulTarget {

@@ -76,6 +76,28 @@ std::int32_t openblas_vector_bits(std::string_view core) {
   return name == "skylakex" || name == "cooperlake" || name == "sapphirerapids" ? 512 : 256;
 }
 
-std::int64_t float_blas_min_tokens() { return detail::kBlasMinTokens; }
+FloatMatmulKernel float_matmul_kernel(Isa isa, std::int64_t n_tokens) {
+  if (n_tokens <= 4) return FloatMatmulKernel::kGemv;
+  if (isa == Isa::kAvx512VnniZmm && n_tokens >= detail::kLanesMinTokens) return FloatMatmulKernel::kLanes;
+  return n_tokens >= detail::kBlasMinTokens ? FloatMatmulKernel::kOpenBlas : FloatMatmulKernel::kTiles;
+}
+
+std::string float_matmul_kernel_name(FloatMatmulKernel kernel) {
+  switch (kernel) {
+    case FloatMatmulKernel::kGemv: return "gemv";
+    case FloatMatmulKernel::kTiles: return "tiles";
+    case FloatMatmulKernel::kLanes: return "tokens in lanes";
+    case FloatMatmulKernel::kOpenBlas: return "OpenBLAS " + openblas_core();
+  }
+  return "";
+}
+
+std::int32_t float_matmul_vector_bits(Isa isa, std::int64_t n_tokens) {
+  switch (float_matmul_kernel(isa, n_tokens)) {
+    case FloatMatmulKernel::kLanes: return 512;
+    case FloatMatmulKernel::kOpenBlas: return openblas_vector_bits(openblas_core());
+    default: return 256;
+  }
+}
 
 }  // namespace ecoserve::kernels

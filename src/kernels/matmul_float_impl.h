@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "kernels/matmul_kernels.h"
 #include "kernels/tile_table.h"
@@ -215,6 +216,165 @@ void rows_impl(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, 
   }
 }
 
+#if ECO_FLOAT_WIDE
+// ---- Tokens in lanes: float weights on 512-bit registers (matmul_float_lanes) ----
+//
+// y[t][r] = sum_k x[t][k] * W[r][k] with the tokens in the lanes of a register: the
+// activations are packed column by column, kLaneTokens tokens per chunk, column k at
+// position p = (k % 8) * q + k / 8 (q = cols8 / 8, cols8 = cols rounded up to 8, the
+// padding zero: each residue's columns consecutive), xt[p * 32 + t]; each weight
+// W[r][k] is broadcast and multiplied into the registers of 16 tokens. The arithmetic
+// is the tiles' and the GEMV's, lane by lane: the sum of the columns k = j (mod 8) is
+// one FMA chain from 0 in k order (their 8-lane accumulator's lane j, zero-padded tail
+// included), and the 8 chains are added in hsum's tree, ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)). So
+// a token's row is bitwise the same here, in the 256-bit tiles and GEMV of every level,
+// alone or in any batch, on any thread: only where the multiply-adds run changes.
+//
+// Register tile: NR <= kLaneRows rows x TV registers of 16 tokens (12 x 2 = 24
+// accumulators; per k 2 loads of packed activations, 12 broadcasts, 24 FMAs:
+// FMA-bound), run once per residue j over its q columns; the 8 partial sums of each
+// output go through `part` (exact float32 stores). A block of rows is first written to
+// wbuf as float32 in the same column order (widened from F16 and BF16: exact), then run
+// against every token chunk: each weight is converted once per call, and the block
+// stays in L2 while the chunks stream past.
+
+// pf: pf_lines <= cols8 lines to prefetch into L2 (the next block's weight rows), one
+// per column step.
+template <int TV, int NR>
+void lanes_tile(const float* xt, const float* wr, std::int64_t cols8, float* out, const char* pf,
+                std::int64_t pf_lines) {
+  const std::int64_t q = cols8 / 8;  // columns per residue
+  alignas(64) float part[8][NR][TV * 16];
+  std::int64_t pf_at = 0;
+  for (int j = 0; j < 8; ++j) {
+    __m512 acc[NR][TV];
+#pragma GCC unroll 16
+    for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 2
+      for (int v = 0; v < TV; ++v) acc[r][v] = _mm512_setzero_ps();
+    for (std::int64_t k = j * q; k < (j + 1) * q; ++k) {
+      if (pf_at < pf_lines) _mm_prefetch(pf + 64 * pf_at++, _MM_HINT_T1);
+      __m512 xv[TV];
+#pragma GCC unroll 2
+      for (int v = 0; v < TV; ++v) xv[v] = _mm512_load_ps(xt + k * kLaneTokens + 16 * v);
+#pragma GCC unroll 16
+      for (int r = 0; r < NR; ++r) {
+        const __m512 b = _mm512_set1_ps(wr[r * cols8 + k]);
+#pragma GCC unroll 2
+        for (int v = 0; v < TV; ++v) acc[r][v] = _mm512_fmadd_ps(xv[v], b, acc[r][v]);
+      }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 2
+      for (int v = 0; v < TV; ++v) _mm512_store_ps(part[j][r] + 16 * v, acc[r][v]);
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < TV; ++v) {
+      auto p = [&](int j) { return _mm512_load_ps(part[j][r] + 16 * v); };
+      const __m512 even = _mm512_add_ps(_mm512_add_ps(p(0), p(4)), _mm512_add_ps(p(2), p(6)));
+      const __m512 odd = _mm512_add_ps(_mm512_add_ps(p(1), p(5)), _mm512_add_ps(p(3), p(7)));
+      _mm512_storeu_ps(out + r * kLaneTokens + 16 * v, _mm512_add_ps(even, odd));
+    }
+}
+
+using LanesTileFn = void (*)(const float*, const float*, std::int64_t, float*, const char*, std::int64_t);
+
+// fns[nr - 1]: the tile of nr rows (a plain array: no std:: inline function to emit in
+// this ISA's object).
+template <int N>
+struct LanesTable {
+  LanesTileFn fns[N];
+};
+template <int TV, int... Rs>
+constexpr LanesTable<sizeof...(Rs)> lanes_table(std::integer_sequence<int, Rs...>) {
+  return {{&lanes_tile<TV, Rs + 1>...}};
+}
+
+// out[j][i] = r[i][j]: an 8 x 8 transpose.
+inline void transpose8(const __m256 (&r)[8], __m256 (&out)[8]) {
+  __m256 t[8], u[8];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {  // rows 0-3, then 4-7
+    u[4 * h + 0] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
+    u[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xEE);
+    u[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
+    u[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xEE);
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    out[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
+    out[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
+  }
+}
+
+// A row as float32 in the lanes' column order: column k (< cols8, zero from cols on) at
+// (k % 8) * q + k / 8, q = cols8 / 8, so that each residue's columns are consecutive.
+template <GgmlType kType>
+void widen_row(const std::uint8_t* row, std::int64_t cols, std::int64_t cols8, float* dst) {
+  const std::int64_t q = cols8 / 8;
+  for (std::int64_t a0 = 0; a0 < q; a0 += 8) {  // columns 8 * a0 .. 8 * a0 + 63
+    __m256 r[8], t[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+      const std::int64_t c = 8 * (a0 + i);
+      r[i] = c + 8 <= cols ? load8<kType>(row, c)
+             : c < cols    ? load_tail<kType>(row, c, static_cast<int>(cols - c))
+                           : _mm256_setzero_ps();
+    }
+    transpose8(r, t);
+    const std::int64_t n = imin(8, q - a0);
+    if (n == 8) {
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) _mm256_storeu_ps(dst + j * q + a0, t[j]);
+    } else {
+      alignas(32) float tmp[8];
+      for (int j = 0; j < 8; ++j) {
+        _mm256_store_ps(tmp, t[j]);
+        std::memcpy(dst + j * q + a0, tmp, sizeof(float) * static_cast<std::size_t>(n));
+      }
+    }
+  }
+}
+
+template <GgmlType kType>
+void lanes_rows(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const float* xt,
+                std::int64_t n_tokens, std::int64_t r0, std::int64_t r1, float* y, std::int64_t y_stride,
+                float* wbuf) {
+  static constexpr auto kOne = lanes_table<1>(std::make_integer_sequence<int, kLaneRows>{});
+  static constexpr auto kTwo = lanes_table<2>(std::make_integer_sequence<int, kLaneRows>{});
+  alignas(64) float out[kLaneRows * kLaneTokens];
+  const std::int64_t cols8 = lanes_cols(cols);
+  const std::int64_t chunks = (n_tokens + kLaneTokens - 1) / kLaneTokens;
+  for (std::int64_t rb = r0; rb < r1; rb += kLaneRows) {
+    const int nr = static_cast<int>(imin(kLaneRows, r1 - rb));
+    for (int i = 0; i < nr; ++i) widen_row<kType>(w + (rb + i) * row_bytes, cols, cols8, wbuf + i * cols8);
+    // The next block's rows are prefetched during the first chunk (a block widened
+    // straight from DRAM waited on it: a batch of 32 tokens has one chunk per block).
+    const std::int64_t next_bytes = imin(kLaneRows, r1 - rb - nr) * static_cast<std::int64_t>(row_bytes);
+    const char* pf = reinterpret_cast<const char*>(w + (rb + nr) * row_bytes);
+    const std::int64_t pf_lines = imin(cols8, next_bytes / 64);
+    for (std::int64_t ch = 0; ch < chunks; ++ch) {
+      const std::int64_t t0 = ch * kLaneTokens;
+      const int nt = static_cast<int>(imin(kLaneTokens, n_tokens - t0));
+      const LanesTileFn fn = nt > 16 ? kTwo.fns[nr - 1] : kOne.fns[nr - 1];
+      fn(xt + ch * cols8 * kLaneTokens, wbuf, cols8, out, pf, ch == 0 ? pf_lines : 0);
+      for (int t = 0; t < nt; ++t) {
+        float* yt = y + (t0 + t) * y_stride + rb;
+        for (int i = 0; i < nr; ++i) yt[i] = out[i * kLaneTokens + t];
+      }
+    }
+  }
+}
+#endif  // ECO_FLOAT_WIDE
+
 }  // namespace
 
 void matmul_float_rows(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const float* x,
@@ -231,5 +391,47 @@ void matmul_float_rows(GgmlType type, const std::uint8_t* w, std::size_t row_byt
       return;  // the caller (matmul_float.cc) checks the type
   }
 }
+
+#if ECO_FLOAT_WIDE
+void pack_token_lanes(const float* x, std::int64_t cols, std::int64_t n_tokens, std::int64_t b0, std::int64_t b1,
+                      float* xt) {
+  const std::int64_t cols8 = lanes_cols(cols), q = cols8 / 8;
+  const std::int64_t chunks = (n_tokens + kLaneTokens - 1) / kLaneTokens;
+  // Column block b (columns 8b .. 8b + 7) of 8 tokens: 8 rows of x, transposed; token
+  // and column padding read as zero.
+  for (std::int64_t b = b0; b < b1; ++b) {
+    const std::int64_t c = 8 * b;
+    const int live = static_cast<int>(imin(8, cols - c));
+    for (std::int64_t t0 = 0; t0 < chunks * kLaneTokens; t0 += 8) {
+      __m256 r[8], t[8];
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        const std::int64_t tok = t0 + i;
+        const float* src = x + tok * cols + c;
+        r[i] = tok >= n_tokens ? _mm256_setzero_ps() : live == 8 ? _mm256_loadu_ps(src) : load_x_tail(src, live);
+      }
+      transpose8(r, t);
+      float* dst = xt + (t0 / kLaneTokens) * cols8 * kLaneTokens + b * kLaneTokens + t0 % kLaneTokens;
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) _mm256_store_ps(dst + j * q * kLaneTokens, t[j]);
+    }
+  }
+}
+
+void matmul_float_lanes(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols,
+                        const float* xt, std::int64_t n_tokens, std::int64_t r0, std::int64_t r1, float* y,
+                        std::int64_t y_stride, float* wbuf) {
+  switch (type) {
+    case GgmlType::kF32:
+      return lanes_rows<GgmlType::kF32>(w, row_bytes, cols, xt, n_tokens, r0, r1, y, y_stride, wbuf);
+    case GgmlType::kF16:
+      return lanes_rows<GgmlType::kF16>(w, row_bytes, cols, xt, n_tokens, r0, r1, y, y_stride, wbuf);
+    case GgmlType::kBF16:
+      return lanes_rows<GgmlType::kBF16>(w, row_bytes, cols, xt, n_tokens, r0, r1, y, y_stride, wbuf);
+    default:
+      return;
+  }
+}
+#endif
 
 }  // namespace ecoserve::kernels::detail::ECO_FLOAT_NS

@@ -22,10 +22,12 @@ namespace ecoserve::kernels::detail {
 // Float weights: matmul uses the tile kernels below this many tokens (decode
 // batches up to 64: results bitwise independent of n_tokens and thread count)
 // and OpenBLAS from it on (prefill), where sgemm is faster (measured
-// crossover: ~64 tokens). Quantized weights always take the int8 kernels: at
-// pp512 they beat dequantize + sgemm (Zen 4, 1 thread, 2048x2048: Q8_0 60 vs
-// 46 GMAC/s with VNNI, 46 vs 46 on AVX2; Q4_K 76 vs 44; Q6_K 76 vs 43), and
-// a prompt's rows are then bitwise those of the same tokens decoded one by one.
+// crossover: ~64 tokens). On avx512vnni-zmm the tokens-in-lanes kernels take every
+// batch from kLanesMinTokens on instead, prompts included, with the tiles' bits.
+// Quantized weights always take the int8 kernels: at pp512 they beat dequantize +
+// sgemm (Zen 4, 1 thread, 2048x2048: Q8_0 60 vs 46 GMAC/s with VNNI, 46 vs 46 on AVX2;
+// Q4_K 76 vs 44; Q6_K 76 vs 43), and a prompt's rows are then bitwise those of the
+// same tokens decoded one by one.
 constexpr std::int64_t kBlasMinTokens = 65;
 
 // Activations quantized to int8, the operand of every quantized-weight kernel.
@@ -108,7 +110,29 @@ namespace isa_avx512 {
 void matmul_float_rows(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const float* x,
                        std::int64_t r0, std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y,
                        std::int64_t y_stride);
+// Tokens in lanes (the avx512vnni-zmm level, from kLanesMinTokens tokens on; see
+// matmul_float_impl.h): x [n_tokens][cols] packed k-major in chunks of kLaneTokens tokens,
+// chunk c at xt + c * lanes_cols(cols) * kLaneTokens (64-byte aligned, zero-padded past
+// the last token and past cols); pack_token_lanes writes the columns of blocks [b0, b1)
+// (8 columns each, b1 <= lanes_cols(cols) / 8) of every chunk.
+void pack_token_lanes(const float* x, std::int64_t cols, std::int64_t n_tokens, std::int64_t b0, std::int64_t b1,
+                      float* xt);
+// Rows [r0, r1) against every token of xt, into y[t * y_stride + r]: bitwise the tile
+// kernels' results. wbuf: kLaneRows * lanes_cols(cols) floats of scratch.
+void matmul_float_lanes(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols,
+                        const float* xt, std::int64_t n_tokens, std::int64_t r0, std::int64_t r1, float* y,
+                        std::int64_t y_stride, float* wbuf);
 }
+// The tokens-in-lanes layout: tokens per packed chunk, weight rows per register tile, and
+// the batch from which matmul takes it on the avx512vnni-zmm level (below it, the tiles).
+// Zen 5, synth 1b F16, two threads, decode tok/s, tiles -> lanes: batch 16 107-110 ->
+// 94-98 (one register of tokens: 12 FMAs per 13 loads, and the widening of the rows
+// spread over only 16 tokens), 20 109-111 -> 92-102, 24 110-115 -> 110-122, 32 111-113
+// -> 145-162.
+constexpr std::int64_t kLaneTokens = 32;
+constexpr int kLaneRows = 12;
+constexpr std::int64_t kLanesMinTokens = 24;
+constexpr std::int64_t lanes_cols(std::int64_t cols) { return (cols + 7) / 8 * 8; }
 
 // Large batches (prefill): OpenBLAS sgemm (run single-threaded inside our
 // pool's threads) on weight rows [r0, r1) against float activations x for all

@@ -241,24 +241,32 @@ TEST(MatmulTest, EveryIsaLevelGivesBitwiseTheSameResults) {
     for (std::int64_t cols : {is_float(type) ? std::int64_t{203} : std::int64_t{256}, std::int64_t{768}}) {
       const std::int64_t rows = 67;
       const Matrix m = make_matrix(type, rows, cols, 41);
-      for (std::int64_t n : {1, 2, 3, 4, 5, 13, 64, 130}) {  // 130: a prompt, also on the int8 kernels
+      // 130: a prompt, also on the int8 kernels; 24, 33: float weights' tokens-in-lanes
+      // path on avx512vnni-zmm (a chunk of two registers of tokens, the second partly
+      // used; a second chunk of one token).
+      for (std::int64_t n : {1, 2, 3, 4, 5, 13, 24, 33, 64, 130}) {
         const std::vector<float> x = make_acts(n, cols, 43);
         std::vector<float> ref(n * rows);
         KernelContext base(&pool1, Isa::kAvx2);
         matmul(m.view(), x.data(), n, ref.data(), base);
-        std::vector<float> alone(rows);
-        matmul(m.view(), x.data() + (n - 1) * cols, 1, alone.data(), base);
-        // (Float weights take OpenBLAS from kBlasMinTokens on: its sums are its own.)
-        if (!is_float(type) || n < detail::kBlasMinTokens) {
-          EXPECT_EQ(std::memcmp(alone.data(), ref.data() + (n - 1) * rows, rows * 4), 0)
-              << type_name(type) << " cols=" << cols << ": last of " << n << " tokens differs from it alone";
+        // Every token alone (the GEMV).
+        std::vector<float> alone(n * rows);
+        for (std::int64_t t = 0; t < n; ++t) matmul(m.view(), x.data() + t * cols, 1, alone.data() + t * rows, base);
+        // (Float weights take OpenBLAS from kBlasMinTokens on, but on avx512vnni-zmm: its
+        // sums are its own.)
+        const bool blas = is_float(type) && n >= detail::kBlasMinTokens;
+        if (!blas) {
+          EXPECT_EQ(std::memcmp(alone.data(), ref.data(), ref.size() * 4), 0)
+              << type_name(type) << " cols=" << cols << ": a token of " << n << " differs from it alone";
         }
         for (Isa isa : isas) {
           for (ThreadPool* pool : {&pool1, &pool2}) {
             KernelContext ctx(pool, isa);
             std::vector<float> y(n * rows, NAN);
             matmul(m.view(), x.data(), n, y.data(), ctx);
-            EXPECT_EQ(std::memcmp(y.data(), ref.data(), y.size() * 4), 0)
+            // avx512vnni-zmm runs float prompts on its own kernels: every token as alone.
+            const std::vector<float>& want = blas && isa == Isa::kAvx512VnniZmm ? alone : ref;
+            EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * 4), 0)
                 << type_name(type) << " cols=" << cols << " n=" << n << " isa=" << isa_name(isa)
                 << " threads=" << pool->num_threads();
           }
@@ -300,6 +308,27 @@ TEST(MatmulTest, OpenBlasCoreNamesGiveTheirRegisterWidth) {
   EXPECT_EQ(openblas_vector_bits("COOPERLAKE"), 512);
   EXPECT_EQ(openblas_vector_bits("SapphireRapids"), 512);
   EXPECT_EQ(openblas_vector_bits(""), 256);
+}
+
+// Which kernels a float-weight matmul takes, and the register width profile counts for it.
+TEST(MatmulTest, FloatKernelsByLevelAndBatch) {
+  using K = FloatMatmulKernel;
+  for (Isa isa : all_isas()) {
+    EXPECT_EQ(float_matmul_kernel(isa, 1), K::kGemv);
+    EXPECT_EQ(float_matmul_kernel(isa, 4), K::kGemv);
+    EXPECT_EQ(float_matmul_kernel(isa, 5), K::kTiles);
+    EXPECT_EQ(float_matmul_kernel(isa, 23), K::kTiles);
+    EXPECT_EQ(float_matmul_vector_bits(isa, 23), 256);
+  }
+  EXPECT_EQ(float_matmul_kernel(Isa::kAvx512VnniZmm, 24), K::kLanes);
+  EXPECT_EQ(float_matmul_kernel(Isa::kAvx512VnniZmm, 512), K::kLanes);
+  EXPECT_EQ(float_matmul_vector_bits(Isa::kAvx512VnniZmm, 24), 512);
+  EXPECT_EQ(float_matmul_kernel(Isa::kAvx512Vnni, 24), K::kTiles);
+  EXPECT_EQ(float_matmul_kernel(Isa::kAvx512Vnni, detail::kBlasMinTokens - 1), K::kTiles);
+  EXPECT_EQ(float_matmul_kernel(Isa::kAvx2, detail::kBlasMinTokens), K::kOpenBlas);
+  EXPECT_EQ(float_matmul_vector_bits(Isa::kAvx2, 512), openblas_vector_bits(openblas_core()));
+  EXPECT_EQ(float_matmul_kernel_name(K::kLanes), "tokens in lanes");
+  EXPECT_EQ(float_matmul_kernel_name(K::kOpenBlas), "OpenBLAS " + openblas_core());
 }
 
 TEST(MatmulTest, KnownSmallProductIsExact) {
