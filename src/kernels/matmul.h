@@ -60,7 +60,7 @@ std::string openblas_core();
 std::int32_t openblas_vector_bits(std::string_view core);
 
 // The kernels of a float-weight (F32, F16, BF16) matmul of n_tokens tokens at ISA level
-// isa: up to 4 tokens the GEMV, then the tiles (256-bit FMAs); on avx512vnni-zmm from 24
+// isa: up to 4 tokens the GEMV, then the tiles (256-bit FMAs); on avx512vnni-zmm from 32
 // tokens on the tokens-in-lanes kernels (512-bit FMAs, the same bits as the tiles and the
 // GEMV: a prompt's rows are those of its tokens decoded alone), on the other levels
 // OpenBLAS's sgemm from 65 (prefill).

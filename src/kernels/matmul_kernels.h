@@ -127,11 +127,11 @@ void matmul_float_lanes(GgmlType type, const std::uint8_t* w, std::size_t row_by
 // the batch from which matmul takes it on the avx512vnni-zmm level (below it, the tiles).
 // Zen 5, synth 1b F16, two threads, decode tok/s, tiles -> lanes: batch 16 107-110 ->
 // 94-98 (one register of tokens: 12 FMAs per 13 loads, and the widening of the rows
-// spread over only 16 tokens), 20 109-111 -> 92-102, 24 110-115 -> 110-122, 32 111-113
-// -> 145-162.
+// spread over only 16 tokens), 20 109-111 -> 92-102, 24 110-117 -> 110-122 (synth 110m
+// F16 753 -> 691, F32 605 -> 836; one thread faster for all three), 32 111-115 -> 143-162.
 constexpr std::int64_t kLaneTokens = 32;
 constexpr int kLaneRows = 12;
-constexpr std::int64_t kLanesMinTokens = 24;
+constexpr std::int64_t kLanesMinTokens = 32;
 constexpr std::int64_t lanes_cols(std::int64_t cols) { return (cols + 7) / 8 * 8; }
 
 // Large batches (prefill): OpenBLAS sgemm (run single-threaded inside our
