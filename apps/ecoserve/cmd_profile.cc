@@ -260,6 +260,9 @@ int run_profile(const ProfileArgs& a) {
           r["decode_steps"] = a.decode_steps;
         } else {
           r["prompt_len"] = a.prompt_len;
+          // The kernels a float-weight model's prompt runs on (quantized weights: the int8 tiles).
+          r["float_matmul_kernel"] =
+              kernels::float_matmul_kernel_name(kernels::float_matmul_kernel(a.isa, a.prompt_len));
         }
         if (a.roofline) {
           r["roofline_tokens_per_second"] = bound.tokens_per_second;
