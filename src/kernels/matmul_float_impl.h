@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "kernels/matmul_kernels.h"
@@ -216,6 +217,18 @@ void rows_impl(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, 
   }
 }
 
+// fn(std::integral_constant<GgmlType, type>{}) for a float type; nothing for the others
+// (the caller, matmul_float.cc, checks the type).
+template <class Fn>
+void with_float_type(GgmlType type, Fn&& fn) {
+  switch (type) {
+    case GgmlType::kF32: return fn(std::integral_constant<GgmlType, GgmlType::kF32>{});
+    case GgmlType::kF16: return fn(std::integral_constant<GgmlType, GgmlType::kF16>{});
+    case GgmlType::kBF16: return fn(std::integral_constant<GgmlType, GgmlType::kBF16>{});
+    default: return;
+  }
+}
+
 #if ECO_FLOAT_WIDE
 // ---- Tokens in lanes: float weights on 512-bit registers (matmul_float_lanes) ----
 //
@@ -380,16 +393,8 @@ void lanes_rows(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols,
 void matmul_float_rows(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const float* x,
                        std::int64_t r0, std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y,
                        std::int64_t y_stride) {
-  switch (type) {
-    case GgmlType::kF32:
-      return rows_impl<GgmlType::kF32>(w, row_bytes, cols, x, r0, r1, t0, t1, y, y_stride);
-    case GgmlType::kF16:
-      return rows_impl<GgmlType::kF16>(w, row_bytes, cols, x, r0, r1, t0, t1, y, y_stride);
-    case GgmlType::kBF16:
-      return rows_impl<GgmlType::kBF16>(w, row_bytes, cols, x, r0, r1, t0, t1, y, y_stride);
-    default:
-      return;  // the caller (matmul_float.cc) checks the type
-  }
+  with_float_type(type,
+                  [&](auto t) { rows_impl<decltype(t)::value>(w, row_bytes, cols, x, r0, r1, t0, t1, y, y_stride); });
 }
 
 #if ECO_FLOAT_WIDE
@@ -421,16 +426,9 @@ void pack_token_lanes(const float* x, std::int64_t cols, std::int64_t n_tokens, 
 void matmul_float_lanes(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols,
                         const float* xt, std::int64_t n_tokens, std::int64_t r0, std::int64_t r1, float* y,
                         std::int64_t y_stride, float* wbuf) {
-  switch (type) {
-    case GgmlType::kF32:
-      return lanes_rows<GgmlType::kF32>(w, row_bytes, cols, xt, n_tokens, r0, r1, y, y_stride, wbuf);
-    case GgmlType::kF16:
-      return lanes_rows<GgmlType::kF16>(w, row_bytes, cols, xt, n_tokens, r0, r1, y, y_stride, wbuf);
-    case GgmlType::kBF16:
-      return lanes_rows<GgmlType::kBF16>(w, row_bytes, cols, xt, n_tokens, r0, r1, y, y_stride, wbuf);
-    default:
-      return;
-  }
+  with_float_type(type, [&](auto t) {
+    lanes_rows<decltype(t)::value>(w, row_bytes, cols, xt, n_tokens, r0, r1, y, y_stride, wbuf);
+  });
 }
 #endif
 
