@@ -412,8 +412,11 @@ void pack_token_lanes(const float* x, std::int64_t cols, std::int64_t n_tokens, 
 #pragma GCC unroll 8
       for (int i = 0; i < 8; ++i) {
         const std::int64_t tok = t0 + i;
-        const float* src = x + tok * cols + c;
-        r[i] = tok >= n_tokens ? _mm256_setzero_ps() : live == 8 ? _mm256_loadu_ps(src) : load_x_tail(src, live);
+        r[i] = _mm256_setzero_ps();
+        if (tok < n_tokens) {
+          const float* src = x + tok * cols + c;
+          r[i] = live == 8 ? _mm256_loadu_ps(src) : load_x_tail(src, live);
+        }
       }
       transpose8(r, t);
       float* dst = xt + (t0 / kLaneTokens) * cols8 * kLaneTokens + b * kLaneTokens + t0 % kLaneTokens;
