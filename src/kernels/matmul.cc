@@ -128,7 +128,7 @@ void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y
 
   const FloatMatmulKernel float_kernel =
       is_float_type(w.type) ? float_matmul_kernel(ctx.isa, n_tokens) : FloatMatmulKernel::kTiles;
-  if (is_float_type(w.type) && float_kernel == FloatMatmulKernel::kLanes) {
+  if (float_kernel == FloatMatmulKernel::kLanes) {
     // Tokens in lanes on 512-bit registers: x packed once (columns split over the
     // threads), then each thread's rows against every chunk.
     const std::int64_t chunks = (n_tokens + detail::kLaneTokens - 1) / detail::kLaneTokens;
@@ -155,7 +155,7 @@ void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y
     return;
   }
 
-  if (is_float_type(w.type) && float_kernel == FloatMatmulKernel::kOpenBlas) {
+  if (float_kernel == FloatMatmulKernel::kOpenBlas) {
     float* panels = nullptr;
     const std::size_t panel_floats = detail::blas_panel_floats(w.cols);
     if (w.type != GgmlType::kF32) {

@@ -252,8 +252,8 @@ TEST(MatmulTest, EveryIsaLevelGivesBitwiseTheSameResults) {
         // Every token alone (the GEMV).
         std::vector<float> alone(n * rows);
         for (std::int64_t t = 0; t < n; ++t) matmul(m.view(), x.data() + t * cols, 1, alone.data() + t * rows, base);
-        // (Float weights take OpenBLAS from kBlasMinTokens on, but on avx512vnni-zmm: its
-        // sums are its own.)
+        // (Float weights take OpenBLAS from kBlasMinTokens on, except on avx512vnni-zmm;
+        // OpenBLAS's sums are its own.)
         const bool blas = is_float(type) && n >= detail::kBlasMinTokens;
         if (!blas) {
           EXPECT_EQ(std::memcmp(alone.data(), ref.data(), ref.size() * 4), 0)
