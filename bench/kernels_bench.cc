@@ -237,7 +237,7 @@ void matmul_args(benchmark::internal::Benchmark* b) {
       for (std::int64_t n : {1, 8, 16, 32, 64, 128, 512})
         for (std::int64_t threads : {1, 2}) b->Args({type, rows, cols, n, threads});
   // F16 rows on either side of the float kernels' switches (tiles, tokens in lanes on
-  // avx512vnni-zmm from 32 tokens, OpenBLAS elsewhere from 65).
+  // avx512vnni-zmm from 32 tokens; the tiles elsewhere, prompts included).
   for (std::int64_t n : {16, 31, 32, 64, 512}) b->Args({kF16, kFfn, kDim, n, 1});
 }
 

@@ -171,6 +171,7 @@ int run_info(const InfoArgs& a) {
                       {"cpu", cpu.brand},
                       {"cpu_flags", cpu.flags()},
                       {"full_rate_512", cpu.full_rate_512},
+                      {"float_matmul", kernels::float_matmul_kernels_summary(kernels::default_isa())},
                       {"openblas_core", kernels::openblas_core()}};
     }
     if (a.all_metadata) {
@@ -225,7 +226,9 @@ int run_info(const InfoArgs& a) {
                                 kernels::isa_int8_dot(isa), levels));
     line("cpu", fmt::format("{} ({}{})", cpu.brand.empty() ? "unknown model" : cpu.brand, cpu.flags(),
                             cpu.full_rate_512 ? "; 512-bit vectors at full rate" : ""));
-    line("openblas", fmt::format("{} kernels (float-weight prefill)", kernels::openblas_core()));
+    line("float matmul", kernels::float_matmul_kernels_summary(isa));
+    line("openblas", fmt::format("{} kernels (prefill attention of head sizes not a multiple of 16)",
+                                 kernels::openblas_core()));
   }
   if (a.all_metadata) {
     out += fmt::format("\nmetadata ({} keys):\n", f.metadata().size());

@@ -169,9 +169,8 @@ int run_profile(const ProfileArgs& a) {
   const ModelCost cost = model_cost(**model, kv_type);
   // Per-core peaks, each with the instructions of the kernels it bounds: int8 dots of
   // the level (quantized weights), float FMAs on 256-bit registers (the float tiles,
-  // attention), and on 512-bit ones where the float-weight matmul (tokens in lanes, or
-  // OpenBLAS's sgemm on an AVX-512 core) or the decode or prefill attention kernel runs
-  // on them.
+  // attention), and on 512-bit ones where the float-weight matmul (tokens in lanes) or
+  // the decode or prefill attention kernel runs on them.
   const kernels::CpuFeatures cpu = kernels::detect_cpu_features();
   double fma_gmacs = 0, fma512_gmacs = 0, int8_gmacs = 0;
   if (a.roofline) {

@@ -155,31 +155,6 @@ void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y
     return;
   }
 
-  if (float_kernel == FloatMatmulKernel::kOpenBlas) {
-    float* panels = nullptr;
-    const std::size_t panel_floats = detail::blas_panel_floats(w.cols);
-    if (w.type != GgmlType::kF32) {
-      const std::size_t need = (panel_floats * nthreads + 16) * sizeof(float);
-      if (ctx.scratch.size() < need) ctx.scratch.resize(need);
-      auto base = reinterpret_cast<std::uintptr_t>(ctx.scratch.data());
-      panels = reinterpret_cast<float*>((base + 63) / 64 * 64);
-    }
-    auto blas_rows = [&](int i, int parts) {
-      std::int64_t r0, r1;
-      share(w.rows, detail::kBlasRowBlock, i, parts, &r0, &r1);
-      if (r0 < r1) {
-        detail::matmul_blas_rows(w.type, wdata, w.row_bytes, w.cols, x, n_tokens, r0, r1, y, w.rows,
-                                 panels ? panels + panel_floats * i : nullptr);
-      }
-    };
-    if (nthreads == 1) {
-      blas_rows(0, 1);
-    } else {
-      pool.run(blas_rows);
-    }
-    return;
-  }
-
   if (is_float_type(w.type)) {
     run([&](int, std::int64_t r0, std::int64_t r1, std::int64_t t0, std::int64_t t1) {
       detail::matmul_float_rows(ctx.isa, w.type, wdata, w.row_bytes, w.cols, x, r0, r1, t0, t1, y, w.rows);

@@ -47,30 +47,27 @@ struct KernelContext {
 
 void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y, KernelContext& ctx);
 
-// The OpenBLAS kernels this process runs for float-weight prefill ("Haswell",
-// "Cooperlake", ...: OpenBLAS's core name, chosen once when it is loaded, from
-// the environment variable OPENBLAS_CORETYPE or else from its own CPU table).
-// On Zen 5, synth 1b F16 pp512 is 105 tok/s with its own pick (Cooperlake) and
-// 61 with OPENBLAS_CORETYPE=Haswell.
+// The OpenBLAS kernels this process runs ("Haswell", "Cooperlake", ...: OpenBLAS's
+// core name, chosen once when it is loaded, from the environment variable
+// OPENBLAS_CORETYPE or else from its own CPU table). Only prefill attention of head
+// sizes that are not a multiple of 16 calls OpenBLAS; matmul never does.
 std::string openblas_core();
 
-// The register width (256 or 512 bits) of the sgemm kernels of an OpenBLAS core name
-// (any case): 512 for its AVX-512 cores (SkylakeX, Cooperlake, SapphireRapids), else
-// 256 (Haswell, Zen, ...).
-std::int32_t openblas_vector_bits(std::string_view core);
-
 // The kernels of a float-weight (F32, F16, BF16) matmul of n_tokens tokens at ISA level
-// isa: up to 4 tokens the GEMV, then the tiles (256-bit FMAs); on avx512vnni-zmm from 32
-// tokens on the tokens-in-lanes kernels (512-bit FMAs, the same bits as the tiles and the
-// GEMV: a prompt's rows are those of its tokens decoded alone), on the other levels
-// OpenBLAS's sgemm from 65 (prefill).
-enum class FloatMatmulKernel { kGemv, kTiles, kLanes, kOpenBlas };
+// isa: up to 4 tokens the GEMV, then the tiles (256-bit FMAs), prompts included; on
+// avx512vnni-zmm from 32 tokens on the tokens-in-lanes kernels (512-bit FMAs). All three
+// give the same bits, so a prompt's rows are those of its tokens decoded alone, at every
+// level. (OpenBLAS's sgemm ran prompts of 65+ tokens until 2026-11-29: on Zen 4 the
+// tiles beat its own pick, Cooperlake, by 13-29% at pp512 and 33-55% at pp128.)
+enum class FloatMatmulKernel { kGemv, kTiles, kLanes };
 FloatMatmulKernel float_matmul_kernel(Isa isa, std::int64_t n_tokens);
-// "gemv", "tiles", "tokens in lanes" or "OpenBLAS <core>".
+// "gemv", "tiles" or "tokens in lanes".
 std::string float_matmul_kernel_name(FloatMatmulKernel kernel);
-// The register width of its multiply-adds: 512 for kLanes and for OpenBLAS's AVX-512
-// cores, else 256.
+// The register width of its multiply-adds: 512 for kLanes, else 256.
 std::int32_t float_matmul_vector_bits(Isa isa, std::int64_t n_tokens);
+// Which kernels take which batch sizes at level isa, for `model info`: "gemv up to 4
+// tokens, tiles from 5" (+ ", tokens in lanes from 32" on avx512vnni-zmm).
+std::string float_matmul_kernels_summary(Isa isa);
 
 // One product of matmul_many: y = x W^T for the matrix w, y row-major [n_tokens, w->rows].
 struct MatmulTarget {

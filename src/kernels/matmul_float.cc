@@ -1,5 +1,8 @@
 // Float-weight matmul (F32, F16, BF16): the per-ISA kernels of matmul_float_impl.h.
+#include <string>
+
 #include "base/status.h"
+#include "kernels/matmul.h"
 #include "kernels/matmul_kernels.h"
 
 namespace ecoserve::kernels::detail {
@@ -17,3 +20,46 @@ void matmul_float_rows(Isa isa, GgmlType type, const std::uint8_t* w, std::size_
 }
 
 }  // namespace ecoserve::kernels::detail
+
+namespace ecoserve::kernels {
+
+FloatMatmulKernel float_matmul_kernel(Isa isa, std::int64_t n_tokens) {
+  if (n_tokens <= 4) return FloatMatmulKernel::kGemv;
+  if (isa == Isa::kAvx512VnniZmm && n_tokens >= detail::kLanesMinTokens) return FloatMatmulKernel::kLanes;
+  return FloatMatmulKernel::kTiles;
+}
+
+std::string float_matmul_kernel_name(FloatMatmulKernel kernel) {
+  switch (kernel) {
+    case FloatMatmulKernel::kGemv: return "gemv";
+    case FloatMatmulKernel::kTiles: return "tiles";
+    case FloatMatmulKernel::kLanes: return "tokens in lanes";
+  }
+  return "";
+}
+
+std::int32_t float_matmul_vector_bits(Isa isa, std::int64_t n_tokens) {
+  return float_matmul_kernel(isa, n_tokens) == FloatMatmulKernel::kLanes ? 512 : 256;
+}
+
+std::string float_matmul_kernels_summary(Isa isa) {
+  std::string s;
+  FloatMatmulKernel last{};
+  for (std::int64_t n = 1; n <= 4096; ++n) {
+    const FloatMatmulKernel k = float_matmul_kernel(isa, n);
+    if (n > 1 && k == last) continue;
+    if (!s.empty()) s += ", ";
+    s += float_matmul_kernel_name(k) + (n == 1 ? " up to " : " from ");
+    if (n == 1) {
+      std::int64_t e = 1;
+      while (float_matmul_kernel(isa, e + 1) == k) ++e;
+      s += std::to_string(e) + (e == 1 ? " token" : " tokens");
+    } else {
+      s += std::to_string(n);
+    }
+    last = k;
+  }
+  return s;
+}
+
+}  // namespace ecoserve::kernels

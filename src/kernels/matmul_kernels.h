@@ -19,16 +19,13 @@
 
 namespace ecoserve::kernels::detail {
 
-// Float weights: matmul uses the tile kernels below this many tokens (decode
-// batches up to 64: results bitwise independent of n_tokens and thread count)
-// and OpenBLAS from it on (prefill), where sgemm is faster (measured
-// crossover: ~64 tokens). On avx512vnni-zmm the tokens-in-lanes kernels take every
-// batch from kLanesMinTokens on instead, prompts included, with the tiles' bits.
-// Quantized weights always take the int8 kernels: at pp512 they beat dequantize +
-// sgemm (Zen 4, 1 thread, 2048x2048: Q8_0 60 vs 46 GMAC/s with VNNI, 46 vs 46 on AVX2;
-// Q4_K 76 vs 44; Q6_K 76 vs 43), and a prompt's rows are then bitwise those of the
-// same tokens decoded one by one.
-constexpr std::int64_t kBlasMinTokens = 65;
+// Float weights: matmul uses the GEMV up to 4 tokens and the tile kernels above
+// (results bitwise independent of n_tokens and thread count); on avx512vnni-zmm the
+// tokens-in-lanes kernels take every batch from kLanesMinTokens on, prompts included,
+// with the tiles' bits. Quantized weights always take the int8 kernels: at pp512 they
+// beat dequantize + sgemm (Zen 4, 1 thread, 2048x2048: Q8_0 60 vs 46 GMAC/s with VNNI,
+// 46 vs 46 on AVX2; Q4_K 76 vs 44; Q6_K 76 vs 43), and a prompt's rows are then bitwise
+// those of the same tokens decoded one by one.
 
 // Activations quantized to int8, the operand of every quantized-weight kernel.
 // Row t of token data: q + t * q_stride (64-byte aligned).
@@ -134,26 +131,8 @@ constexpr int kLaneRows = 12;
 constexpr std::int64_t kLanesMinTokens = 32;
 constexpr std::int64_t lanes_cols(std::int64_t cols) { return (cols + 7) / 8 * 8; }
 
-// Large batches (prefill): OpenBLAS sgemm (run single-threaded inside our
-// pool's threads) on weight rows [r0, r1) against float activations x for all
-// n_tokens tokens. Non-F32 weights are dequantized panel by panel into
-// `panel` (blas_panel_floats(cols) floats, private to the calling thread).
-// Faster than the tile kernels for many tokens, but its summation order is
-// OpenBLAS's, so results differ in the last bits from the tile kernels (and,
-// for quantized weights, by the activation rounding the tile kernels do).
-// OpenBLAS's sums depend on the call's shape on some cores (its Haswell
-// kernels, which run on AVX2-only CPUs such as Zen 3, or wherever the
-// environment sets OPENBLAS_CORETYPE=Haswell: a row's bits change with the
-// row count of the call), so every call covers one fixed block of
-// kBlasRowBlock rows (the last block: the rows left): r0 must be a multiple
-// of kBlasRowBlock, and a row's result is then the same at any thread count.
-constexpr std::int64_t kBlasRowBlock = 256;
-std::size_t blas_panel_floats(std::int64_t cols);
 // Our ThreadPool provides the parallelism; OpenBLAS must not start its own threads
 // (they would oversubscribe the cores shared by every engine). Idempotent.
 void make_openblas_single_threaded();
-void matmul_blas_rows(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const float* x,
-                      std::int64_t n_tokens, std::int64_t r0, std::int64_t r1, float* y, std::int64_t y_stride,
-                      float* panel);
 
 }  // namespace ecoserve::kernels::detail

@@ -126,16 +126,15 @@ TEST(MatmulTest, MatchesFloat64ReferenceForEveryTypeShapeAndThreadCount) {
   }
 }
 
-// Below kBlasMinTokens (decode batches) each output element's arithmetic is
-// independent of the batch and the thread count: a token alone at 1 thread
-// gives bitwise the same row as inside a 64-token batch at 2 threads.
+// Each output element's arithmetic is independent of the batch and the thread
+// count: a token alone at 1 thread gives bitwise the same row as inside a 130-token
+// batch (a prompt; decode batches go to the same kernels) at 2 threads.
 TEST(MatmulTest, BitwiseSameAloneOrBatchedAndAtAnyThreadCount) {
   ThreadPool pool1(1), pool2(2);
   KernelContext ctx1(&pool1), ctx2(&pool2);
   for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0,
                         GgmlType::kQ4_K, GgmlType::kQ6_K}) {
-    const std::int64_t rows = 133, cols = 512, n = detail::kBlasMinTokens - 1;
-    static_assert(detail::kBlasMinTokens - 1 >= 64, "decode batches of 64 must stay on the tile kernels");
+    const std::int64_t rows = 133, cols = 512, n = 130;
     const Matrix m = make_matrix(type, rows, cols, 99);
     const std::vector<float> x = make_acts(n, cols, 7);
     std::vector<float> batched(n * rows), batched1(n * rows), alone(rows);
@@ -252,21 +251,14 @@ TEST(MatmulTest, EveryIsaLevelGivesBitwiseTheSameResults) {
         // Every token alone (the GEMV).
         std::vector<float> alone(n * rows);
         for (std::int64_t t = 0; t < n; ++t) matmul(m.view(), x.data() + t * cols, 1, alone.data() + t * rows, base);
-        // (Float weights take OpenBLAS from kBlasMinTokens on, except on avx512vnni-zmm;
-        // OpenBLAS's sums are its own.)
-        const bool blas = is_float(type) && n >= detail::kBlasMinTokens;
-        if (!blas) {
-          EXPECT_EQ(std::memcmp(alone.data(), ref.data(), ref.size() * 4), 0)
-              << type_name(type) << " cols=" << cols << ": a token of " << n << " differs from it alone";
-        }
+        EXPECT_EQ(std::memcmp(alone.data(), ref.data(), ref.size() * 4), 0)
+            << type_name(type) << " cols=" << cols << ": a token of " << n << " differs from it alone";
         for (Isa isa : isas) {
           for (ThreadPool* pool : {&pool1, &pool2}) {
             KernelContext ctx(pool, isa);
             std::vector<float> y(n * rows, NAN);
             matmul(m.view(), x.data(), n, y.data(), ctx);
-            // avx512vnni-zmm runs float prompts on its own kernels: every token as alone.
-            const std::vector<float>& want = blas && isa == Isa::kAvx512VnniZmm ? alone : ref;
-            EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * 4), 0)
+            EXPECT_EQ(std::memcmp(y.data(), ref.data(), y.size() * 4), 0)
                 << type_name(type) << " cols=" << cols << " n=" << n << " isa=" << isa_name(isa)
                 << " threads=" << pool->num_threads();
           }
@@ -276,17 +268,14 @@ TEST(MatmulTest, EveryIsaLevelGivesBitwiseTheSameResults) {
   }
 }
 
-// Large batches are deterministic and bitwise the same at any thread count: on
-// the OpenBLAS path (float weights) too, whose sums on some cores (its Haswell
-// kernels) change with a call's row count, because every sgemm call covers one
-// fixed block of detail::kBlasRowBlock rows. 600 rows: 3 blocks, the last one
-// short; 1, 2 and 3 threads split them 3, 1 + 2 and 1 + 1 + 1.
+// Large batches (prompts) are deterministic and bitwise the same at any thread
+// count, and close to the double-precision reference: 600 rows split over 1, 2 and
+// 3 threads.
 TEST(MatmulTest, LargeBatchRepeatsExactlyAndMatchesAcrossThreadCounts) {
   ThreadPool pool1(1), pool2(2), pool3(3);
   KernelContext ctx1(&pool1), ctx2(&pool2), ctx3(&pool3);
   for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ6_K}) {
-    const std::int64_t rows = 600, cols = 256, n = detail::kBlasMinTokens + 10;
-    ASSERT_GT(rows, 2 * detail::kBlasRowBlock);
+    const std::int64_t rows = 600, cols = 256, n = 75;
     const Matrix m = make_matrix(type, rows, cols, 5);
     const std::vector<float> x = make_acts(n, cols, 6);
     std::vector<float> a(n * rows), b(n * rows), c(n * rows), d(n * rows);
@@ -299,15 +288,6 @@ TEST(MatmulTest, LargeBatchRepeatsExactlyAndMatchesAcrossThreadCounts) {
     EXPECT_EQ(std::memcmp(d.data(), c.data(), a.size() * 4), 0) << type_name(type) << ": 3 threads vs 1";
     expect_matches_reference(m, x, n, c, std::string(type_name(type)) + " large batch, 1 thread");
   }
-}
-
-TEST(MatmulTest, OpenBlasCoreNamesGiveTheirRegisterWidth) {
-  EXPECT_EQ(openblas_vector_bits("Haswell"), 256);
-  EXPECT_EQ(openblas_vector_bits("Zen"), 256);
-  EXPECT_EQ(openblas_vector_bits("SkylakeX"), 512);
-  EXPECT_EQ(openblas_vector_bits("COOPERLAKE"), 512);
-  EXPECT_EQ(openblas_vector_bits("SapphireRapids"), 512);
-  EXPECT_EQ(openblas_vector_bits(""), 256);
 }
 
 // Which kernels a float-weight matmul takes, and the register width profile counts for it.
@@ -324,11 +304,19 @@ TEST(MatmulTest, FloatKernelsByLevelAndBatch) {
   EXPECT_EQ(float_matmul_kernel(Isa::kAvx512VnniZmm, 512), K::kLanes);
   EXPECT_EQ(float_matmul_vector_bits(Isa::kAvx512VnniZmm, 32), 512);
   EXPECT_EQ(float_matmul_kernel(Isa::kAvx512Vnni, 32), K::kTiles);
-  EXPECT_EQ(float_matmul_kernel(Isa::kAvx512Vnni, detail::kBlasMinTokens - 1), K::kTiles);
-  EXPECT_EQ(float_matmul_kernel(Isa::kAvx2, detail::kBlasMinTokens), K::kOpenBlas);
-  EXPECT_EQ(float_matmul_vector_bits(Isa::kAvx2, 512), openblas_vector_bits(openblas_core()));
+  // Prompts below the zmm level: the tiles, at 256 bits.
+  for (Isa isa : {Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512Vnni}) {
+    EXPECT_EQ(float_matmul_kernel(isa, 64), K::kTiles);
+    EXPECT_EQ(float_matmul_kernel(isa, 512), K::kTiles);
+    EXPECT_EQ(float_matmul_vector_bits(isa, 512), 256);
+  }
+  EXPECT_EQ(float_matmul_kernel_name(K::kGemv), "gemv");
+  EXPECT_EQ(float_matmul_kernel_name(K::kTiles), "tiles");
   EXPECT_EQ(float_matmul_kernel_name(K::kLanes), "tokens in lanes");
-  EXPECT_EQ(float_matmul_kernel_name(K::kOpenBlas), "OpenBLAS " + openblas_core());
+  EXPECT_EQ(float_matmul_kernels_summary(Isa::kAvx2), "gemv up to 4 tokens, tiles from 5");
+  EXPECT_EQ(float_matmul_kernels_summary(Isa::kAvx512Vnni), "gemv up to 4 tokens, tiles from 5");
+  EXPECT_EQ(float_matmul_kernels_summary(Isa::kAvx512VnniZmm),
+            "gemv up to 4 tokens, tiles from 5, tokens in lanes from 32");
 }
 
 TEST(MatmulTest, KnownSmallProductIsExact) {

@@ -94,9 +94,9 @@ TEST(KernelsIsaCli, EveryLevelThisCpuRunsGeneratesTheSameText) {
   std::filesystem::remove(err);
 }
 
-// `model info` says which OpenBLAS kernels run float-weight prefill and whether
-// the CPU's 512-bit units run at full rate; OPENBLAS_CORETYPE is OpenBLAS's own
-// choice, which ecoserve leaves to the user.
+// `model info` says which kernels run float-weight matmuls, which OpenBLAS kernels
+// are loaded and whether the CPU's 512-bit units run at full rate; OPENBLAS_CORETYPE is
+// OpenBLAS's own choice, which ecoserve leaves to the user.
 TEST(KernelsIsaCli, ModelInfoNamesTheOpenBlasKernelsAndTheVectorWidth) {
   if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "shared data missing: " << kModel;
   const std::string err = std::filesystem::temp_directory_path() / "ecoserve_isa_blas.err";
@@ -104,11 +104,19 @@ TEST(KernelsIsaCli, ModelInfoNamesTheOpenBlasKernelsAndTheVectorWidth) {
   ASSERT_EQ(r.exit_code, 0) << read_file(err);
   const nlohmann::json k = nlohmann::json::parse(r.out).at("kernels");
   EXPECT_EQ(k.at("openblas_core"), "Haswell");
+  EXPECT_EQ(k.at("float_matmul").get<std::string>().rfind("gemv up to 4 tokens, tiles from 5", 0), 0u) << k;
   // A measurement (kernels::int8_512bit_full_rate), so only its presence is checked across processes.
   EXPECT_TRUE(k.at("full_rate_512").is_boolean());
   const CliRun text = run_cli({"OPENBLAS_CORETYPE=Haswell"}, {"model", "info", kModel}, err);
-  EXPECT_NE(text.out.find("openblas:             Haswell kernels (float-weight prefill)"), std::string::npos)
+  EXPECT_NE(text.out.find("openblas:             Haswell kernels (prefill attention of head sizes not a multiple of "
+                          "16)"),
+            std::string::npos)
       << text.out;
+  EXPECT_NE(text.out.find("float matmul:         gemv up to 4 tokens, tiles from 5"), std::string::npos) << text.out;
+  // ECOSERVE_ISA caps the level, and the float kernels follow it.
+  const CliRun avx2 = run_cli({"ECOSERVE_ISA=avx2"}, {"model", "info", kModel}, err);
+  EXPECT_NE(avx2.out.find("float matmul:         gemv up to 4 tokens, tiles from 5\n"), std::string::npos)
+      << avx2.out;
   std::filesystem::remove(err);
 }
 
