@@ -25,7 +25,8 @@
 // Counters: bytes_per_second = K/V bytes of the context read once per KV head
 // (n_ctx * n_head_kv * head_dim * 2 * elem bytes) per second (Google Benchmark shows
 // it in GiB/s); read_GBps = this machine's read bandwidth with the same thread count
-// (kernels::measure_read_gbps); pct_of_read = achieved / read_GBps * 100;
+// (kernels::measure_read_gbps), measured before and after each case (ReadProbe;
+// read_drift = how much it moved meanwhile, %); pct_of_read = achieved / read_GBps * 100;
 // fma_GBps = the bytes/s at which the threads' float32 FMA peak
 // (kernels::measure_f32_fma_gmacs, on the kernel's registers: 512-bit for the
 // avx512vnni-zmm level's fp16 kernel, kernels::decode_attention_vector_bits) would
@@ -117,12 +118,47 @@ double fma_gmacs(int bits = 256) {
   return g512;
 }
 
-double read_gbps(ThreadPool& pool) {
-  static std::map<int, double> measured;
-  double& g = measured[pool.num_threads()];
-  if (g == 0) g = measure_read_gbps(pool, size_t{512} << 20);
-  return g;
-}
+// This machine's read bandwidth with the pool's threads (kernels::measure_read_gbps),
+// measured next to each benchmark case: before its first run and after each run, so
+// that a case's share is of the bandwidth of its own minutes. On a shared host the
+// bandwidth drifts by a third within minutes, and on two threads it moved between
+// ~31 and ~65 GB/s from one case to the next (docs/kernels.md, nineteenth pass): a
+// figure measured once per process misstates the later cases' shares.
+class ReadProbe {
+ public:
+  // Before the timing loop: measures, unless an earlier run of this case (the same tag,
+  // thread count and five arguments) did.
+  ReadProbe(ThreadPool& pool, const benchmark::State& state, int64_t tag) : pool_(pool) {
+    std::vector<int64_t> key{tag, pool.num_threads()};
+    for (std::size_t i = 0; i < 5; ++i) key.push_back(state.range(i));
+    Last& last = last_case();
+    if (last.key != key) last = Last{std::move(key), measure_read_gbps(pool, kProbeBytes)};
+    before_ = last.before;
+  }
+  // After the timing loop: the read_GBps (the mean of the probes before the case's
+  // first run and after this one) and read_drift (their difference, % of the mean)
+  // counters; returns read_GBps.
+  double finish(benchmark::State& state) {
+    const double after = measure_read_gbps(pool_, kProbeBytes);
+    const double gbps = (before_ + after) / 2;
+    state.counters["read_GBps"] = gbps;
+    state.counters["read_drift"] = 100.0 * (after - before_) / gbps;
+    return gbps;
+  }
+
+ private:
+  static constexpr size_t kProbeBytes = size_t{512} << 20;
+  struct Last {
+    std::vector<int64_t> key;
+    double before = 0;
+  };
+  static Last& last_case() {
+    static Last last;
+    return last;
+  }
+  ThreadPool& pool_;
+  double before_ = 0;
+};
 
 void BM_DecodeAttention(benchmark::State& state) {
   const int32_t n_ctx = static_cast<int32_t>(state.range(0));
@@ -130,7 +166,7 @@ void BM_DecodeAttention(benchmark::State& state) {
   ThreadPool pool(static_cast<int>(state.range(2)));
   const int mode = static_cast<int>(state.range(3));
   Cache& cache = cache_for(f16);
-  const double peak = read_gbps(pool);
+  ReadProbe probe(pool, state, 0);
   const int32_t blocks_per_seq = (n_ctx + kBlock - 1) / kBlock;
   const int32_t n_seqs = std::max<int32_t>(1, static_cast<int32_t>(cache.blocks.size()) / blocks_per_seq);
   const Shape shape = kShapes[state.range(4)];
@@ -212,7 +248,7 @@ void BM_DecodeAttention(benchmark::State& state) {
   const int bits = decode_attention_vector_bits(dims.isa, kHeadDim, mode == 0 ? 1 : group, f16);
   const double fma_gbps = fma_gmacs(bits) * pool.num_threads() * (f16 ? 2.0 : 4.0) / group;
   const double achieved = kv_bytes * static_cast<double>(state.iterations());  // / seconds: kIsRate
-  state.counters["read_GBps"] = peak;
+  const double peak = probe.finish(state);
   state.counters["fma_GBps"] = fma_gbps;
   state.counters["pct_of_read"] = benchmark::Counter(achieved * 100.0 / (peak * 1e9), benchmark::Counter::kIsRate);
   state.counters["pct_of_bound"] =
@@ -278,7 +314,7 @@ void BM_KvRead(benchmark::State& state) {
   const int64_t kHeadBytes = int64_t{kShapes[0].head_dim} * (f16 ? 2 : 4);
   constexpr int32_t kTile = 8, kAhead = 32;
   ThreadPool pool(1);
-  const double peak = read_gbps(pool);
+  ReadProbe probe(pool, state, 1);
   Cache& cache = cache_for(f16);
   const int32_t blocks_per_seq = (n_ctx + kBlock - 1) / kBlock;
   const int32_t n_seqs = std::max<int32_t>(1, static_cast<int32_t>(cache.blocks.size()) / blocks_per_seq);
@@ -341,7 +377,7 @@ void BM_KvRead(benchmark::State& state) {
   }
   const double bytes = 2.0 * n_ctx * kRowBytes * static_cast<double>(state.iterations());
   state.SetBytesProcessed(static_cast<int64_t>(bytes));
-  state.counters["read_GBps"] = peak;
+  const double peak = probe.finish(state);
   state.counters["pct_of_read"] = benchmark::Counter(bytes * 100.0 / (peak * 1e9), benchmark::Counter::kIsRate);
 }
 
