@@ -100,6 +100,11 @@ StatusOr<std::unique_ptr<InstanceLoop>> InstanceLoop::create(std::unique_ptr<Exe
   impl->executor = std::move(executor);
   impl->options = options;
   impl->clock = clock;
+  // The core's real counts (free and total KV blocks, ...) from the start: start()
+  // marks the snapshot running before the thread's first publish, and a router that
+  // read zero blocks there took a healthy, idle instance for a full one (llumnix
+  // migrated its first request away to "balance" or "defragment" it).
+  impl->core->fill_status(impl->snapshot);
   impl->snapshot.last_heartbeat = clock->now();
   return std::unique_ptr<InstanceLoop>(new InstanceLoop(std::move(impl)));
 }

@@ -169,6 +169,28 @@ TEST_F(InstanceLoopTest, PreemptionByRecomputeAndSwapKeepsOutputsExact) {
   }
 }
 
+// The status carries the core's real block counts from creation on, also in the
+// window after start() and before the loop thread's first publish (here held open by a
+// frozen first task): a router reading zero total and free blocks there took a
+// healthy idle instance for a full one and migrated its first request away.
+TEST_F(InstanceLoopTest, StatusHasTheRealBlockCountsBeforeTheFirstStep) {
+  auto loop = InstanceLoop::create(runner(/*blocks=*/256), options(), &clock_);
+  ASSERT_TRUE(loop.ok());
+  const InstanceStatus created = (*loop)->status();
+  EXPECT_FALSE(created.running);
+  EXPECT_EQ(created.num_total_blocks, 256);
+  EXPECT_EQ(created.num_free_blocks, 256);
+  (*loop)->freeze_for_testing(std::chrono::milliseconds(300));
+  (*loop)->start();
+  const InstanceStatus started = (*loop)->status();
+  EXPECT_TRUE(started.running);
+  EXPECT_EQ(started.steps, 0);
+  EXPECT_EQ(started.num_total_blocks, 256);
+  EXPECT_EQ(started.num_free_blocks, 256);
+  EXPECT_EQ(started.block_size, created.block_size);
+  EXPECT_GT(started.block_size, 0);
+}
+
 TEST_F(InstanceLoopTest, RejectsOverContextAndFullQueue) {
   InstanceOptions opt = options();
   opt.max_waiting = 1;
