@@ -25,7 +25,7 @@
 // Counters: bytes_per_second = K/V bytes of the context read once per KV head
 // (n_ctx * n_head_kv * head_dim * 2 * elem bytes) per second (Google Benchmark shows
 // it in GiB/s); read_GBps = this machine's read bandwidth with the same thread count
-// (kernels::measure_read_gbps), measured before and after each case (ReadProbe;
+// (kernels::measure_read_gbps), measured before and after each run (ReadProbe;
 // read_drift = how much it moved meanwhile, %); pct_of_read = achieved / read_GBps * 100;
 // fma_GBps = the bytes/s at which the threads' float32 FMA peak
 // (kernels::measure_f32_fma_gmacs, on the kernel's registers: 512-bit for the
@@ -119,27 +119,28 @@ double fma_gmacs(int bits = 256) {
 }
 
 // This machine's read bandwidth with the pool's threads (kernels::measure_read_gbps),
-// measured next to each benchmark case: before its first run and after each run, so
-// that a case's share is of the bandwidth of its own minutes. On a shared host the
-// bandwidth drifts by a third within minutes, and on two threads it moved between
-// ~31 and ~65 GB/s from one case to the next (docs/kernels.md, nineteenth pass): a
-// figure measured once per process misstates the later cases' shares.
+// measured next to each run of a benchmark case: before it (for a case's later runs
+// and repetitions, the probe that ended its run before) and after it, so that a
+// case's share is of the bandwidth of its own seconds. On a shared host the bandwidth
+// drifts by a third within minutes, and on two threads it moved between ~31 and ~65
+// GB/s from one case to the next (docs/kernels.md, nineteenth pass): a figure measured
+// once per process misstates the later cases' shares.
 class ReadProbe {
  public:
-  // Before the timing loop: measures, unless an earlier run of this case (the same tag,
-  // thread count and five arguments) did.
+  // Before the timing loop: measures, unless the last probe was this case's (the same
+  // tag, thread count and five arguments).
   ReadProbe(ThreadPool& pool, const benchmark::State& state, int64_t tag) : pool_(pool) {
     std::vector<int64_t> key{tag, pool.num_threads()};
     for (std::size_t i = 0; i < 5; ++i) key.push_back(state.range(i));
-    Last& last = last_case();
+    Last& last = last_probe();
     if (last.key != key) last = Last{std::move(key), measure_read_gbps(pool, kProbeBytes)};
-    before_ = last.before;
+    before_ = last.gbps;
   }
-  // After the timing loop: the read_GBps (the mean of the probes before the case's
-  // first run and after this one) and read_drift (their difference, % of the mean)
-  // counters; returns read_GBps.
+  // After the timing loop: the read_GBps (the mean of the probes before and after this
+  // run) and read_drift (their difference, % of the mean) counters; returns read_GBps.
   double finish(benchmark::State& state) {
     const double after = measure_read_gbps(pool_, kProbeBytes);
+    last_probe().gbps = after;
     const double gbps = (before_ + after) / 2;
     state.counters["read_GBps"] = gbps;
     state.counters["read_drift"] = 100.0 * (after - before_) / gbps;
@@ -149,10 +150,10 @@ class ReadProbe {
  private:
   static constexpr size_t kProbeBytes = size_t{512} << 20;
   struct Last {
-    std::vector<int64_t> key;
-    double before = 0;
+    std::vector<int64_t> key;  // the case it was measured for
+    double gbps = 0;
   };
-  static Last& last_case() {
+  static Last& last_probe() {
     static Last last;
     return last;
   }
