@@ -263,7 +263,10 @@ TEST_F(ModelRunnerTest, SplitLongContextDecodeEqualsPrefill) {
     ASSERT_TRUE(prefill);
     const auto chunk =
         run_one(*prefill, make_step(2, 0, {prompt.begin(), prompt.begin() + n + i + 1}, table)).seqs.at(0).logits;
-    EXPECT_LT(rel_diff(step, chunk), 1e-5) << "decode " << i;
+    // 3e-5: over 24 prompts of this random model (seeds 21-32, both positions) the two
+    // paths' rounding left rel_diff between 8e-7 and 1.7e-5, median 4e-6; merge weights
+    // in the wrong base (e^ for the kernels' 2^) give 0.08.
+    EXPECT_LT(rel_diff(step, chunk), 3e-5) << "decode " << i;
   }
 }
 

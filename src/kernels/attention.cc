@@ -17,6 +17,11 @@ namespace ecoserve::kernels {
 
 namespace {
 
+// The kernels' score scale: d.scale times log2(e), so that every softmax weight is a
+// power of two (softmax_exp2_8: no multiply in its range reduction) and the softmax
+// states' max and sums are in those units (AttentionPartial).
+inline float score_scale(const AttentionDims& d) { return d.scale * SoftmaxExp2Constants::kLog2e; }
+
 // attend_chunk's query tile: about this many query rows (tokens x the GQA group's
 // heads) per pair of GEMMs.
 constexpr int32_t kQueryRows = 64;
@@ -37,7 +42,8 @@ inline void widen_row(const void* base, bool f16, int64_t off, float* dst, int32
   }
 }
 
-// In place: row[0..n) = softmax(row[0..n)), row[n..len) = 0.
+// In place: row[0..n) = the base-2 softmax of row[0..n) (2^x / sum 2^x: scores in log2
+// units, score_scale), row[n..len) = 0.
 void softmax_prefix(float* row, int32_t n, int32_t len) {
   __m256 vmx = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
   int32_t j = 0;
@@ -51,7 +57,7 @@ void softmax_prefix(float* row, int32_t n, int32_t len) {
   __m256 vsum = _mm256_setzero_ps();
   j = 0;
   for (; j + 8 <= n; j += 8) {
-    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(row + j), vm));
+    const __m256 e = softmax_exp2_8(_mm256_sub_ps(_mm256_loadu_ps(row + j), vm));
     _mm256_storeu_ps(row + j, e);
     vsum = _mm256_add_ps(vsum, e);
   }
@@ -59,7 +65,7 @@ void softmax_prefix(float* row, int32_t n, int32_t len) {
   double sum = 0.0;
   for (int i = 0; i < 8; ++i) sum += lanes[i];
   for (; j < n; ++j) {
-    row[j] = std::exp(row[j] - mx);
+    row[j] = std::exp2(row[j] - mx);
     sum += row[j];
   }
   scale_inplace(row, static_cast<float>(1.0 / sum), n);
@@ -112,7 +118,7 @@ inline void tile_offsets(const PagedKvView& kv, int32_t p0, int32_t n, int32_t k
 }
 
 // Folds scores p[h * kTile + j] (j < n; lanes n..kTile are -inf) into head h's state:
-// rescales l and o to the new max, replaces p by exp(p - max) and adds them to l.
+// rescales l and o to the new max, replaces p by 2^(p - max) and adds them to l.
 inline void fold_scores(float* p, int32_t n, int32_t hd, float& m, float& l, float* o) {
   __m256 vmx = _mm256_loadu_ps(p);
   for (int32_t j = 8; j < kTile; j += 8) vmx = _mm256_max_ps(vmx, _mm256_loadu_ps(p + j));
@@ -122,7 +128,7 @@ inline void fold_scores(float* p, int32_t n, int32_t hd, float& m, float& l, flo
   for (int i = 1; i < 8; ++i) mt = std::max(mt, lanes[i]);
   (void)n;
   if (mt > m) {
-    const float alpha = std::exp(m - mt);  // 0 on the first tile (m = -inf)
+    const float alpha = std::exp2(m - mt);  // 0 on the first tile (m = -inf)
     l *= alpha;
     scale_inplace(o, alpha, hd);
     m = mt;
@@ -130,7 +136,7 @@ inline void fold_scores(float* p, int32_t n, int32_t hd, float& m, float& l, flo
   const __m256 vm = _mm256_set1_ps(m);
   __m256 vsum = _mm256_setzero_ps();
   for (int32_t j = 0; j < kTile; j += 8) {
-    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(p + j), vm));
+    const __m256 e = softmax_exp2_8(_mm256_sub_ps(_mm256_loadu_ps(p + j), vm));
     _mm256_storeu_ps(p + j, e);
     vsum = _mm256_add_ps(vsum, e);
   }
@@ -261,12 +267,18 @@ TileFn pick_tile_fn(int32_t hd) {
 // (contiguous for all heads: one page's worth of rows at a time, not one row per page).
 // The position-major kernel (rows_step) where the shape allows, else tile_step per KV head.
 // `stream` (attend_token only: kv0 = 0, kv1 = n_head_kv): see DecodeStream.
-// Scratch: `p` holds p_floats(heads) floats, `buf` heads * hd, `rows` end - begin +
+// Scratch: `p` holds p_floats(heads) floats, `buf` 2 * heads * hd, `rows` end - begin +
 // kPrefetchAhead int64s.
 void attend_range(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t begin, int32_t end,
                   const PagedKvView& kv, int32_t hd, float scale, OnlineState st, float* p, float* buf,
                   int64_t* rows, Isa isa, const DecodeStream& stream = {}) {
   const int32_t heads = g * (kv1 - kv0);
+  // The kernels get the query times the score scale, as attend_chunk's do: decode and
+  // prefill round the same products, so their scores differ only in the order of the sums.
+  float* const q_scaled = buf + static_cast<int64_t>(heads) * hd;
+  for (int64_t i = 0; i < static_cast<int64_t>(heads) * hd; ++i) q_scaled[i] = q[i] * scale;
+  q = q_scaled;
+  scale = 1.0f;
   std::fill(st.m, st.m + heads, -std::numeric_limits<float>::infinity());
   std::fill(st.l, st.l + heads, 0.0f);
   std::fill(st.o, st.o + static_cast<int64_t>(heads) * hd, 0.0f);
@@ -333,7 +345,7 @@ void attend_heads(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t n
                   const DecodeStream& stream = {}) {
   const int32_t heads = g * (kv1 - kv0);
   const size_t o_size = static_cast<size_t>(heads) * hd;
-  scratch.scores.resize(2 * static_cast<size_t>(heads) + o_size + p_floats(heads) + o_size);
+  scratch.scores.resize(2 * static_cast<size_t>(heads) + o_size + p_floats(heads) + 2 * o_size);
   float* base = scratch.scores.data();
   const OnlineState st{base, base + heads, base + 2 * heads};
   float* p = base + 2 * heads + o_size;
@@ -349,12 +361,13 @@ void attend_heads(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t n
 
 void attend_one(const float* q, int32_t kv_head, int32_t n_ctx, const PagedKvView& kv, const AttentionDims& d,
                 float* out, AttentionScratch& scratch) {
-  attend_heads(q, 1, kv_head, kv_head + 1, n_ctx, kv, d.head_dim, d.scale, d.isa, out, scratch);
+  attend_heads(q, 1, kv_head, kv_head + 1, n_ctx, kv, d.head_dim, score_scale(d), d.isa, out, scratch);
 }
 
 void attend_group(const float* q, int32_t kv_head, int32_t n_ctx, const PagedKvView& kv, const AttentionDims& d,
                   float* out, AttentionScratch& scratch) {
-  attend_heads(q, d.n_head / d.n_head_kv, kv_head, kv_head + 1, n_ctx, kv, d.head_dim, d.scale, d.isa, out, scratch);
+  attend_heads(q, d.n_head / d.n_head_kv, kv_head, kv_head + 1, n_ctx, kv, d.head_dim, score_scale(d), d.isa, out,
+               scratch);
 }
 
 int32_t decode_attention_vector_bits(Isa isa, int32_t head_dim, int32_t group, bool f16) {
@@ -368,14 +381,15 @@ int32_t prefill_attention_vector_bits(Isa isa, int32_t head_dim) {
 
 void attend_token(const float* q, int32_t n_ctx, const PagedKvView& kv, const AttentionDims& d, float* out,
                   AttentionScratch& scratch, const DecodeStream& stream) {
-  attend_heads(q, d.n_head / d.n_head_kv, 0, d.n_head_kv, n_ctx, kv, d.head_dim, d.scale, d.isa, out, scratch, stream);
+  attend_heads(q, d.n_head / d.n_head_kv, 0, d.n_head_kv, n_ctx, kv, d.head_dim, score_scale(d), d.isa, out, scratch,
+               stream);
 }
 
 void attend_kv_heads(const float* q, int32_t kv_begin, int32_t kv_end, int32_t n_ctx, const PagedKvView& kv,
                      const AttentionDims& d, float* out, AttentionScratch& scratch) {
   const int32_t g = d.n_head / d.n_head_kv;
   const int64_t first = static_cast<int64_t>(kv_begin) * g * d.head_dim;
-  attend_heads(q + first, g, kv_begin, kv_end, n_ctx, kv, d.head_dim, d.scale, d.isa, out + first, scratch);
+  attend_heads(q + first, g, kv_begin, kv_end, n_ctx, kv, d.head_dim, score_scale(d), d.isa, out + first, scratch);
 }
 
 void attend_partial(const float* q, int32_t begin, int32_t end, const PagedKvView& kv, const AttentionDims& d,
@@ -384,9 +398,9 @@ void attend_partial(const float* q, int32_t begin, int32_t end, const PagedKvVie
   part.max.resize(d.n_head);
   part.sum.resize(d.n_head);
   part.acc.resize(static_cast<size_t>(d.n_head) * hd);
-  scratch.scores.resize(p_floats(d.n_head) + static_cast<size_t>(d.n_head) * hd);
+  scratch.scores.resize(p_floats(d.n_head) + 2 * static_cast<size_t>(d.n_head) * hd);
   scratch.rows.resize(static_cast<size_t>(std::max(0, end - begin)) + kPrefetchAhead);
-  attend_range(q, d.n_head / d.n_head_kv, 0, d.n_head_kv, begin, end, kv, hd, d.scale,
+  attend_range(q, d.n_head / d.n_head_kv, 0, d.n_head_kv, begin, end, kv, hd, score_scale(d),
                OnlineState{part.max.data(), part.sum.data(), part.acc.data()}, scratch.scores.data(),
                scratch.scores.data() + p_floats(d.n_head), scratch.rows.data(), d.isa);
 }
@@ -400,7 +414,7 @@ void merge_partials(std::span<const AttentionPartial> parts, int32_t n_head, int
     float l = 0.0f;
     for (const AttentionPartial& pt : parts) {
       if (pt.max[h] == -std::numeric_limits<float>::infinity()) continue;  // an empty range
-      const float w = std::exp(pt.max[h] - mx);
+      const float w = std::exp2(pt.max[h] - mx);
       l += w * pt.sum[h];
       axpy(w, pt.acc.data() + static_cast<int64_t>(h) * head_dim, o, head_dim);
     }
@@ -454,7 +468,7 @@ void attend_chunk(const float* q, int64_t q_stride, int32_t n_q, int32_t start, 
       }
       widen_row(kv.v, kv.f16, off, vv + static_cast<int64_t>(j) * hd, hd);
     }
-    const __m256 vscale = _mm256_set1_ps(d.scale);
+    const __m256 vscale = _mm256_set1_ps(score_scale(d));
     for (int32_t i0 = 0; i0 < n_q; i0 += tile) {
       const int32_t rows = std::min(tile, n_q - i0);
       const int32_t m = rows * group;
@@ -501,12 +515,14 @@ void attend_chunk(const float* q, int64_t q_stride, int32_t n_q, int32_t start, 
     const int32_t rows = std::min(tile, n_q - i0);
     const int32_t m = rows * group;
     const int32_t len = start + i0 + rows;  // keys the last token of the tile sees
+    const float scale = score_scale(d);
     for (int32_t r = 0; r < rows; ++r) {
-      std::memcpy(scratch.q.data() + static_cast<int64_t>(r) * group * hd, q + (i0 + r) * q_stride + head0,
-                  sizeof(float) * group * hd);
+      const float* src = q + (i0 + r) * q_stride + head0;
+      float* dst = scratch.q.data() + static_cast<int64_t>(r) * group * hd;
+      for (int64_t i = 0; i < static_cast<int64_t>(group) * hd; ++i) dst[i] = src[i] * scale;
     }
-    // S[m, len] = scale * Q_tile K[0..len)^T
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, len, hd, d.scale, scratch.q.data(), hd, scratch.k.data(),
+    // S[m, len] = (scale * Q_tile) K[0..len)^T
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, len, hd, 1.0f, scratch.q.data(), hd, scratch.k.data(),
                 hd, 0.0f, s, len);
     for (int32_t row = 0; row < m; ++row) {
       softmax_prefix(s + static_cast<int64_t>(row) * len, start + i0 + row / group + 1, len);

@@ -63,9 +63,9 @@ struct AttentionScratch {
 };
 
 // Softmax state of all n_head query heads of one token over a range of positions
-// (attend_partial's result): for head h, max[h] = the largest scaled score (-inf for an
-// empty range), sum[h] = sum_j exp(s_j - max[h]), acc[h * head_dim + i] =
-// sum_j exp(s_j - max[h]) v_j[i].
+// (attend_partial's result), in base 2 as the kernels compute it: with s_j = log2(e) *
+// scale * q . k_j, for head h, max[h] = the largest s_j (-inf for an empty range),
+// sum[h] = sum_j 2^(s_j - max[h]), acc[h * head_dim + i] = sum_j 2^(s_j - max[h]) v_j[i].
 struct AttentionPartial {
   std::vector<float> max, sum, acc;
 };

@@ -75,11 +75,11 @@ constexpr int32_t kKeyBlock = 64;
 struct ChunkBuffers {
   const float* kt;  // K transposed per key block: kt[(pos / kKeyBlock * hd + i) * kKeyBlock + pos % kKeyBlock]
   const float* v;   // v[pos * hd + i]
-  const float* q;   // the tile's query rows, times the softmax scale: q[row * hd + i]
+  const float* q;   // the tile's query rows, times the score scale (log2(e) / sqrt(hd)): q[row * hd + i]
   float* o;         // the tile's unnormalised outputs: o[row * hd + i]
   float* s;         // one key block's scores, then weights: s[row * kKeyBlock + j]
   float* m;         // per row: the largest scaled score so far (-inf before any)
-  float* l;         // per row: the sum of exp(score - m) so far
+  float* l;         // per row: the sum of 2^(score - m) so far (scores in log2 units)
 };
 
 // Folds key block [kb, kb + ncols) (ncols <= kKeyBlock; kb a multiple of kKeyBlock) into

@@ -171,14 +171,14 @@ inline void scores16(const float* qc, const uint16_t* k, const int64_t* off, int
 #endif
 
 // For each head c0 + i whose bit i is set in `grew`: its new max mts[i] replaces m, and
-// l and o are rescaled by e^(old m - new m).
+// l and o are rescaled by 2^(old m - new m).
 template <int kHd>
 inline void rescale_grown(int grew, const float* mts, int32_t c0, OnlineState st) {
   while (grew) {
     const int i = __builtin_ctz(grew);
     grew &= grew - 1;
     const int32_t h = c0 + i;
-    const float alpha = std::exp(st.m[h] - mts[i]);  // 0 while m = -inf
+    const float alpha = std::exp2(st.m[h] - mts[i]);  // 0 while m = -inf
     st.l[h] *= alpha;
     scale_inplace(st.o + static_cast<int64_t>(h) * kHd, alpha, kHd);
     st.m[h] = mts[i];
@@ -186,8 +186,8 @@ inline void rescale_grown(int grew, const float* mts, int32_t c0, OnlineState st
 }
 
 // Online softmax of a tile's scores pbuf[j * Hp + h] (j < n, h < H), 8 heads per vector:
-// m = max(m, tile max) (rescaling o and l of the heads whose max grew), then p = exp(s -
-// m) replaces each score, l += p.
+// m = max(m, tile max) (rescaling o and l of the heads whose max grew), then p = 2^(s -
+// m) replaces each score (scores in log2 units: attention.cc's score_scale), l += p.
 template <int kHd>
 inline void tile_softmax(int32_t H, int32_t Hp, int32_t n, float* pbuf, OnlineState st) {
   for (int32_t c0 = 0; c0 < H; c0 += 8) {
@@ -207,7 +207,7 @@ inline void tile_softmax(int32_t H, int32_t Hp, int32_t n, float* pbuf, OnlineSt
     __m256 l = _mm256_maskload_ps(st.l + c0, live);
     for (int32_t j = 0; j < n; ++j) {
       float* sc = pbuf + j * Hp + c0;
-      const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(sc), m));
+      const __m256 e = softmax_exp2_8(_mm256_sub_ps(_mm256_loadu_ps(sc), m));
       _mm256_storeu_ps(sc, e);
       l = _mm256_add_ps(l, e);
     }
@@ -216,26 +216,21 @@ inline void tile_softmax(int32_t H, int32_t Hp, int32_t n, float* pbuf, OnlineSt
 }
 
 #if ECO_ATTN_WIDE
-// exp8's arithmetic on 16 lanes (the same operations in the same order: the same bits
-// per lane).
-inline __m512 exp16(__m512 x) {
-  using C = ExpConstants;
-  const __m512 hi = _mm512_set1_ps(C::kHi);
+// softmax_exp2_8's arithmetic on 16 lanes (the same operations in the same order: the
+// same bits per lane).
+inline __m512 softmax_exp2_16(__m512 x) {
+  using C = SoftmaxExp2Constants;
   const __m512 lo = _mm512_set1_ps(C::kLo);
   const __mmask16 underflow = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
-  x = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(C::kLog2e)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(C::kLn2Hi), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(C::kLn2Lo), r);
-  __m512 p = _mm512_set1_ps(C::kP[0]);
+  const __m512 u = _mm512_max_ps(x, lo);
+  const __m512 t = _mm512_add_ps(u, _mm512_set1_ps(C::kRound));
+  const __m512 f = _mm512_sub_ps(u, _mm512_sub_ps(t, _mm512_set1_ps(C::kRound)));
+  __m512 q = _mm512_set1_ps(C::kQ[0]);
 #pragma GCC unroll 5
-  for (int k = 1; k < 6; ++k) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(C::kP[k]));
-  const __m512 r2 = _mm512_mul_ps(r, r);
-  __m512 y = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-  y = _mm512_mul_ps(y, _mm512_castsi512_ps(e));
-  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~underflow), y);
+  for (int k = 1; k < 6; ++k) q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(C::kQ[k]));
+  const __m512 y = _mm512_fmadd_ps(q, f, _mm512_set1_ps(1.0f));
+  const __m512i scaled = _mm512_add_epi32(_mm512_castps_si512(y), _mm512_slli_epi32(_mm512_castps_si512(t), 23));
+  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~underflow), _mm512_castsi512_ps(scaled));
 }
 
 // tile_softmax with 16 heads per vector (the same arithmetic per head: the same bits).
@@ -258,7 +253,7 @@ inline void tile_softmax16(int32_t H, int32_t Hp, int32_t n, float* pbuf, Online
     __m512 l = _mm512_maskz_loadu_ps(live, st.l + c0);
     for (int32_t j = 0; j < n; ++j) {
       float* sc = pbuf + j * Hp + c0;
-      const __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(row, sc), m));
+      const __m512 e = softmax_exp2_16(_mm512_sub_ps(_mm512_maskz_loadu_ps(row, sc), m));
       _mm512_mask_storeu_ps(sc, row, e);
       l = _mm512_add_ps(l, e);
     }
@@ -282,7 +277,7 @@ struct Lanes8 {
   static Reg set1(float x) { return _mm256_set1_ps(x); }
   static Reg sub(Reg a, Reg b) { return _mm256_sub_ps(a, b); }
   static Reg max(Reg a, Reg b) { return _mm256_max_ps(a, b); }
-  static Reg exp(Reg x) { return exp8(x); }
+  static Reg exp2(Reg x) { return softmax_exp2_8(x); }
   // p[i] for lanes i < live, fill in the others.
   static Reg masked_load(const float* p, int32_t live, Reg fill) {
     const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -341,14 +336,14 @@ struct Lanes16 {
   static Reg loadu(const float* p) { return _mm512_loadu_ps(p); }
   static void storeu(float* p, Reg v) { _mm512_storeu_ps(p, v); }
   static Reg add(Reg a, Reg b) { return _mm512_add_ps(a, b); }
-  // As Lanes8's: lane by lane the same arithmetic (exp16 is exp8 per lane, max is exact
-  // in any order, and add_into8 adds a register's two halves in column order), so the
-  // fused prefill kernel gives the same bits on either.
+  // As Lanes8's: lane by lane the same arithmetic (softmax_exp2_16 is softmax_exp2_8 per
+  // lane, max is exact in any order, and add_into8 adds a register's two halves in column
+  // order), so the fused prefill kernel gives the same bits on either.
   static constexpr int kChunkCols = 4;
   static Reg set1(float x) { return _mm512_set1_ps(x); }
   static Reg sub(Reg a, Reg b) { return _mm512_sub_ps(a, b); }
   static Reg max(Reg a, Reg b) { return _mm512_max_ps(a, b); }
-  static Reg exp(Reg x) { return exp16(x); }
+  static Reg exp2(Reg x) { return softmax_exp2_16(x); }
   static Reg masked_load(const float* p, int32_t live, Reg fill) {
     const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     return _mm512_mask_loadu_ps(fill, _mm512_cmpgt_epi32_mask(_mm512_set1_epi32(live), iota), p);
@@ -730,7 +725,7 @@ inline void by_row_groups(int32_t m, Fn&& fn) {
 
 // One row's online softmax update over the block: scores past what it sees (seen) are
 // masked (no masking pass when it sees all ncols8 and they fill whole registers), p =
-// exp(s - m_new) replaces them in s (0 where masked, and for the whole [0, ncols8) when
+// 2^(s - m_new) replaces them in s (0 where masked, and for the whole [0, ncols8) when
 // it sees none; with W = 16 up to the next multiple of 16, within the row), l and o are
 // rescaled when the max grows. The weights are summed into 8 lanes (column j into lane j
 // % 8, in column order), then those in lane order.
@@ -760,7 +755,7 @@ inline void row_softmax(const ChunkBuffers& b, int32_t hd, int32_t row, int32_t 
   const Reg vm = L::set1(m_new);
   __m256 vsum = _mm256_setzero_ps();
   for (int32_t j = 0; j < ncols8; j += W) {
-    const Reg e = L::exp(L::sub(L::loadu(sr + j), vm));  // 0 where masked (-inf)
+    const Reg e = L::exp2(L::sub(L::loadu(sr + j), vm));  // 0 where masked (-inf)
     L::storeu(sr + j, e);
     vsum = L::add_into8(vsum, e);
   }
@@ -769,7 +764,7 @@ inline void row_softmax(const ChunkBuffers& b, int32_t hd, int32_t row, int32_t 
   float sum = 0.0f;
   for (int i = 0; i < 8; ++i) sum += lanes[i];
   if (m_new > m_old) {
-    const float alpha = std::exp(m_old - m_new);  // 0 while the max was -inf
+    const float alpha = std::exp2(m_old - m_new);  // 0 while the max was -inf
     b.l[row] *= alpha;
     scale_inplace(b.o + static_cast<int64_t>(row) * hd, alpha, hd);
     b.m[row] = m_new;

@@ -5,7 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
 #include <vector>
 
 namespace ecoserve::kernels {
@@ -86,6 +90,55 @@ TEST(OpsTest, SiluMul) {
 
 namespace ecoserve::kernels {
 namespace {
+
+// softmax_exp2_8 over about a million floats of [-30, 0] by bit pattern (tiny ones as
+// many as large) and [kLo, -30] sampled: within 1e-7 of 2^x; 2^0 and 2^-0 exactly 1,
+// 2^-1 exactly 0.5; below kLo = -125 (and -inf, the masked scores) exactly 0.
+TEST(VecMathTest, SoftmaxExp2MatchesStdExp2ForNonPositiveInputs) {
+  double worst = 0.0;
+  float worst_at = 0.0f;
+  float x[8];
+  int fill = 0;
+  auto push = [&](float v) {
+    x[fill++] = v;
+    if (fill < 8) return;
+    fill = 0;
+    alignas(32) float xa[8], y[8];
+    std::memcpy(xa, x, sizeof xa);
+    _mm256_store_ps(y, softmax_exp2_8(_mm256_load_ps(xa)));
+    for (int i = 0; i < 8; ++i) {
+      if (x[i] < -125.0f) {
+        EXPECT_EQ(y[i], 0.0f) << x[i];
+        continue;
+      }
+      const double rel = std::abs(y[i] / std::exp2(static_cast<double>(x[i])) - 1.0);
+      if (rel > worst) {
+        worst = rel;
+        worst_at = x[i];
+      }
+    }
+  };
+  for (uint32_t bits = 0x80000000u; bits <= 0xc1f00000u; bits += 1021) {  // -0 .. -30
+    float v;
+    std::memcpy(&v, &bits, 4);
+    push(v);
+  }
+  for (float v = -125.5f; v < -30.0f; v += 0.000917f) push(v);
+  EXPECT_LT(worst, 1e-7) << "at " << worst_at;
+  const float special[8] = {0.0f, -0.0f, -1.0f, -125.0f, -125.01f, -1000.0f, -std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::denorm_min()};
+  alignas(32) float xs[8], y[8];
+  std::memcpy(xs, special, sizeof xs);
+  _mm256_store_ps(y, softmax_exp2_8(_mm256_load_ps(xs)));
+  EXPECT_EQ(y[0], 1.0f);
+  EXPECT_EQ(y[1], 1.0f);
+  EXPECT_EQ(y[2], 0.5f);
+  EXPECT_NEAR(y[3] / std::exp2(-125.0), 1.0, 1e-7);
+  EXPECT_EQ(y[4], 0.0f);
+  EXPECT_EQ(y[5], 0.0f);
+  EXPECT_EQ(y[6], 0.0f);
+  EXPECT_EQ(y[7], 1.0f);
+}
 
 TEST(VecMathTest, Exp8MatchesStdExp) {
   for (float base : {-100.0f, -87.0f, -20.0f, -1.0f, -0.3f, 0.0f, 0.2f, 1.0f, 10.0f, 80.0f}) {
