@@ -229,6 +229,7 @@ constexpr std::int64_t kQ4_0 = static_cast<std::int64_t>(GgmlType::kQ4_0);
 constexpr std::int64_t kQ4_K = static_cast<std::int64_t>(GgmlType::kQ4_K);
 constexpr std::int64_t kQ6_K = static_cast<std::int64_t>(GgmlType::kQ6_K);
 constexpr std::int64_t kQ8Rows8 = kPackedCode + kQ8;
+constexpr std::int64_t kQ4kRows8 = kPackedCode + kQ4_K;
 
 void matmul_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"type", "rows", "cols", "n", "threads"});
@@ -239,6 +240,10 @@ void matmul_args(benchmark::internal::Benchmark* b) {
   // F16 rows on either side of the float kernels' switches (tiles, tokens in lanes on
   // avx512vnni-zmm from 32 tokens; the tiles elsewhere, prompts included).
   for (std::int64_t n : {16, 31, 32, 64, 512}) b->Args({kF16, kFfn, kDim, n, 1});
+  // Q4_K in the engine's layout (the format most GGUF users download): the batch-1 GEMV
+  // from L2 (768 x 768), L3 (2048 x 768) and DRAM (the vocabulary), and batched tiles.
+  for (auto [rows, cols] : {std::pair{kDim, kDim}, {kFfn, kDim}, {kVocab, kDim}})
+    for (std::int64_t n : {1, 32, 512}) b->Args({kQ4kRows8, rows, cols, n, 1});
 }
 
 void model_args(benchmark::internal::Benchmark* b) {
