@@ -325,7 +325,9 @@ constexpr int kQ4kHiShift = 4;
 inline __m256i q4k_hi(__m256i w) { return _mm256_and_si256(w, _mm256_set1_epi8(static_cast<char>(0xF0))); }
 #endif
 
-// The 8 scales and mins of the 8 rows of one super-block: sc[sb * 8 + row], mn[sb * 8 + row].
+// The 8 scales and mins of the 8 rows of one super-block: sc[sb * 8 + row], and mn[m] in
+// the layout's order of mins (packed_weights.h): m = (sb / 2) * 16 + row * 2 + sb % 2,
+// so 16 bytes from mn + 16 p are sub-block pair p's [row][2].
 inline void q4k_scales(const std::uint8_t* sup, std::uint8_t* sc, std::uint8_t* mn) {
   const __m256i m6 = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30), m4 = _mm256_set1_epi8(0x0F);
   const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sup + 32));
@@ -412,9 +414,7 @@ void q4k_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::int64
     for (int r = 0; r < G; ++r)
 #pragma GCC unroll 4
       for (int p = 0; p < 4; ++p) {
-        const __m128i ev = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn[r] + 16 * p));
-        const __m128i od = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn[r] + 16 * p + 8));
-        mpair[r][p] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(ev, od));
+        mpair[r][p] = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mn[r] + 16 * p)));
       }
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
@@ -518,13 +518,9 @@ void q4k_tile_wide(const std::uint8_t* const* grp, const QuantizedActs& a, std::
     for (int p = 0; p < P; ++p)
 #pragma GCC unroll 4
       for (int q = 0; q < 4; ++q) {
-        const __m128i ev0 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn[2 * p] + 16 * q));
-        const __m128i od0 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn[2 * p] + 16 * q + 8));
-        const __m128i ev1 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn[2 * p + 1] + 16 * q));
-        const __m128i od1 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn[2 * p + 1] + 16 * q + 8));
-        const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi8(ev0, od0)),
-                                                     _mm_unpacklo_epi8(ev1, od1), 1);
-        mpair[p][q] = _mm512_cvtepu8_epi16(both);
+        const __m128i m0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(mn[2 * p] + 16 * q));
+        const __m128i m1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(mn[2 * p + 1] + 16 * q));
+        mpair[p][q] = _mm512_cvtepu8_epi16(_mm256_inserti128_si256(_mm256_castsi128_si256(m0), m1, 1));
       }
     __m512 d[P], dmin[P];
 #pragma GCC unroll 8

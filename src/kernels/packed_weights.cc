@@ -47,16 +47,20 @@ void k4_scale_min(const std::uint8_t* q, int i, int* sc, int* mn) {
   }
 }
 
+// Where sub-block i's min of row j goes (packed_weights.h): m = pair * 16 + row * 2 + odd.
+std::int64_t q4k_min_index(int i, std::int64_t j) { return (i / 2) * 16 + j * 2 + i % 2; }
+
 void q4k_pack_row(const BlockQ4_K& blk, std::int64_t j, std::uint8_t* sup) {
   std::memcpy(sup + 2 * j, &blk.d, 2);
   std::memcpy(sup + 16 + 2 * j, &blk.dmin, 2);
   for (int i = 0; i < 8; ++i) {
     int sc, mn;
     k4_scale_min(blk.scales, i, &sc, &mn);
-    const std::int64_t e = i * kGroupRows + j;
-    sup[32 + e] = static_cast<std::uint8_t>(sc | ((mn >> 4) << 6));
-    std::uint8_t& nib = sup[96 + e % 32];
-    nib = e < 32 ? static_cast<std::uint8_t>((nib & 0xF0) | (mn & 0xF))
+    const std::int64_t e = i * kGroupRows + j, m = q4k_min_index(i, j);
+    sup[32 + e] = static_cast<std::uint8_t>((sup[32 + e] & 0xC0) | sc);
+    sup[32 + m] = static_cast<std::uint8_t>((sup[32 + m] & 0x3F) | ((mn >> 4) << 6));
+    std::uint8_t& nib = sup[96 + m % 32];
+    nib = m < 32 ? static_cast<std::uint8_t>((nib & 0xF0) | (mn & 0xF))
                  : static_cast<std::uint8_t>((nib & 0x0F) | ((mn & 0xF) << 4));
   }
   for (std::int64_t p = 0; p < 4; ++p) {
@@ -71,11 +75,10 @@ void q4k_unpack_row(const std::uint8_t* sup, std::int64_t j, BlockQ4_K* blk) {
   std::memcpy(&blk->dmin, sup + 16 + 2 * j, 2);
   int sc[8], mn[8];
   for (int i = 0; i < 8; ++i) {
-    const std::int64_t e = i * kGroupRows + j;
-    const std::uint8_t b = sup[32 + e];
-    const std::uint8_t nib = e < 32 ? (sup[96 + e] & 0xF) : (sup[96 + e - 32] >> 4);
-    sc[i] = b & 63;
-    mn[i] = ((b >> 6) << 4) | nib;
+    const std::int64_t e = i * kGroupRows + j, m = q4k_min_index(i, j);
+    const std::uint8_t nib = m < 32 ? (sup[96 + m] & 0xF) : (sup[96 + m - 32] >> 4);
+    sc[i] = sup[32 + e] & 63;
+    mn[i] = ((sup[32 + m] >> 6) << 4) | nib;
   }
   // The inverse of k4_scale_min.
   std::uint8_t* q = blk->scales;

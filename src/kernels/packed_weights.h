@@ -16,9 +16,13 @@
 //    Zen 4 thread was 25% slower).
 //  - Q4_K, per super-block of 256 columns, 1152 bytes of a group:
 //      d[8], dmin[8] fp16;
-//      64 bytes [sub-block][row]: scale | (min >> 4) << 6 (6-bit scale and min);
-//      32 bytes: the mins' low 4 bits, entry e = sub-block * 8 + row in the low
-//                nibble of byte e (e < 32) or the high nibble of byte e - 32;
+//      64 bytes: byte e = sub-block * 8 + row holds that 6-bit scale in its low
+//                bits and the top 2 bits of min m = e in its high bits;
+//      32 bytes: the mins' low 4 bits, min m in the low nibble of byte m (m < 32)
+//                or the high nibble of byte m - 32;
+//      mins numbered m = (sub-block / 2) * 16 + row * 2 + sub-block % 2, so
+//      unpacked they are each sub-block pair's [row][2] (the int16 pairs the
+//      kernels multiply by a token's pair of 32-value sums);
 //      quants [pair j < 4][chunk c < 8][row][4] bytes: low nibbles = values
 //                4c..4c+3 of sub-block 2j, high nibbles = of sub-block 2j + 1.
 // Pure functions.

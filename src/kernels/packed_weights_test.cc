@@ -112,9 +112,10 @@ TEST(PackedWeightsTest, Q4KLayoutIsAsDocumentedAndRoundTrips) {
   EXPECT_EQ(d, blk.dmin);
   const int sc5 = (blk.scales[9] & 0xF) | ((blk.scales[1] >> 6) << 4);
   const int mn5 = (blk.scales[9] >> 4) | ((blk.scales[5] >> 6) << 4);
-  const int e = 5 * 8 + 3;  // >= 32: the high nibble of byte e - 32
+  const int e = 5 * 8 + 3;             // the scale's byte
+  const int mi = (5 / 2) * 16 + 3 * 2 + 1;  // the min's number: pair 2, row 3, odd; >= 32: high nibble of mi - 32
   EXPECT_EQ(sup[32 + e] & 63, sc5);
-  EXPECT_EQ(((sup[32 + e] >> 6) << 4) | (sup[96 + e - 32] >> 4), mn5);
+  EXPECT_EQ(((sup[32 + mi] >> 6) << 4) | (sup[96 + mi - 32] >> 4), mn5);
   // Value 6 of sub-block 3 = high nibble of qs[32 * 1 + 6]: pair 1, chunk 1, byte 2 of lane 3.
   EXPECT_EQ(sup[128 + 256 * 1 + 32 * 1 + 4 * 3 + 2], blk.qs[32 + 6]);
 }
