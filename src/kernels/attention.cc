@@ -144,10 +144,11 @@ inline void fold_scores(float* p, int32_t n, int32_t hd, float& m, float& l, flo
 }
 
 // One tile of n <= kTile positions (rows at element offsets off[j]) for G heads,
-// head_dim = 8 * NV (NV = 0: 8 * nv_rt). q and st.o are [G][hd]; p is [G][kTile].
+// head_dim = 8 * NV (NV = 0: 8 * nv_rt). q (times the score scale) and st.o are
+// [G][hd]; p is [G][kTile].
 template <int NV, bool kF16, int G>
-void tile_step(const float* q, int nv_rt, const int64_t* off, int32_t n, const PagedKvView& kv, float scale,
-               OnlineState st, float* p) {
+void tile_step(const float* q, int nv_rt, const int64_t* off, int32_t n, const PagedKvView& kv, OnlineState st,
+               float* p) {
   const int nv = NV ? NV : nv_rt;
   const int hd = 8 * nv;
   // Scores, P positions at a time so that P * G independent FMA chains are in flight.
@@ -174,7 +175,7 @@ void tile_step(const float* q, int nv_rt, const int64_t* off, int32_t n, const P
 #pragma GCC unroll 8
     for (int a = 0; a < P; ++a)
 #pragma GCC unroll 8
-      for (int h = 0; h < G; ++h) p[h * kTile + j + a] = hsum8(acc[a][h]) * scale;
+      for (int h = 0; h < G; ++h) p[h * kTile + j + a] = hsum8(acc[a][h]);
   }
   for (; j < n; ++j) {
     __m256 acc[G];
@@ -187,7 +188,7 @@ void tile_step(const float* q, int nv_rt, const int64_t* off, int32_t n, const P
       for (int h = 0; h < G; ++h) acc[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + h * hd + 8 * v), kk, acc[h]);
     }
 #pragma GCC unroll 8
-    for (int h = 0; h < G; ++h) p[h * kTile + j] = hsum8(acc[h]) * scale;
+    for (int h = 0; h < G; ++h) p[h * kTile + j] = hsum8(acc[h]);
   }
   for (int h = 0; h < G; ++h) {
     std::fill(p + h * kTile + n, p + (h + 1) * kTile, -std::numeric_limits<float>::infinity());
@@ -218,11 +219,11 @@ void tile_step(const float* q, int nv_rt, const int64_t* off, int32_t n, const P
 
 // tile_step for head dims that are not a multiple of 8 (plain loops; fp16 rows widened).
 void tile_step_generic(const float* q, int32_t g, int32_t hd, const int64_t* off, int32_t n, const PagedKvView& kv,
-                       float scale, OnlineState st, float* p, float* buf) {
+                       OnlineState st, float* p, float* buf) {
   for (int32_t j = 0; j < n; ++j) {
     const float* kr = kv.f16 ? (fp16_to_fp32_row(static_cast<const uint16_t*>(kv.k) + off[j], buf, hd), buf)
                              : static_cast<const float*>(kv.k) + off[j];
-    for (int32_t h = 0; h < g; ++h) p[h * kTile + j] = dot(q + h * hd, kr, hd) * scale;
+    for (int32_t h = 0; h < g; ++h) p[h * kTile + j] = dot(q + h * hd, kr, hd);
   }
   for (int32_t h = 0; h < g; ++h) {
     std::fill(p + h * kTile + n, p + (h + 1) * kTile, -std::numeric_limits<float>::infinity());
@@ -237,17 +238,16 @@ void tile_step_generic(const float* q, int32_t g, int32_t hd, const int64_t* off
 
 template <int NV, bool kF16>
 void tile_step_sub(const float* q, int32_t g, int nv_rt, const int64_t* off, int32_t n, const PagedKvView& kv,
-                   float scale, OnlineState st, float* p) {
+                   OnlineState st, float* p) {
   switch (g) {
-    case 1: return tile_step<NV, kF16, 1>(q, nv_rt, off, n, kv, scale, st, p);
-    case 2: return tile_step<NV, kF16, 2>(q, nv_rt, off, n, kv, scale, st, p);
-    case 3: return tile_step<NV, kF16, 3>(q, nv_rt, off, n, kv, scale, st, p);
-    default: return tile_step<NV, kF16, 4>(q, nv_rt, off, n, kv, scale, st, p);
+    case 1: return tile_step<NV, kF16, 1>(q, nv_rt, off, n, kv, st, p);
+    case 2: return tile_step<NV, kF16, 2>(q, nv_rt, off, n, kv, st, p);
+    case 3: return tile_step<NV, kF16, 3>(q, nv_rt, off, n, kv, st, p);
+    default: return tile_step<NV, kF16, 4>(q, nv_rt, off, n, kv, st, p);
   }
 }
 
-using TileFn = void (*)(const float*, int32_t, int, const int64_t*, int32_t, const PagedKvView&, float, OnlineState,
-                        float*);
+using TileFn = void (*)(const float*, int32_t, int, const int64_t*, int32_t, const PagedKvView&, OnlineState, float*);
 
 template <bool kF16>
 TileFn pick_tile_fn(int32_t hd) {
@@ -273,12 +273,11 @@ void attend_range(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t b
                   const PagedKvView& kv, int32_t hd, float scale, OnlineState st, float* p, float* buf,
                   int64_t* rows, Isa isa, const DecodeStream& stream = {}) {
   const int32_t heads = g * (kv1 - kv0);
-  // The kernels get the query times the score scale, as attend_chunk's do: decode and
+  // The kernels take the query times the score scale, as attend_chunk's do: decode and
   // prefill round the same products, so their scores differ only in the order of the sums.
   float* const q_scaled = buf + static_cast<int64_t>(heads) * hd;
   for (int64_t i = 0; i < static_cast<int64_t>(heads) * hd; ++i) q_scaled[i] = q[i] * scale;
   q = q_scaled;
-  scale = 1.0f;
   std::fill(st.m, st.m + heads, -std::numeric_limits<float>::infinity());
   std::fill(st.l, st.l + heads, 0.0f);
   std::fill(st.o, st.o + static_cast<int64_t>(heads) * hd, 0.0f);
@@ -308,7 +307,7 @@ void attend_range(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t b
       }
     }
     for (int32_t p0 = begin; p0 < end; p0 += kRowTile) {
-      rf(q, kv0, kv1, rows + (p0 - begin), std::min(kRowTile, end - p0), end - p0 + extra, kv, scale, st, p);
+      rf(q, kv0, kv1, rows + (p0 - begin), std::min(kRowTile, end - p0), end - p0 + extra, kv, st, p);
     }
     return;
   }
@@ -325,9 +324,9 @@ void attend_range(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t b
         const OnlineState s{st.m + h, st.l + h, st.o + h * hd};
         const float* qs = q + h * hd;
         if (fn) {
-          fn(qs, sub, hd / 8, loc, n, kv, scale, s, p);
+          fn(qs, sub, hd / 8, loc, n, kv, s, p);
         } else {
-          tile_step_generic(qs, sub, hd, loc, n, kv, scale, s, p, buf);
+          tile_step_generic(qs, sub, hd, loc, n, kv, s, p, buf);
         }
       }
     }

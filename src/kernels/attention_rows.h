@@ -46,11 +46,11 @@ struct OnlineState {
   float* o;
 };
 
-// The H = G * (kv1 - kv0) query heads over the n <= kRowTile positions whose head-0 row
-// offsets are off[0..n), folded into st; off[n..n_ahead) are the positions after them
-// (prefetched). See attention_rows_impl.h.
+// The H = G * (kv1 - kv0) query heads (q: their rows times the score scale) over the
+// n <= kRowTile positions whose head-0 row offsets are off[0..n), folded into st;
+// off[n..n_ahead) are the positions after them (prefetched). See attention_rows_impl.h.
 using RowsFn = void (*)(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int32_t n, int32_t n_ahead,
-                        const PagedKvView& kv, float scale, OnlineState st, float* pbuf);
+                        const PagedKvView& kv, OnlineState st, float* pbuf);
 
 // The kernel for head_dim hd (64 or 128), GQA group g (1, 2, 4 or 8) and the cache
 // type, or null when it does not apply. The avx512 one needs AVX-512F/VL/BW.

@@ -52,12 +52,12 @@ inline __m256 hsum8x8(const __m256* a) {
   return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
-// dst[0..G) = scale * (the sum of each of a[0..G)), by the additions hsum8x8 makes
-// (pairwise hadd levels, then the two 128-bit halves), so any G gives the same bits.
+// dst[0..G) = the sum of each of a[0..G), by the additions hsum8x8 makes (pairwise hadd
+// levels, then the two 128-bit halves), so any G gives the same bits.
 template <int G>
-inline void store_head_sums(const __m256* a, __m256 scale, float* dst) {
+inline void store_head_sums(const __m256* a, float* dst) {
   if constexpr (G >= 8) {
-    _mm256_storeu_ps(dst, _mm256_mul_ps(hsum8x8(a), scale));
+    _mm256_storeu_ps(dst, hsum8x8(a));
   } else {
     __m256 u;
     if constexpr (G == 4) {
@@ -69,8 +69,7 @@ inline void store_head_sums(const __m256* a, __m256 scale, float* dst) {
       const __m256 t = _mm256_hadd_ps(a[0], a[0]);
       u = _mm256_hadd_ps(t, t);
     }
-    const __m128 r = _mm_mul_ps(_mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1)),
-                                _mm256_castps256_ps128(scale));
+    const __m128 r = _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
     if constexpr (G == 4) {
       _mm_storeu_ps(dst, r);
     } else if constexpr (G == 2) {
@@ -108,13 +107,13 @@ inline __m512 transpose_sum16(const __m512* a) {
 // The zmm kernel's score pass for Pn positions (Pn * G <= 16) and the G query heads of
 // one KV head: one head's 16 dimensions per register, the K slice of 16 fp16 values
 // widened once for the G heads, one chain of FMAs per (position, head), the 16 chains
-// reduced together (transpose_sum16). pbuf[(j0 + a) * Hp + h0 + h] = scale * q_h . K_a
+// reduced together (transpose_sum16). pbuf[(j0 + a) * Hp + h0 + h] = q_h . K_a
 // for the positions at off[j0 + a], head `head` (its first element in a row); q
 // holds each head's hd floats in turn. Not the bits of Lanes8's chains: the results
 // agree with them within float rounding (attention_test states the tolerance).
 template <int NV, int G, int Pn>
-inline void scores16(const float* qc, const uint16_t* k, const int64_t* off, int64_t head, __m512 scale,
-                     float* prow, int32_t Hp) {
+inline void scores16(const float* qc, const uint16_t* k, const int64_t* off, int64_t head, float* prow,
+                     int32_t Hp) {
   constexpr int kHd = 8 * NV;
   static_assert(Pn * G <= 16 && kHd % 16 == 0);
   __m512 acc[Pn][G];
@@ -143,7 +142,7 @@ inline void scores16(const float* qc, const uint16_t* k, const int64_t* off, int
   for (int i = 0; i < 16; ++i) in[i] = _mm512_setzero_ps();
 #pragma GCC unroll 16
   for (int i = 0; i < Pn * G; ++i) in[4 * (i % 4) + i / 4] = acc[i / G][i % G];
-  const __m512 s = _mm512_mul_ps(transpose_sum16(in), scale);
+  const __m512 s = transpose_sum16(in);
 #pragma GCC unroll 8
   for (int a = 0; a < Pn; ++a) {
     float* dst = prow + static_cast<int64_t>(a) * Hp;
@@ -557,7 +556,7 @@ inline void values_pass(int32_t kv0, int32_t kv1, const int64_t* off, int32_t n,
 // from L2 but 5-15% slower from DRAM (either prefetch order), so f32 stays on Lanes8.
 template <class L, int NV, bool kF16, int G>
 void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int32_t n, int32_t n_ahead,
-               const PagedKvView& kv, float scale, OnlineState st, float* pbuf) {
+               const PagedKvView& kv, OnlineState st, float* pbuf) {
   constexpr int kHd = 8 * NV;
   constexpr int kElem = kF16 ? 2 : 4;
   const int32_t H = G * (kv1 - kv0);
@@ -570,15 +569,13 @@ void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
   if constexpr (L::kScores16) {
 #if ECO_ATTN_WIDE
     static_assert(kF16);
-    const __m512 vscale = _mm512_set1_ps(scale);
     const uint16_t* k = static_cast<const uint16_t*>(kv.k);
     auto core = [&]<int Pn>(int32_t j0, int32_t h0, int64_t head) {
-      scores16<NV, G, Pn>(q + static_cast<int64_t>(h0) * kHd, k, off + j0, head, vscale, pbuf + j0 * Hp + h0, Hp);
+      scores16<NV, G, Pn>(q + static_cast<int64_t>(h0) * kHd, k, off + j0, head, pbuf + j0 * Hp + h0, Hp);
     };
     score_tiles<kHd, kElem, G, P, L::kRowOrderPrefetch>(kv0, kv1, off, n, n_ahead, kv, Hp, pbuf, core);
 #endif
   } else {
-    const __m256 vscale = _mm256_set1_ps(scale);
     auto core = [&]<int Pn>(int32_t j0, int32_t h0, int64_t head) {
       const float* qc = q + static_cast<int64_t>(h0) * kHd;
       __m256 acc[Pn][G];
@@ -600,7 +597,7 @@ void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
         }
       }
 #pragma GCC unroll 8
-      for (int a = 0; a < Pn; ++a) store_head_sums<G>(acc[a], vscale, pbuf + (j0 + a) * Hp + h0);
+      for (int a = 0; a < Pn; ++a) store_head_sums<G>(acc[a], pbuf + (j0 + a) * Hp + h0);
     };
     score_tiles<kHd, kElem, G, P, L::kRowOrderPrefetch>(kv0, kv1, off, n, n_ahead, kv, Hp, pbuf, core);
   }
