@@ -299,13 +299,16 @@ struct Lanes8 {
   static constexpr bool kScores16 = false;
   // Positions per q load (P * G = 8 independent FMA chains; loads per FMA (G + P) / (G *
   // P)). With 32 registers, fp16 with G = 4 takes P = 4 (16 chains, 4 loads per 8 FMAs);
-  // f32 measured slower so.
+  // f32 measured slower so. G = 8 with 32 registers takes P = 2 (16 chains, 10 loads per
+  // 16 FMAs instead of 9 per 8), and its V pass CH = 2 (one head-weight shuffle per 2
+  // FMAs, not per FMA): the synth 1b shape (32/4, d 64) on Zen 4, one thread, 4096
+  // positions, 10-15% faster from L2 and DRAM (docs/kernels.md, twenty-first pass).
   template <bool kF16, int G>
-  static constexpr int kPositions = G >= 8 ? 1 : (kWide && kF16 && G == 4) ? 4 : 8 / G;
+  static constexpr int kPositions = G >= 8 ? (kWide ? 2 : 1) : (kWide && kF16 && G == 4) ? 4 : 8 / G;
   // Registers of head_dim per V pass step: CH = 4 with 32 registers for G = 4: one
   // head-weight shuffle per 4 FMAs, not per 2.
   template <int G>
-  static constexpr int kValueRegs = G >= 8 ? 1 : (G == 4 && !kWide) ? 2 : 4;
+  static constexpr int kValueRegs = G >= 8 ? (kWide ? 2 : 1) : (G == 4 && !kWide) ? 2 : 4;
   // Prefetch each line for the position kPrefetchAhead on as the same line of this
   // position is read (see RowPrefetch for the other order).
   static constexpr bool kRowOrderPrefetch = false;
