@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <random>
+#include <utility>
 #include <vector>
 
 namespace ecoserve::kernels {
@@ -75,6 +77,39 @@ TEST(OpsTest, RopeRotatesPairsByPositionAngle) {
   EXPECT_NEAR(y[2], std::sin(3.0), 1e-6);
   EXPECT_NEAR(y[1], -std::sin(0.3), 1e-6);
   EXPECT_NEAR(y[3], std::cos(0.3), 1e-6);
+}
+
+// Every pair, in the vector lanes or the scalar tail, is (fma(x0, c, -(x1 s)), fma(x0, s,
+// x1 c)): rotary dims with and without a tail (half of 6, 18, 24, 64), a rope_dim below
+// head_dim (those dims untouched), several heads, both pair layouts.
+TEST(OpsTest, RopeGivesTheFusedFormulaBitsInEveryLane) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  for (const bool neox : {false, true}) {
+    for (const auto& [head_dim, rope_dim] : {std::pair{6, 6}, std::pair{18, 18}, std::pair{64, 24},
+                                             std::pair{64, 64}, std::pair{128, 128}}) {
+      const int32_t n_heads = 3, half = rope_dim / 2;
+      std::vector<float> cs(rope_dim);
+      rope_cos_sin(1234, rope_dim, 10000.0f, 1.0f, cs.data());
+      std::vector<float> x(static_cast<size_t>(n_heads) * head_dim);
+      for (auto& v : x) v = nd(rng);
+      std::vector<float> want = x;
+      for (int32_t h = 0; h < n_heads; ++h) {
+        float* v = want.data() + h * head_dim;
+        for (int32_t i = 0; i < half; ++i) {
+          const int32_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+          const float x0 = v[a], x1 = v[b], c = cs[2 * i], s = cs[2 * i + 1];
+          v[a] = std::fma(x0, c, -(x1 * s));
+          v[b] = std::fma(x0, s, x1 * c);
+        }
+      }
+      rope_apply(x.data(), n_heads, head_dim, rope_dim, neox, cs.data());
+      for (size_t i = 0; i < x.size(); ++i) {
+        ASSERT_EQ(x[i], want[i]) << "neox " << neox << " head_dim " << head_dim << " rope_dim " << rope_dim
+                                 << " i " << i;
+      }
+    }
+  }
 }
 
 TEST(OpsTest, SiluMul) {
