@@ -14,8 +14,8 @@ void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out);
 // base^(-2i/rope_dim). neox=false rotates adjacent pairs (x[2i], x[2i+1]) (ggml's
 // normal mode, arch llama); neox=true rotates (x[i], x[i + rope_dim/2]) (qwen2).
 // cos_sin holds rope_dim/2 (cos, sin) pairs for this position: see rope_cos_sin().
-// Each pair (x0, x1) becomes (fma(x0, c, -(x1 s)), fma(x0, s, x1 c)), whichever lanes
-// compute it (eight at a time, the rest one by one).
+// Each pair (x0, x1) becomes (fma(x0, c, -(x1 s)), fma(x0, s, x1 c)), in the vector lanes
+// and the scalar tail alike.
 void rope_cos_sin(int64_t pos, int32_t rope_dim, float base, float freq_scale, float* cos_sin);
 void rope_apply(float* x, int32_t n_heads, int32_t head_dim, int32_t rope_dim, bool neox,
                 const float* cos_sin);

@@ -80,8 +80,9 @@ TEST(OpsTest, RopeRotatesPairsByPositionAngle) {
 }
 
 // Every pair, in the vector lanes or the scalar tail, is (fma(x0, c, -(x1 s)), fma(x0, s,
-// x1 c)): rotary dims with and without a tail (half of 6, 18, 24, 64), a rope_dim below
-// head_dim (those dims untouched), several heads, both pair layouts.
+// x1 c)): rope_dim 6, 18, 24, 64, 128 (3, 9, 12, 32, 64 pairs: the tail alone, vectors and
+// a tail, vectors alone), a rope_dim below head_dim (the other dims untouched), several
+// heads, both pair layouts.
 TEST(OpsTest, RopeGivesTheFusedFormulaBitsInEveryLane) {
   std::mt19937 rng(5);
   std::normal_distribution<float> nd(0.0f, 3.0f);
