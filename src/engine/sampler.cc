@@ -79,20 +79,34 @@ void apply_penalties(std::span<float> logits, const SamplingParams& p,
   }
 }
 
-// Lowest id among the maximal logits (NaN never wins; all NaN gives 0).
+// Lowest id among the maximal logits (NaN never wins; all NaN gives 0). Two vector passes:
+// the largest value (vmaxps keeps its second operand, the running maxima, when the logit is
+// NaN), then the first logit equal to it (-0 equals +0, as the scalar > scan treated them).
 int32_t argmax(std::span<const float> logits) {
-  int32_t best = -1;
-  float best_v = -std::numeric_limits<float>::infinity();
-  for (size_t i = 0; i < logits.size(); ++i) {
-    if (logits[i] > best_v) {
-      best_v = logits[i];
-      best = static_cast<int32_t>(i);
-    }
+  const float* x = logits.data();
+  const size_t n = logits.size();
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  __m256 vm = _mm256_set1_ps(kNegInf);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) vm = _mm256_max_ps(_mm256_loadu_ps(x + i), vm);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, vm);
+  float best = kNegInf;
+  for (const float v : lanes) best = v > best ? v : best;
+  for (; i < n; ++i) best = x[i] > best ? x[i] : best;
+  if (best == kNegInf) {  // every logit is -inf or NaN
+    for (i = 0; i < n; ++i)
+      if (!std::isnan(x[i])) return static_cast<int32_t>(i);
+    return 0;
   }
-  if (best >= 0) return best;
-  for (size_t i = 0; i < logits.size(); ++i)  // every logit is -inf or NaN
-    if (!std::isnan(logits[i])) return static_cast<int32_t>(i);
-  return 0;
+  const __m256 vb = _mm256_set1_ps(best);
+  for (i = 0; i + 8 <= n; i += 8) {
+    const int mask = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), vb, _CMP_EQ_OQ));
+    if (mask != 0) return static_cast<int32_t>(i + std::countr_zero(static_cast<unsigned>(mask)));
+  }
+  for (; i < n; ++i)
+    if (x[i] == best) return static_cast<int32_t>(i);
+  return 0;  // not reached: best is one of the logits
 }
 
 // The n largest logits, descending, lowest id first on ties.

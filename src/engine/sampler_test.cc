@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <set>
@@ -42,6 +43,39 @@ TEST(SamplerTest, GreedyTakesArgmaxLowestIdOnTies) {
   EXPECT_EQ(sample({-5.0f, -1.0f, -2.0f}, greedy_params()).token, 1);
   EXPECT_EQ(sample({0.0f, 0.0f, 0.0f}, greedy_params()).token, 0);
   EXPECT_EQ(sample({1.0f, 2.0f, 7.5f}, greedy_params(), 1234).token, 2);
+}
+
+// Greedy's vector argmax against the scalar rule (the first logit greater than every one
+// before it; NaN never wins; rows of only -inf and NaN give the first non-NaN, else 0), on
+// rows whose maxima, ties, NaNs and infinities fall in the vector body and in the tail.
+TEST(SamplerTest, GreedyArgmaxMatchesTheScalarRuleEverywhere) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  auto scalar = [](const std::vector<float>& l) {
+    int32_t best = -1;
+    float best_v = -std::numeric_limits<float>::infinity();
+    for (size_t i = 0; i < l.size(); ++i)
+      if (l[i] > best_v) best_v = l[i], best = static_cast<int32_t>(i);
+    if (best >= 0) return best;
+    for (size_t i = 0; i < l.size(); ++i)
+      if (!std::isnan(l[i])) return static_cast<int32_t>(i);
+    return 0;
+  };
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-4.0f, 4.0f);
+  for (const size_t n : {1u, 7u, 8u, 9u, 23u, 64u, 70u, 32000u}) {
+    for (int trial = 0; trial < 40; ++trial) {
+      std::vector<float> l(n);
+      for (float& x : l) x = std::round(u(rng) * 2.0f) / 2.0f;  // coarse values: many ties
+      const int kind = trial % 5;
+      auto at = [&] { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); };
+      if (kind == 1) for (int k = 0; k < 3; ++k) l[at()] = nan;
+      if (kind == 2) l[at()] = inf, l[at()] = inf;
+      if (kind == 3) for (float& x : l) x = (rng() % 3 == 0) ? nan : -inf;
+      if (kind == 4) for (float& x : l) x = (rng() % 2 == 0) ? -0.0f : 0.0f;
+      ASSERT_EQ(sample(l, greedy_params()).token, scalar(l)) << "n " << n << " trial " << trial;
+    }
+  }
+  EXPECT_EQ(sample(std::vector<float>(20, nan), greedy_params()).token, 0);
 }
 
 TEST(SamplerTest, GreedyIgnoresSeedAndIndex) {
