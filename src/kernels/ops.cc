@@ -98,36 +98,44 @@ void rope_cos_sin(int64_t pos, int32_t rope_dim, float base, float freq_scale, f
 void rope_apply(float* x, int32_t n_heads, int32_t head_dim, int32_t rope_dim, bool neox,
                 const float* cos_sin) {
   const int32_t half = rope_dim / 2;
-  for (int32_t h = 0; h < n_heads; ++h) {
-    float* v = x + static_cast<int64_t>(h) * head_dim;
-    int32_t i = 0;
-    if (neox) {
-      // Pairs (v[i], v[i + half]), eight i at a time; c and s of pairs i..i+7 from the
-      // interleaved table: [c s c s | c s c s] x 2 -> evens and odds, halves in order.
-      for (; i + 8 <= half; i += 8) {
-        const __m256 lo = _mm256_loadu_ps(cos_sin + 2 * i), hi = _mm256_loadu_ps(cos_sin + 2 * i + 8);
-        const __m256d ev = _mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88));
-        const __m256d od = _mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xdd));
-        const __m256 c = _mm256_castpd_ps(_mm256_permute4x64_pd(ev, 0xd8));
-        const __m256 s = _mm256_castpd_ps(_mm256_permute4x64_pd(od, 0xd8));
+  // Pairs in the outer loop and heads in the inner one: each chunk's cos and sin are
+  // loaded (and, for NeoX, deinterleaved) once for all heads.
+  int32_t i = 0;
+  if (neox) {
+    // Pairs (v[i], v[i + half]), eight i at a time; c and s of pairs i..i+7 from the
+    // interleaved table: [c s c s | c s c s] x 2 -> evens and odds, halves in order.
+    for (; i + 8 <= half; i += 8) {
+      const __m256 lo = _mm256_loadu_ps(cos_sin + 2 * i), hi = _mm256_loadu_ps(cos_sin + 2 * i + 8);
+      const __m256d ev = _mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88));
+      const __m256d od = _mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xdd));
+      const __m256 c = _mm256_castpd_ps(_mm256_permute4x64_pd(ev, 0xd8));
+      const __m256 s = _mm256_castpd_ps(_mm256_permute4x64_pd(od, 0xd8));
+      for (int32_t h = 0; h < n_heads; ++h) {
+        float* v = x + static_cast<int64_t>(h) * head_dim;
         const __m256 x0 = _mm256_loadu_ps(v + i), x1 = _mm256_loadu_ps(v + i + half);
         _mm256_storeu_ps(v + i, _mm256_fmsub_ps(x0, c, _mm256_mul_ps(x1, s)));
         _mm256_storeu_ps(v + i + half, _mm256_fmadd_ps(x0, s, _mm256_mul_ps(x1, c)));
       }
-    } else {
-      // Adjacent pairs, four per register: even lanes x0 c - x1 s, odd lanes x0 s + x1 c
-      // (fmaddsub of x0 against [c s] with x1 times [s c]).
-      for (; i + 4 <= half; i += 4) {
-        const __m256 xv = _mm256_loadu_ps(v + 2 * i), cs = _mm256_loadu_ps(cos_sin + 2 * i);
-        const __m256 x0 = _mm256_moveldup_ps(xv), x1 = _mm256_movehdup_ps(xv);
-        const __m256 t = _mm256_mul_ps(x1, _mm256_permute_ps(cs, 0xb1));
-        _mm256_storeu_ps(v + 2 * i, _mm256_fmaddsub_ps(x0, cs, t));
+    }
+  } else {
+    // Adjacent pairs, four per register: even lanes x0 c - x1 s, odd lanes x0 s + x1 c
+    // (fmaddsub of x0 against [c s] with x1 times [s c]).
+    for (; i + 4 <= half; i += 4) {
+      const __m256 cs = _mm256_loadu_ps(cos_sin + 2 * i), sc = _mm256_permute_ps(cs, 0xb1);
+      for (int32_t h = 0; h < n_heads; ++h) {
+        float* v = x + static_cast<int64_t>(h) * head_dim + 2 * i;
+        const __m256 xv = _mm256_loadu_ps(v);
+        const __m256 t = _mm256_mul_ps(_mm256_movehdup_ps(xv), sc);
+        _mm256_storeu_ps(v, _mm256_fmaddsub_ps(_mm256_moveldup_ps(xv), cs, t));
       }
     }
-    for (; i < half; ++i) {
-      const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
-      const int32_t a = neox ? i : 2 * i;
-      const int32_t b = neox ? i + half : 2 * i + 1;
+  }
+  for (; i < half; ++i) {
+    const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
+    const int32_t a = neox ? i : 2 * i;
+    const int32_t b = neox ? i + half : 2 * i + 1;
+    for (int32_t h = 0; h < n_heads; ++h) {
+      float* v = x + static_cast<int64_t>(h) * head_dim;
       const float x0 = v[a], x1 = v[b];
       v[a] = std::fma(x0, c, -(x1 * s));
       v[b] = std::fma(x0, s, x1 * c);
