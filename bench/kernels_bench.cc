@@ -12,6 +12,9 @@
 //     the output layer for the last token only (prefill tokens/s bound).
 //   BM_OpenBlasSgemm / BM_OpenBlasSgemv: OpenBLAS on the same F32 shapes, for
 //     reference (sgemv: the 32000x768 output layer, one token).
+//   BM_QuantizeActs/k_format/cols/n: the activation quantization every quantized
+//     matmul starts with (block format for Q8_0 and Q4_0, K format for K-quants),
+//     one thread; items/s = values quantized per second.
 // type: 0 = f32, 1 = f16, 2 = q4_0, 8 = q8_0, 12 = q4_k, 14 = q6_k; plus 100: the
 // same type repacked to the engine's kRows8 layout (108, 112; what `generate` and
 // `serve` run unless --mmap). Run e.g.
@@ -29,6 +32,7 @@
 #include "base/fp16.h"
 #include "base/thread_pool.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_kernels.h"
 #include "kernels/packed_weights.h"
 
 namespace ecoserve::kernels {
@@ -262,6 +266,28 @@ void prefill_args(benchmark::internal::Benchmark* b) {
     for (std::int64_t threads : {1, 2}) b->Args({type, 512, threads});
 }
 
+void BM_QuantizeActs(benchmark::State& state) {
+  const bool k_format = state.range(0) != 0;
+  const std::int64_t cols = state.range(1), n = state.range(2);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(static_cast<std::size_t>(n * cols));
+  for (float& v : x) v = dist(rng);
+  std::vector<std::uint8_t> scratch(detail::quantized_acts_bytes(n, cols));
+  const detail::QuantizedActs acts = detail::layout_quantized_acts(scratch.data(), n, cols, k_format);
+  for (auto _ : state) {
+    detail::quantize_acts(x.data(), cols, 0, n, acts);
+    benchmark::DoNotOptimize(scratch.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * n * cols);
+}
+
+BENCHMARK(BM_QuantizeActs)
+    ->ArgNames({"k_format", "cols", "n"})
+    ->ArgsProduct({{0, 1}, {768, 2048}, {1, 32, 512}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Matmul)->Apply(matmul_args)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ModelMatmuls)->Apply(model_args)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PrefillMatmuls)->Apply(prefill_args)->UseRealTime()->Unit(benchmark::kMillisecond);
