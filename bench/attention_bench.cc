@@ -2,7 +2,8 @@
 // cache (block_size 16), f32 and fp16 KV, 1 and 2 threads, in three head shapes:
 // shape 0 = Llama-like GQA (n_head 32, n_head_kv 8, head_dim 128) at contexts
 // 4k..32k, shape 1 = the synth 110m preset's MHA (12 heads, head_dim 64) at 128..32k,
-// shape 2 = the synth 1b preset's GQA (32 heads, 4 KV heads, head_dim 64; modes 2-5).
+// shape 2 = the synth 1b preset's GQA (32 heads, 4 KV heads, head_dim 64); shapes 1
+// and 2 in modes 2-5.
 //
 //   BM_DecodeAttention/ctx/f16/threads/mode/shape: one layer's attention for one
 //     decode token. mode 0 = one attend_one per query head (K/V of a KV head
@@ -271,6 +272,7 @@ void decode_args(benchmark::internal::Benchmark* b) {
           b->Args({ctx, f16, threads, 2, shape});
         }
   for (int64_t f16 : {0, 1}) b->Args({4096, f16, 1, 5, 2});
+  for (int64_t f16 : {0, 1}) b->Args({4096, f16, 1, 5, 1});
   for (int64_t f16 : {0, 1})
     for (int64_t threads : {1, 2})
       for (int64_t ctx : {4096, 32768}) b->Args({ctx, f16, threads, 6, 0});
