@@ -42,35 +42,6 @@ inline void widen_row(const void* base, bool f16, int64_t off, float* dst, int32
   }
 }
 
-// 8 cache values at element `off` of base, widened (fp16 exactly).
-inline __m256 load8(const void* base, bool f16, int64_t off) {
-  if (f16) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + off)));
-  }
-  return _mm256_loadu_ps(static_cast<const float*>(base) + off);
-}
-
-// In place: the 8 x 8 matrix of rows r[0..8) transposed (r[c] lane j = old r[j] lane c).
-inline void transpose8(__m256 (&r)[8]) {
-  __m256 t[8];
-  for (int k = 0; k < 4; ++k) {
-    t[2 * k] = _mm256_unpacklo_ps(r[2 * k], r[2 * k + 1]);
-    t[2 * k + 1] = _mm256_unpackhi_ps(r[2 * k], r[2 * k + 1]);
-  }
-  __m256 u[8];
-  for (int k = 0; k < 2; ++k) {
-    for (int h = 0; h < 2; ++h) {
-      const __m256 a = t[4 * k + h], b = t[4 * k + 2 + h];
-      u[4 * k + 2 * h] = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(1, 0, 1, 0));
-      u[4 * k + 2 * h + 1] = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 2, 3, 2));
-    }
-  }
-  for (int c = 0; c < 4; ++c) {
-    r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
-    r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
-  }
-}
-
 // In place: row[0..n) = the base-2 softmax of row[0..n) (2^x / sum 2^x: scores in log2
 // units, score_scale), row[n..len) = 0.
 void softmax_prefix(float* row, int32_t n, int32_t len) {
@@ -490,10 +461,12 @@ void attend_chunk(const float* q, int64_t q_stride, int32_t n_q, int32_t start, 
       for (int r = 0; r < 8; ++r) off[r] = offset_of(kv, j8 + r, kv_head, hd);
       float* kt_block = kt + static_cast<int64_t>(j8 / kKeyBlock) * hd * kKeyBlock + j8 % kKeyBlock;
       for (int32_t i0 = 0; i0 < hd; i0 += 8) {
-        __m256 rows[8];
-        for (int r = 0; r < 8; ++r) rows[r] = load8(kv.k, kv.f16, off[r] + i0);
-        transpose8(rows);
-        for (int c = 0; c < 8; ++c) _mm256_storeu_ps(kt_block + static_cast<int64_t>(i0 + c) * kKeyBlock, rows[c]);
+        __m256 rows[8], cols[8];
+        for (int r = 0; r < 8; ++r) {
+          rows[r] = kv.f16 ? detail::load8<true>(kv.k, off[r] + i0) : detail::load8<false>(kv.k, off[r] + i0);
+        }
+        transpose8(rows, cols);
+        for (int c = 0; c < 8; ++c) _mm256_storeu_ps(kt_block + static_cast<int64_t>(i0 + c) * kKeyBlock, cols[c]);
       }
       for (int r = 0; r < 8; ++r) widen_row(kv.v, kv.f16, off[r], vv + static_cast<int64_t>(j8 + r) * hd, hd);
     }

@@ -20,6 +20,7 @@
 
 #include "kernels/matmul_kernels.h"
 #include "kernels/tile_table.h"
+#include "kernels/vec_math.h"
 
 namespace ecoserve::kernels::detail::ECO_FLOAT_NS {
 namespace {
@@ -304,28 +305,6 @@ struct LanesTable {
 template <int TV, int... Rs>
 constexpr LanesTable<sizeof...(Rs)> lanes_table(std::integer_sequence<int, Rs...>) {
   return {{&lanes_tile<TV, Rs + 1>...}};
-}
-
-// out[j][i] = r[i][j]: an 8 x 8 transpose.
-inline void transpose8(const __m256 (&r)[8], __m256 (&out)[8]) {
-  __m256 t[8], u[8];
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-#pragma GCC unroll 2
-  for (int h = 0; h < 2; ++h) {  // rows 0-3, then 4-7
-    u[4 * h + 0] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
-    u[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xEE);
-    u[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
-    u[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xEE);
-  }
-#pragma GCC unroll 4
-  for (int j = 0; j < 4; ++j) {
-    out[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
-    out[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
-  }
 }
 
 // A row as float32 in the lanes' column order: column k (< cols8, zero from cols on) at

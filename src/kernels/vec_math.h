@@ -86,4 +86,26 @@ static inline __m256 softmax_exp2_8(__m256 x) {
   return _mm256_andnot_ps(underflow, _mm256_castsi256_ps(scaled));
 }
 
+// out[j][i] = r[i][j]: an 8 x 8 transpose (internal linkage, as exp8).
+static inline void transpose8(const __m256 (&r)[8], __m256 (&out)[8]) {
+  __m256 t[8], u[8];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {  // rows 0-3, then 4-7
+    u[4 * h + 0] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
+    u[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xEE);
+    u[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
+    u[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xEE);
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    out[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
+    out[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
+  }
+}
+
 }  // namespace ecoserve::kernels
