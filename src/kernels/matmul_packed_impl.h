@@ -361,6 +361,36 @@ void q4k_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::int64
       sup[r] = grp[r] + s * kQ4kGroupSuperBytes;
       q4k_scales(sup[r], sc[r], mn[r]);
     }
+    // Mins: int16 pairs (min of sub-blocks 2p, 2p + 1) per row, against the
+    // token's pair of 32-value sums. From the weights and the sums alone, so computed
+    // before the dot products, whose stream of vpdpbusd hides their latency (after
+    // them, 16% of the tile's time on Zen 4 against 10% of its multiplies).
+    __m256 fmins[G][T];
+    {
+      __m256i mpair[G][4];
+#pragma GCC unroll 8
+      for (int r = 0; r < G; ++r)
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; ++p) {
+          mpair[r][p] = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mn[r] + 16 * p)));
+        }
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const __m256i bs16 =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums + (t0 + t) * 2 * a.nb + 16 * s));
+        const __m256i b32 = _mm256_madd_epi16(bs16, _mm256_set1_epi16(1));
+        // int32 elements 0, 1, 4, 5: the int16 pairs (sums of sub-blocks 0,1), (2,3), (4,5), (6,7).
+        const __m256i b16 = _mm256_packs_epi32(b32, b32);
+#pragma GCC unroll 8
+        for (int r = 0; r < G; ++r) {
+          __m256i mins = _mm256_madd_epi16(mpair[r][0], _mm256_permutevar8x32_epi32(b16, _mm256_set1_epi32(0)));
+          mins = madd16_acc(mins, mpair[r][1], _mm256_permutevar8x32_epi32(b16, _mm256_set1_epi32(1)));
+          mins = madd16_acc(mins, mpair[r][2], _mm256_permutevar8x32_epi32(b16, _mm256_set1_epi32(4)));
+          mins = madd16_acc(mins, mpair[r][3], _mm256_permutevar8x32_epi32(b16, _mm256_set1_epi32(5)));
+          fmins[r][t] = _mm256_cvtepi32_ps(mins);
+        }
+      }
+    }
     __m256i isum[G][T];
 #pragma GCC unroll 8
     for (int r = 0; r < G; ++r)
@@ -407,33 +437,15 @@ void q4k_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::int64
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) isum[r][t] = _mm256_srai_epi32(isum[r][t], kQ4kHiShift);
     }
-    // Mins: int16 pairs (min of sub-blocks 2p, 2p + 1) per row, against the
-    // token's pair of 32-value sums.
-    __m256i mpair[G][4];
-#pragma GCC unroll 8
-    for (int r = 0; r < G; ++r)
-#pragma GCC unroll 4
-      for (int p = 0; p < 4; ++p) {
-        mpair[r][p] = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mn[r] + 16 * p)));
-      }
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
-      const __m256i bs16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums + (t0 + t) * 2 * a.nb + 16 * s));
-      const __m256i b32 = _mm256_madd_epi16(bs16, _mm256_set1_epi16(1));
-      // int32 elements 0, 1, 4, 5: the int16 pairs (sums of sub-blocks 0,1), (2,3), (4,5), (6,7).
-      const __m256i b16 = _mm256_packs_epi32(b32, b32);
-      const float dxs = a.d[(t0 + t) * nsb + s];
+      const __m256 dx = _mm256_set1_ps(a.d[(t0 + t) * nsb + s]);
 #pragma GCC unroll 8
       for (int r = 0; r < G; ++r) {
-        __m256i mins = _mm256_madd_epi16(mpair[r][0], _mm256_permutevar8x32_epi32(b16, _mm256_set1_epi32(0)));
-        mins = madd16_acc(mins, mpair[r][1], _mm256_permutevar8x32_epi32(b16, _mm256_set1_epi32(1)));
-        mins = madd16_acc(mins, mpair[r][2], _mm256_permutevar8x32_epi32(b16, _mm256_set1_epi32(4)));
-        mins = madd16_acc(mins, mpair[r][3], _mm256_permutevar8x32_epi32(b16, _mm256_set1_epi32(5)));
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sup[r])));
         const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sup[r] + 16)));
-        const __m256 dx = _mm256_set1_ps(dxs);
         acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][t]), _mm256_mul_ps(d, dx), acc[r][t]);
-        acc[r][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_mul_ps(dmin, dx), acc[r][t]);
+        acc[r][t] = _mm256_fnmadd_ps(fmins[r][t], _mm256_mul_ps(dmin, dx), acc[r][t]);
       }
     }
   }
