@@ -206,8 +206,12 @@ double measure_read_gbps(ThreadPool& pool, std::size_t bytes) {
   std::vector<float> sinks(static_cast<std::size_t>(pool.num_threads()) * 16);
   const int parts = pool.num_threads();
   double best = 0;
-  // Each thread reads its share as kStreams far-apart streams (as the GEMV
-  // kernels read weight rows); the best of 4 and 8 streams is reported.
+  // Each thread reads its share as kStreams far-apart streams; the best of 1, 2,
+  // 4 and 8 streams is reported. Which reads fastest depends on the core's
+  // prefetchers: on Zen 4 one thread read 30-32 GB/s as one stream and 21-26 as
+  // 2-8 (two threads: 31-34 in every pattern), and a probe of 4 and 8 streams
+  // alone was beaten by 10-18% by the engine's batch-1 decode and by
+  // attention_bench's BM_KvRead, so "% of the read bound" read high.
   auto sweep = [&]<int kStreams>() {
     const std::size_t len = n / static_cast<std::size_t>(parts) / kStreams / 8 * 8;
     const double bytes_read = static_cast<double>(len) * kStreams * parts * sizeof(float);
@@ -227,6 +231,8 @@ double measure_read_gbps(ThreadPool& pool, std::size_t bytes) {
       if (rep > 0) best = std::max(best, bytes_read / (now_seconds() - t0));  // rep 0 warms up
     }
   };
+  sweep.template operator()<1>();
+  sweep.template operator()<2>();
   sweep.template operator()<4>();
   sweep.template operator()<8>();
   munmap(m, map_bytes);

@@ -16,7 +16,8 @@
 //   on zmm (64 per instruction). The kernels' own overhead (unpacking, scales,
 //   float accumulation) counts against them.
 // - measure_read_gbps: DRAM read bandwidth when every thread of `pool` sums
-//   its share of a `bytes` buffer (bigger than the caches) with 4 streams.
+//   its share of a `bytes` buffer (bigger than the caches): the best of reading
+//   it as 1, 2, 4 and 8 far-apart streams per thread.
 //
 // Each returns the best of a few timed runs (noise on a shared host only
 // ever slows a run down). Takes about `seconds` (compute) or a few sweeps
