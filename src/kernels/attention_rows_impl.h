@@ -283,12 +283,10 @@ struct Lanes8 {
     const __m256 on = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(live), iota));
     return _mm256_blendv_ps(fill, _mm256_loadu_ps(p), on);
   }
-  static float reduce_max(Reg v) {
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, v);
-    float mx = lanes[0];
-    for (int i = 1; i < 8; ++i) mx = lanes[i] > mx ? lanes[i] : mx;
-    return mx;
+  static float reduce_max(Reg v) {  // on registers: no store and scalar chain per row
+    const __m128 a = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 b = _mm_max_ps(a, _mm_movehl_ps(a, a));
+    return _mm_cvtss_f32(_mm_max_ss(b, _mm_movehdup_ps(b)));
   }
   // acc + e, in 8 lanes (column j of a row summed into lane j % 8).
   static __m256 add_into8(__m256 acc, Reg e) { return _mm256_add_ps(acc, e); }
@@ -728,7 +726,7 @@ inline void by_row_groups(int32_t m, Fn&& fn) {
 // 2^(s - m_new) replaces them in s (0 where masked, and for the whole [0, ncols8) when
 // it sees none; with W = 16 up to the next multiple of 16, within the row), l and o are
 // rescaled when the max grows. The weights are summed into 8 lanes (column j into lane j
-// % 8, in column order), then those in lane order.
+// % 8, in column order), then those as a tree (sum of lanes i and i + 4, then pairs).
 template <class L>
 inline void row_softmax(const ChunkBuffers& b, int32_t hd, int32_t row, int32_t seen, int32_t ncols8) {
   using Reg = typename L::Reg;
@@ -759,14 +757,17 @@ inline void row_softmax(const ChunkBuffers& b, int32_t hd, int32_t row, int32_t 
     L::storeu(sr + j, e);
     vsum = L::add_into8(vsum, e);
   }
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, vsum);
-  float sum = 0.0f;
-  for (int i = 0; i < 8; ++i) sum += lanes[i];
+  // The 8 lanes summed as a tree (lanes i and i + 4, then pairs): a chain of 3 additions
+  // per row, not 8.
+  const __m128 h = _mm_add_ps(_mm256_castps256_ps128(vsum), _mm256_extractf128_ps(vsum, 1));
+  const __m128 h2 = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  const float sum = _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
   if (m_new > m_old) {
     const float alpha = std::exp2(m_old - m_new);  // 0 while the max was -inf
     b.l[row] *= alpha;
-    scale_inplace(b.o + static_cast<int64_t>(row) * hd, alpha, hd);
+    float* o = b.o + static_cast<int64_t>(row) * hd;
+    const __m256 va = _mm256_set1_ps(alpha);
+    for (int32_t j = 0; j < hd; j += 8) _mm256_storeu_ps(o + j, _mm256_mul_ps(_mm256_loadu_ps(o + j), va));
     b.m[row] = m_new;
   }
   b.l[row] += sum;
