@@ -74,16 +74,6 @@ void softmax_prefix(float* row, int32_t n, int32_t len) {
 
 }  // namespace
 
-namespace {
-
-inline float hsum8(__m256 v) {
-  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
-
-}  // namespace
 
 namespace {
 

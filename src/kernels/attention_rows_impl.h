@@ -768,17 +768,11 @@ inline void row_softmax(const ChunkBuffers& b, int32_t hd, int32_t row, int32_t 
     L::storeu(sr + j, e);
     vsum = L::add_into8(vsum, e);
   }
-  // The 8 lanes summed as a tree (lanes i and i + 4, then pairs): a chain of 3 additions
-  // per row, not 8.
-  const __m128 h = _mm_add_ps(_mm256_castps256_ps128(vsum), _mm256_extractf128_ps(vsum, 1));
-  const __m128 h2 = _mm_add_ps(h, _mm_movehl_ps(h, h));
-  const float sum = _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
+  const float sum = hsum8(vsum);  // a chain of 3 additions per row, not 8
   if (m_new > m_old) {
     const float alpha = std::exp2(m_old - m_new);  // 0 while the max was -inf
     b.l[row] *= alpha;
-    float* o = b.o + static_cast<int64_t>(row) * hd;
-    const __m256 va = _mm256_set1_ps(alpha);
-    for (int32_t j = 0; j < hd; j += 8) _mm256_storeu_ps(o + j, _mm256_mul_ps(_mm256_loadu_ps(o + j), va));
+    scale_inplace(b.o + static_cast<int64_t>(row) * hd, alpha, hd);
     b.m[row] = m_new;
   }
   b.l[row] += sum;

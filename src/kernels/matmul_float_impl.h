@@ -44,13 +44,6 @@ constexpr int kGemvStreams[] = {4, 4, 3, 2};
 // (5+ tokens) do prefetch: each row group's weights are read once per token chunk,
 // and without it the chunk's first tile waited on DRAM.
 
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 template <GgmlType kType>
 inline __m256 load8(const std::uint8_t* row, std::int64_t c) {
   if constexpr (kType == GgmlType::kF32) {
@@ -114,7 +107,7 @@ void tile(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t)
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) y[t * y_stride + r] = hsum(acc[r][t]);
+    for (int r = 0; r < R; ++r) y[t * y_stride + r] = hsum8(acc[r][t]);
 }
 
 // kTokens tokens against kStreams streams of consecutive weight rows: stream
@@ -160,7 +153,7 @@ void gemv(const std::uint8_t* w, std::size_t row_bytes, std::int64_t stream_rows
 #pragma GCC unroll 8
     for (int s = 0; s < kStreams; ++s)
 #pragma GCC unroll 8
-      for (int t = 0; t < kTokens; ++t) y[t * y_stride + s * stream_rows + i] = hsum(acc[s][t]);
+      for (int t = 0; t < kTokens; ++t) y[t * y_stride + s * stream_rows + i] = hsum8(acc[s][t]);
   }
 }
 

@@ -19,7 +19,7 @@
 //    These lanes are exact, so vpmaddubsw+vpmaddwd (AVX2) and vpdpbusd (VNNI)
 //    give the same ints;
 //  - per block, ascending: acc = fma(float(lanes), dw * dx, acc) (8 lanes);
-//  - y = hsum(acc) with a fixed reduction tree;
+//  - y = hsum8(acc) with a fixed reduction tree;
 //  - K-quants: see "K-quants" below.
 #pragma once
 
@@ -36,6 +36,7 @@
 #include "kernels/ggml_type.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/tile_table.h"
+#include "kernels/vec_math.h"
 
 namespace ecoserve::kernels::detail::ECO_QUANT_NS {
 namespace {
@@ -67,13 +68,6 @@ constexpr int kGemvStreams[] = {4, 4, 3, 2};
 inline std::int64_t imin(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
 inline std::int64_t imax(std::int64_t a, std::int64_t b) { return a > b ? a : b; }
 inline float h2f(std::uint16_t h) { return _cvtsh_ss(h); }
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // Rows [r0, r1) as kStreams far-apart streams of equal length, then the rest
 // one at a time: fn(streams, first_row, stream_rows, count), where streams is
@@ -148,7 +142,7 @@ struct FmtQ4_0 {
 //   isum = sum_j lanes(maddubs(q_j, x_j) * mult_j)    8 exact int32 lanes, j < 8 blocks of 32
 //   olanes = madd(bsums_s, mo_s)                        8 exact int32 lanes
 //   acc = fma(float(isum), d_s * dx_s, acc); acc = fnmadd(float(olanes), off_s * dx_s, acc)
-// and y = hsum(acc). vpmaddwd + vpaddd (AVX2) and vpdpwssd (VNNI) give the
+// and y = hsum8(acc). vpmaddwd + vpaddd (AVX2) and vpdpwssd (VNNI) give the
 // same ints. Q4_K (value d*sc*q - dmin*mn, q in 0..15): mult = sc of the
 // 32-block, mo = its mn, off = dmin. Q6_K (value d*sc16*(q - 32), q in
 // 0..63): mult = sc16, mo = 32 * sc16, off = d.
@@ -333,7 +327,7 @@ inline __m256i kdot_acc(__m256i isum, __m256i q, __m256i x, __m256i m) {
 // One super-block's float step of one output, as ggml's q4_K / q6_K x q8_K
 // dots do it (so greedy output follows llama.cpp's): acc += float(isum) * (d *
 // dx); Q4_K's mins go to a separate 4-lane accumulator, accm += float(mins .
-// sums of 32) * -(dmin * dx); the output is hsum(acc) + hsum(accm).
+// sums of 32) * -(dmin * dx); the output is hsum8(acc) + hsum8(accm).
 template <class F>
 inline void kstep(__m256& acc, __m128& accm, __m256i isum, const std::int16_t* bsums16, __m256i mo, float d,
                   float off, float dxs) {
@@ -349,7 +343,7 @@ inline void kstep(__m256& acc, __m128& accm, __m256i isum, const std::int16_t* b
 inline float kfinish(__m256 acc, __m128 accm) {
   accm = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
   accm = _mm_add_ss(accm, _mm_movehdup_ps(accm));
-  return hsum(acc) + _mm_cvtss_f32(accm);
+  return hsum8(acc) + _mm_cvtss_f32(accm);
 }
 
 // R unpacked rows (row i at urows[i]) times T tokens from t0; y as in tile().
@@ -616,7 +610,7 @@ void tile(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, 
   for (int t = 0; t < T; ++t)
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      y[t * y_stride + r] = hsum(acc[r][t]);
+      y[t * y_stride + r] = hsum8(acc[r][t]);
     }
 }
 
@@ -664,7 +658,7 @@ void gemv(const std::uint8_t* w, std::size_t row_bytes, std::int64_t stream_rows
 #pragma GCC unroll 8
     for (int s = 0; s < kStreams; ++s)
 #pragma GCC unroll 8
-      for (int t = 0; t < kTokens; ++t) y[t * y_stride + s * stream_rows + i] = hsum(acc[s][t]);
+      for (int t = 0; t < kTokens; ++t) y[t * y_stride + s * stream_rows + i] = hsum8(acc[s][t]);
   }
 }
 

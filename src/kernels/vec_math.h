@@ -86,6 +86,15 @@ static inline __m256 softmax_exp2_8(__m256 x) {
   return _mm256_andnot_ps(underflow, _mm256_castsi256_ps(scaled));
 }
 
+// The sum of v's 8 lanes as a tree: lanes i and i + 4, then pairs, then the last two
+// (internal linkage, as exp8).
+static inline float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
 // out[j][i] = r[i][j]: an 8 x 8 transpose (internal linkage, as exp8).
 static inline void transpose8(const __m256 (&r)[8], __m256 (&out)[8]) {
   __m256 t[8], u[8];
