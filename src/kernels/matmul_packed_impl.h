@@ -263,8 +263,15 @@ void packed_tile_wide(const std::uint8_t* const* grp, const QuantizedActs& a, st
 // one thread, pp512 / batch-32 decode tok/s, two alternating runs: 2 x 4
 // 285-292 / 264-266, 2 x 6 289-298 / 267-276, 3 x 4 294-296 / 277-283, 4 x 3
 // 282-289 / 257-258 (the 256-bit 3-group x 4-token tiles: 181-186 / 173-176).
-constexpr int kWidePairs = 3;
-constexpr int kWideTokens = 4;
+// On an Intel Xeon (family 6 model 207) 512-bit vector work issues on two ports
+// only, so every instruction besides vpdpbusd costs a multiply slot: per block
+// and tile the P pair inserts of each of the 8 chunks and 3 float operations per
+// pair and token. 2 x 7 needs 16 inserts per 112 vpdpbusd where 3 x 4 needs 24
+// per 96: synth 1b Q8_0, one thread, pp512 165-166 -> 181-182 tok/s, batch 32
+// 137-141 -> 143-146; kernels_bench 2048 x 768 x 512 tokens 4310-4720 -> 3925-4145
+// us (2 x 6: 3985-4060). Not measured on Zen 5 (2 x 6 was as fast as 3 x 4 there).
+constexpr int kWidePairs = 2;
+constexpr int kWideTokens = 7;
 struct PackedWideTiles {
   static constexpr int kPairs = kWidePairs;
   static constexpr int kTokens = kWideTokens;
@@ -573,8 +580,13 @@ void q4k_tile_wide(const std::uint8_t* const* grp, const QuantizedActs& a, std::
 // Zen 5, synth 1b Q4_K, one thread, pp512 / batch-32 tok/s, two alternating runs:
 // 1 x 4 258-260 / 237-240, 1 x 6 268-273 / 252-253, 2 x 3 268-272 / 257-259,
 // 2 x 4 260-265 / 252-253 (the 256-bit 2-group x 4-token tiles: 169-171 / 157-159).
-constexpr int kQ4kWidePairs = 2;
-constexpr int kQ4kWideTokens = 3;
+// On the Intel Xeon (see kWidePairs) the pair insert and the two nibble masks of
+// each chunk take multiply slots, 3 per 2T vpdpbusd, so one pair with more tokens
+// wins: synth 1b Q4_K, one thread, pp512 134-136 -> 150 tok/s, batch 32 111-122 ->
+// 131-133 with 1 x 7; kernels_bench 2048 x 768 x 512 5481-5919 -> 4937-5388 us
+// (1 x 6: 5210-5527). Not measured on Zen 5 (1 x 6 was as fast as 2 x 3 there).
+constexpr int kQ4kWidePairs = 1;
+constexpr int kQ4kWideTokens = 7;
 #endif
 
 struct Q4kTiles {
