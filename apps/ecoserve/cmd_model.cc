@@ -226,6 +226,9 @@ int run_info(const InfoArgs& a) {
                                 kernels::isa_int8_dot(isa), levels));
     line("cpu", fmt::format("{} ({}{})", cpu.brand.empty() ? "unknown model" : cpu.brand, cpu.flags(),
                             cpu.full_rate_512 ? "; 512-bit vectors at full rate" : ""));
+    line("int8 gemv", fmt::format("batch-1 decode of Q8_0 / Q4_K (read in rows of 8) on {} ({})",
+                                  kernels::gemv_streams_summary(kernels::default_gemv_streams()),
+                                  cpu.vendor.empty() ? "unknown vendor" : cpu.vendor));
     line("float matmul", kernels::float_matmul_kernels_summary(isa));
     line("openblas", fmt::format("{} kernels (prefill attention of head sizes not a multiple of 16)",
                                  kernels::openblas_core()));

@@ -78,6 +78,12 @@ CpuFeatures detect_cpu_features() {
   f.amx_tile = os_amx && bit(l7.d, 24);
   f.amx_int8 = os_amx && bit(l7.d, 25);
   f.full_rate_512 = isa_supported(Isa::kAvx512Vnni, f) && int8_512bit_full_rate();
+  const Regs l0 = cpuid(0, 0);  // vendor id: EBX, EDX, ECX
+  char vendor[13] = {};
+  std::memcpy(vendor, &l0.b, 4);
+  std::memcpy(vendor + 4, &l0.d, 4);
+  std::memcpy(vendor + 8, &l0.c, 4);
+  f.vendor = vendor;
   // Brand string: leaves 0x80000002..4.
   if (cpuid(0x80000000u, 0).a >= 0x80000004u) {
     char brand[49] = {};

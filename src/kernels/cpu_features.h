@@ -36,6 +36,7 @@ namespace ecoserve::kernels {
 
 struct CpuFeatures {
   std::string brand;  // e.g. "AMD EPYC 9R14 96-Core Processor" (empty when the CPU does not say)
+  std::string vendor;  // cpuid's vendor id: "GenuineIntel", "AuthenticAMD", ...
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
   bool avx512_vnni = false, avx512_bf16 = false, avx_vnni = false;

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <string>
 
+#include "kernels/matmul.h"
+
 namespace ecoserve::kernels {
 namespace {
 
@@ -31,6 +33,19 @@ TEST(CpuFeaturesTest, ThisCpuRunsTheBaselineAndReportsItsFlags) {
   EXPECT_TRUE(isa_supported(best_isa(cpu), cpu));
   std::printf("this CPU: %s; full-rate 512-bit vpdpbusd: %s; best level %s\n", cpu.flags().c_str(),
               cpu.full_rate_512 ? "yes" : "no", std::string(isa_name(best_isa(cpu))).c_str());
+}
+
+TEST(CpuFeaturesTest, VendorIsReadAndSetsTheGemvStreams) {
+  const CpuFeatures cpu = detect_cpu_features();
+  EXPECT_EQ(cpu.vendor.size(), 12u) << cpu.vendor;  // "GenuineIntel", "AuthenticAMD", ...
+  CpuFeatures intel = cpu, amd = cpu;
+  intel.vendor = "GenuineIntel";
+  amd.vendor = "AuthenticAMD";
+  EXPECT_EQ(gemv_streams_for(intel), 4);
+  EXPECT_EQ(gemv_streams_for(amd), 0);
+  EXPECT_EQ(default_gemv_streams(), gemv_streams_for(cpu));
+  EXPECT_EQ(gemv_streams_summary(4), "4 weight streams");
+  EXPECT_EQ(gemv_streams_summary(0), "the level's weight streams");
 }
 
 TEST(CpuFeaturesTest, LevelsAreChosenFromTheFeatures) {

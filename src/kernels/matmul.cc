@@ -4,6 +4,8 @@
 #include <array>
 #include <atomic>
 
+#include <fmt/format.h>
+
 #include "base/status.h"
 #include "kernels/matmul_kernels.h"
 
@@ -90,7 +92,10 @@ detail::QuantizedActs quantize_input(const float* x, std::int64_t cols, std::int
                                      KernelContext& ctx) {
   const std::size_t need = detail::quantized_acts_bytes(n_tokens, cols);
   if (ctx.scratch.size() < need) ctx.scratch.resize(need);
-  const detail::QuantizedActs acts = detail::layout_quantized_acts(ctx.scratch.data(), n_tokens, cols, k_format);
+  ECO_CHECK_MSG(ctx.gemv_streams == 0 || ctx.gemv_streams == 2 || ctx.gemv_streams == 4,
+                "matmul: KernelContext::gemv_streams must be 0, 2 or 4, not {}", ctx.gemv_streams);
+  detail::QuantizedActs acts = detail::layout_quantized_acts(ctx.scratch.data(), n_tokens, cols, k_format);
+  acts.gemv_streams = ctx.gemv_streams;
   ThreadPool& pool = *ctx.pool;
   if (pool.num_threads() > 1 && n_tokens > 1 && n_tokens * cols >= kParallelQuantizeElems) {
     pool.run([&](int i, int parts) {
@@ -114,6 +119,17 @@ std::size_t tile_scratch_floats(std::int64_t cols, KernelContext& ctx) {
 }
 
 }  // namespace
+
+std::int32_t gemv_streams_for(const CpuFeatures& cpu) { return cpu.vendor == "GenuineIntel" ? 4 : 0; }
+
+std::int32_t default_gemv_streams() {
+  static const std::int32_t kStreams = gemv_streams_for(detect_cpu_features());
+  return kStreams;
+}
+
+std::string gemv_streams_summary(std::int32_t streams) {
+  return streams == 0 ? std::string("the level's weight streams") : fmt::format("{} weight streams", streams);
+}
 
 void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y, KernelContext& ctx) {
   check_shape(w, n_tokens);

@@ -35,12 +35,28 @@ struct WeightView {
   WeightLayout layout = WeightLayout::kGguf;
 };
 
+// KernelContext::gemv_streams for `cpu`: 4 on Intel CPUs, else 0 (the level's count).
+// One Intel core reaches its read bandwidth only with more misses in flight than
+// one AMD core: on a Xeon (family 6 model 207, avx512vnni-zmm) 4 streams decode
+// synth 1b Q8_0 and Q4_K at batch 1 8-12% faster than 2 (8 streams: no better), while
+// on Zen 5 2 streams beat 4 by 12% and on Zen 4 they are alike (docs/kernels.md).
+std::int32_t gemv_streams_for(const CpuFeatures& cpu);
+// gemv_streams_for(detect_cpu_features()), computed once per process.
+std::int32_t default_gemv_streams();
+// "4 weight streams" or "the level's weight streams" (0), for `model info` and `profile`.
+std::string gemv_streams_summary(std::int32_t streams);
+
 // isa: which kernel build runs (default: the best this CPU supports, capped by
 // ECOSERVE_ISA); it must be one the CPU supports (isa_supported).
+// gemv_streams: how many far-apart runs of weight rows the single-token GEMV of a
+// kRows8 matrix (Q8_0, Q4_K) reads at once; 0 = the ISA level's own count (2 on the
+// AVX-512 levels; 4 for Q8_0 and 2 for Q4_K on avx2 and avxvnni), or 2 or 4. Every
+// count gives the same bits. Default: default_gemv_streams().
 struct KernelContext {
   explicit KernelContext(ThreadPool* p, Isa i = default_isa()) : pool(p), isa(i) {}
   ThreadPool* pool;
   Isa isa;
+  std::int32_t gemv_streams = default_gemv_streams();
   std::vector<std::uint8_t> scratch;
   std::vector<float> tile_scratch;  // per thread: the int8 kernels' block scales and unpacked rows
 };

@@ -46,6 +46,9 @@ struct QuantizedActs {
   std::int64_t q_stride = 0;        // bytes between token rows of q
   std::int64_t nb = 0;              // blocks of 32 per token row
   bool k_format = false;
+  // Weight streams of the kRows8 single-token GEMV (KernelContext::gemv_streams):
+  // 0 = the level's own count, else 2 or 4.
+  std::int32_t gemv_streams = 0;
 };
 
 // Whether weights of `type` take K-format activations (Q4_K, Q6_K).

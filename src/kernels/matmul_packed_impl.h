@@ -59,7 +59,8 @@ constexpr int kPackedTokens = 4;
 // (family 26, one thread, synth 1b batch-1 decode, three alternating runs) Q8_0
 // 27.7-28.4 tok/s with 4 streams, 28.9-29.8 with 3, 31.6-32.2 with 2, 28.2-29.3
 // with 1; Q4_K (kQ4kStreams) 51-52 with 4, 54-57 with 2. On Zen 4, 2 and 4 were
-// within the noise of each other (docs/kernels.md, sixth pass).
+// within the noise of each other (docs/kernels.md, sixth pass). An Intel Xeon wants
+// 4 for one token: QuantizedActs::gemv_streams (KernelContext::gemv_streams) sets it.
 constexpr int kPackedStreams[] = {2, 4, 3, 2};
 #elif ECO_QUANT_ISA == 1
 constexpr int kPackedGroups = 2;
@@ -611,25 +612,30 @@ void rows8(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a,
   // Up to 4 tokens (decode): streams of far-apart groups, for memory bandwidth.
   if (dispatch_gemv_tokens(t1 - t0, [&](auto n) {
         constexpr int T = decltype(n)::value;
-        split_streams<K::kStreams[T - 1]>(
-            g0, g1, [&](auto streams, std::int64_t first, std::int64_t stream_groups, std::int64_t count) {
-              constexpr int S = decltype(streams)::value;
-              // At most K::kTokens tokens per tile (the registers' limit), then one at a time.
-              constexpr int kT = T < K::kTokens ? T : K::kTokens;
-              for (std::int64_t i = 0; i < count; ++i) {
-                const std::uint8_t* grp[S];
-                float* yg[S];
+        auto run = [&](auto streams, std::int64_t first, std::int64_t stream_groups, std::int64_t count) {
+          constexpr int S = decltype(streams)::value;
+          // At most K::kTokens tokens per tile (the registers' limit), then one at a time.
+          constexpr int kT = T < K::kTokens ? T : K::kTokens;
+          for (std::int64_t i = 0; i < count; ++i) {
+            const std::uint8_t* grp[S];
+            float* yg[S];
 #pragma GCC unroll 8
-                for (int k = 0; k < S; ++k) {
-                  const std::int64_t g = first + k * stream_groups + i;
-                  grp[k] = w + g * gbytes;
-                  yg[k] = y + 8 * g;
-                }
-                std::int64_t t = t0;
-                for (; t + kT <= t1; t += kT) K::template fn<S, kT>()(grp, a, t, yg, y_stride, TilePrefetch{});
-                for (; t < t1; ++t) K::template fn<S, 1>()(grp, a, t, yg, y_stride, TilePrefetch{});
-              }
-            });
+            for (int k = 0; k < S; ++k) {
+              const std::int64_t g = first + k * stream_groups + i;
+              grp[k] = w + g * gbytes;
+              yg[k] = y + 8 * g;
+            }
+            std::int64_t t = t0;
+            for (; t + kT <= t1; t += kT) K::template fn<S, kT>()(grp, a, t, yg, y_stride, TilePrefetch{});
+            for (; t < t1; ++t) K::template fn<S, 1>()(grp, a, t, yg, y_stride, TilePrefetch{});
+          }
+        };
+        // One token: the count the CPU asks for (QuantizedActs::gemv_streams), if any.
+        if constexpr (T == 1) {
+          if (a.gemv_streams == 2) return split_streams<2>(g0, g1, run);
+          if (a.gemv_streams == 4) return split_streams<4>(g0, g1, run);
+        }
+        split_streams<K::kStreams[T - 1]>(g0, g1, run);
       })) {
     return;
   }

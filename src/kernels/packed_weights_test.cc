@@ -244,12 +244,16 @@ TEST(PackedWeightsTest, BitwiseTheSameAcrossIsaLevelsBatchesAndThreads) {
       for (ThreadPool* pool : {&pool1, &pool2}) {
         KernelContext ctx(pool, isa);
         for (std::int64_t k : {1, 2, 3, 4, 5, 6, 13, 64, 131}) {
-          for (std::int64_t first : {std::int64_t{0}, n - k}) {
-            std::vector<float> y(k * rows, NAN);
-            matmul(m.packed_view(), x.data() + first * cols, k, y.data(), ctx);
-            ASSERT_EQ(std::memcmp(y.data(), alone.data() + first * rows, y.size() * 4), 0)
-                << type_name(type) << " cols=" << cols << " tokens " << first << ".." << first + k << " isa=" << isa_name(isa)
-                << " threads=" << pool->num_threads();
+          // One token: also every count of weight streams (17 groups: 2 x 8 + 1, 4 x 4 + 1).
+          for (std::int32_t streams : k == 1 ? std::vector<std::int32_t>{0, 2, 4} : std::vector<std::int32_t>{0}) {
+            ctx.gemv_streams = streams;
+            for (std::int64_t first : {std::int64_t{0}, n - k}) {
+              std::vector<float> y(k * rows, NAN);
+              matmul(m.packed_view(), x.data() + first * cols, k, y.data(), ctx);
+              ASSERT_EQ(std::memcmp(y.data(), alone.data() + first * rows, y.size() * 4), 0)
+                  << type_name(type) << " cols=" << cols << " tokens " << first << ".." << first + k
+                  << " isa=" << isa_name(isa) << " threads=" << pool->num_threads() << " gemv_streams=" << streams;
+            }
           }
         }
       }
@@ -268,6 +272,10 @@ TEST(PackedWeightsDeathTest, Rows8NeedsQ8_0OrQ4KAndWholeGroups) {
   EXPECT_DEATH(matmul(WeightView{GgmlType::kQ4_0, data.data(), 16, 32, 18, WeightLayout::kRows8}, x.data(), 1,
                       y.data(), ctx),
                "kRows8 layout needs q8_0 or q4_K with rows % 8 == 0, not q4_0");
+  ctx.gemv_streams = 3;
+  EXPECT_DEATH(matmul(WeightView{GgmlType::kQ8_0, data.data(), 16, 32, 34, WeightLayout::kRows8}, x.data(), 1,
+                      y.data(), ctx),
+               "gemv_streams must be 0, 2 or 4, not 3");
 }
 
 }  // namespace
