@@ -197,7 +197,8 @@ int run_profile(const ProfileArgs& a) {
     std::printf("cpu: %s (%s); kernels: %s (int8 dot: %s; batch-1 int8 GEMV on %s); OpenBLAS: %s\n",
                 cpu.brand.c_str(), cpu.flags().c_str(), std::string(kernels::isa_name(a.isa)).c_str(),
                 std::string(kernels::isa_int8_dot(a.isa)).c_str(),
-                kernels::gemv_streams_summary(kernels::default_gemv_streams()).c_str(), kernels::openblas_core().c_str());
+                kernels::gemv_streams_summary(kernels::default_gemv_streams()).c_str(),
+                kernels::openblas_core().c_str());
     std::printf("prefill: one %d-token prompt (best of %d); decode: %d steps per batch from context %d; KV cache %s\n",
                 a.prompt_len, a.repeats, a.decode_steps, a.context, engine::kv_cache_type_name(kv_type));
     if (a.roofline) {
