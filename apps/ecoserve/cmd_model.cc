@@ -229,6 +229,9 @@ int run_info(const InfoArgs& a) {
     line("int8 gemv", fmt::format("batch-1 decode of Q8_0 / Q4_K (read in rows of 8) on {} ({})",
                                   kernels::gemv_streams_summary(kernels::default_gemv_streams()),
                                   cpu.vendor.empty() ? "unknown vendor" : cpu.vendor));
+    line("gemv prefetch", fmt::format("batch-1 to 4 decode of float and GGUF-layout weights: {} ({})",
+                                      kernels::gemv_prefetch_summary(kernels::default_gemv_prefetch()),
+                                      cpu.vendor.empty() ? "unknown vendor" : cpu.vendor));
     line("float matmul", kernels::float_matmul_kernels_summary(isa));
     line("openblas", fmt::format("{} kernels (prefill attention of head sizes not a multiple of 16)",
                                  kernels::openblas_core()));

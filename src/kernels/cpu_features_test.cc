@@ -35,7 +35,7 @@ TEST(CpuFeaturesTest, ThisCpuRunsTheBaselineAndReportsItsFlags) {
               cpu.full_rate_512 ? "yes" : "no", std::string(isa_name(best_isa(cpu))).c_str());
 }
 
-TEST(CpuFeaturesTest, VendorIsReadAndSetsTheGemvStreams) {
+TEST(CpuFeaturesTest, VendorIsReadAndSetsTheGemvStreamsAndPrefetch) {
   const CpuFeatures cpu = detect_cpu_features();
   EXPECT_EQ(cpu.vendor.size(), 12u) << cpu.vendor;  // "GenuineIntel", "AuthenticAMD", ...
   CpuFeatures intel = cpu, amd = cpu;
@@ -46,6 +46,13 @@ TEST(CpuFeaturesTest, VendorIsReadAndSetsTheGemvStreams) {
   EXPECT_EQ(default_gemv_streams(), gemv_streams_for(cpu));
   EXPECT_EQ(gemv_streams_summary(4), "4 weight streams");
   EXPECT_EQ(gemv_streams_summary(0), "the level's weight streams");
+  // And the GEMV's software prefetch: 1 KiB ahead on Intel, none elsewhere.
+  EXPECT_EQ(gemv_prefetch_for(intel), 1024);
+  EXPECT_EQ(gemv_prefetch_for(amd), 0);
+  EXPECT_EQ(default_gemv_prefetch(), gemv_prefetch_for(cpu));
+  EXPECT_EQ(KernelContext(nullptr).gemv_prefetch, default_gemv_prefetch());
+  EXPECT_EQ(gemv_prefetch_summary(1024), "1024 bytes ahead");
+  EXPECT_EQ(gemv_prefetch_summary(0), "none");
 }
 
 TEST(CpuFeaturesTest, LevelsAreChosenFromTheFeatures) {

@@ -87,15 +87,23 @@ void check_shape(const WeightView& w, std::int64_t n_tokens) {
                 w.rows);
 }
 
+// The GEMV settings of ctx are ones the kernels take.
+void check_gemv_options(const KernelContext& ctx) {
+  ECO_CHECK_MSG(ctx.gemv_streams == 0 || ctx.gemv_streams == 2 || ctx.gemv_streams == 4,
+                "matmul: KernelContext::gemv_streams must be 0, 2 or 4, not {}", ctx.gemv_streams);
+  ECO_CHECK_MSG(ctx.gemv_prefetch >= 0 && ctx.gemv_prefetch <= 65536 && ctx.gemv_prefetch % 64 == 0,
+                "matmul: KernelContext::gemv_prefetch must be a multiple of 64 in [0, 65536], not {}",
+                ctx.gemv_prefetch);
+}
+
 // x [n_tokens, cols] quantized into ctx.scratch (on all threads when there is enough of it).
 detail::QuantizedActs quantize_input(const float* x, std::int64_t cols, std::int64_t n_tokens, bool k_format,
                                      KernelContext& ctx) {
   const std::size_t need = detail::quantized_acts_bytes(n_tokens, cols);
   if (ctx.scratch.size() < need) ctx.scratch.resize(need);
-  ECO_CHECK_MSG(ctx.gemv_streams == 0 || ctx.gemv_streams == 2 || ctx.gemv_streams == 4,
-                "matmul: KernelContext::gemv_streams must be 0, 2 or 4, not {}", ctx.gemv_streams);
   detail::QuantizedActs acts = detail::layout_quantized_acts(ctx.scratch.data(), n_tokens, cols, k_format);
   acts.gemv_streams = ctx.gemv_streams;
+  acts.gemv_prefetch = ctx.gemv_prefetch;
   ThreadPool& pool = *ctx.pool;
   if (pool.num_threads() > 1 && n_tokens > 1 && n_tokens * cols >= kParallelQuantizeElems) {
     pool.run([&](int i, int parts) {
@@ -131,8 +139,20 @@ std::string gemv_streams_summary(std::int32_t streams) {
   return streams == 0 ? std::string("the level's weight streams") : fmt::format("{} weight streams", streams);
 }
 
+std::int32_t gemv_prefetch_for(const CpuFeatures& cpu) { return cpu.vendor == "GenuineIntel" ? 1024 : 0; }
+
+std::int32_t default_gemv_prefetch() {
+  static const std::int32_t kBytes = gemv_prefetch_for(detect_cpu_features());
+  return kBytes;
+}
+
+std::string gemv_prefetch_summary(std::int32_t bytes) {
+  return bytes == 0 ? std::string("none") : fmt::format("{} bytes ahead", bytes);
+}
+
 void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y, KernelContext& ctx) {
   check_shape(w, n_tokens);
+  check_gemv_options(ctx);
   if (w.rows == 0 || n_tokens == 0) return;
   ECO_CHECK_MSG(w.data != nullptr && x != nullptr && y != nullptr, "matmul: null data pointer");
   ECO_CHECK_MSG(ctx.pool != nullptr, "matmul: KernelContext without a thread pool");
@@ -173,7 +193,8 @@ void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y
 
   if (is_float_type(w.type)) {
     run([&](int, std::int64_t r0, std::int64_t r1, std::int64_t t0, std::int64_t t1) {
-      detail::matmul_float_rows(ctx.isa, w.type, wdata, w.row_bytes, w.cols, x, r0, r1, t0, t1, y, w.rows);
+      detail::matmul_float_rows(ctx.isa, w.type, wdata, w.row_bytes, w.cols, x, r0, r1, t0, t1, y, w.rows,
+                                ctx.gemv_prefetch);
     });
     return;
   }
@@ -200,6 +221,7 @@ void matmul_many(std::span<const MatmulTarget> targets, const float* x, std::int
     for (const MatmulTarget& t : targets) matmul(*t.w, x, n_tokens, t.y, ctx);
     return;
   }
+  check_gemv_options(ctx);
   ECO_CHECK_MSG(x != nullptr, "matmul_many: null input");
   ECO_CHECK_MSG(ctx.pool != nullptr, "matmul_many: KernelContext without a thread pool");
   const std::int64_t cols = targets[0].w->cols;

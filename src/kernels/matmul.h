@@ -45,6 +45,16 @@ std::int32_t gemv_streams_for(const CpuFeatures& cpu);
 std::int32_t default_gemv_streams();
 // "4 weight streams" or "the level's weight streams" (0), for `model info` and `profile`.
 std::string gemv_streams_summary(std::int32_t streams);
+// KernelContext::gemv_prefetch for `cpu`: 1024 bytes on Intel CPUs, else 0 (none). On a
+// Xeon (family 6 model 207) one core's hardware prefetchers keep too few DRAM reads in
+// flight for a GEMV's weight streams: batch-1 decode of synth 1b F16 ran at 77% of the
+// read probe, 92-93% with each stream's lines prefetched 1 KiB ahead (docs/kernels.md,
+// twenty-fifth pass); on Zen 4 a float GEMV sweep 4 KiB ahead was 10% slower.
+std::int32_t gemv_prefetch_for(const CpuFeatures& cpu);
+// gemv_prefetch_for(detect_cpu_features()), computed once per process.
+std::int32_t default_gemv_prefetch();
+// "1024 bytes ahead" or "none" (0), for `model info` and `profile`.
+std::string gemv_prefetch_summary(std::int32_t bytes);
 
 // isa: which kernel build runs (default: the best this CPU supports, capped by
 // ECOSERVE_ISA); it must be one the CPU supports (isa_supported).
@@ -52,11 +62,18 @@ std::string gemv_streams_summary(std::int32_t streams);
 // kRows8 matrix (Q8_0, Q4_K) reads at once; 0 = the ISA level's own count (2 on the
 // AVX-512 levels; 4 for Q8_0 and 2 for Q4_K on avx2 and avxvnni), or 2 or 4. Every
 // count gives the same bits. Default: default_gemv_streams().
+// gemv_prefetch: how many bytes ahead of each weight stream the 1-4 token GEMVs of float
+// (F32, F16, BF16) and GGUF-layout quantized weights prefetch its lines, 0 = none (the
+// hardware prefetchers alone), else a multiple of 64 up to 65536; only timing changes.
+// The kRows8 GEMV does not prefetch: on the Xeon its Q4_K ran no faster with lines 0.5
+// to 16 KiB ahead, and its Q8_0 already reads at the probe's speed. Default:
+// default_gemv_prefetch().
 struct KernelContext {
   explicit KernelContext(ThreadPool* p, Isa i = default_isa()) : pool(p), isa(i) {}
   ThreadPool* pool;
   Isa isa;
   std::int32_t gemv_streams = default_gemv_streams();
+  std::int32_t gemv_prefetch = default_gemv_prefetch();
   std::vector<std::uint8_t> scratch;
   std::vector<float> tile_scratch;  // per thread: the int8 kernels' block scales and unpacked rows
 };

@@ -39,8 +39,9 @@ constexpr std::int64_t kActChunkBytes = 160 * 1024;
 // single-token F32 matmul read at ~24 GB/s vs ~16 GB/s for one; with more
 // tokens fewer streams keep the accumulators in registers).
 constexpr int kGemvStreams[] = {4, 4, 3, 2};
-// No software prefetch in gemv: float rows are long enough (3 KiB+) for the
-// hardware prefetcher, and a sweep 4 KiB ahead measured 10% slower. The tiles
+// Software prefetch in gemv only where KernelContext::gemv_prefetch asks for it
+// (GemvPrefetch): on Zen 4 the hardware prefetcher kept up with the float rows (3 KiB+)
+// and a sweep 4 KiB ahead measured 10% slower; an Intel Xeon needs it. The tiles
 // (5+ tokens) do prefetch: each row group's weights are read once per token chunk,
 // and without it the chunk's first tile waited on DRAM.
 
@@ -120,9 +121,12 @@ void tile(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const
 // single-token matmul ~1.4x faster than one.
 template <GgmlType kType, int kStreams, int kTokens>
 void gemv(const std::uint8_t* w, std::size_t row_bytes, std::int64_t stream_rows, std::int64_t count, std::int64_t cols,
-          const float* x, float* y, std::int64_t y_stride) {
+          const float* x, float* y, std::int64_t y_stride, std::int32_t prefetch) {
+  constexpr std::int64_t kElem = kType == GgmlType::kF32 ? 4 : 2;
   const std::int64_t full = cols & ~std::int64_t{7};
+  GemvPrefetch<kStreams> pf(prefetch);
   for (std::int64_t i = 0; i < count; ++i) {
+    pf.reset();
     const std::uint8_t* rows[kStreams];
     __m256 acc[kStreams][kTokens];
 #pragma GCC unroll 8
@@ -135,6 +139,7 @@ void gemv(const std::uint8_t* w, std::size_t row_bytes, std::int64_t stream_rows
       __m256 xv[kTokens];
 #pragma GCC unroll 8
       for (int t = 0; t < kTokens; ++t) xv[t] = _mm256_loadu_ps(x + t * cols + c);
+      pf.upto(rows, kElem * (c + 8));
 #pragma GCC unroll 8
       for (int s = 0; s < kStreams; ++s) {
         const __m256 wv = load8<kType>(rows[s], c);
@@ -161,13 +166,17 @@ void gemv(const std::uint8_t* w, std::size_t row_bytes, std::int64_t stream_rows
 // equal length, then the remaining rows one at a time.
 template <GgmlType kType, int kStreams, int kTokens>
 void gemv_rows(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const float* x, std::int64_t r0,
-               std::int64_t r1, std::int64_t t0, float* y, std::int64_t y_stride) {
+               std::int64_t r1, std::int64_t t0, float* y, std::int64_t y_stride, std::int32_t prefetch) {
   const std::int64_t m = (r1 - r0) / kStreams;
   float* yt = y + t0 * y_stride;
   const float* xt = x + t0 * cols;
-  if (m > 0) gemv<kType, kStreams, kTokens>(w + r0 * row_bytes, row_bytes, m, m, cols, xt, yt + r0, y_stride);
+  if (m > 0) {
+    gemv<kType, kStreams, kTokens>(w + r0 * row_bytes, row_bytes, m, m, cols, xt, yt + r0, y_stride, prefetch);
+  }
   const std::int64_t rest = r0 + kStreams * m;
-  if (rest < r1) gemv<kType, 1, kTokens>(w + rest * row_bytes, row_bytes, 0, r1 - rest, cols, xt, yt + rest, y_stride);
+  if (rest < r1) {
+    gemv<kType, 1, kTokens>(w + rest * row_bytes, row_bytes, 0, r1 - rest, cols, xt, yt + rest, y_stride, prefetch);
+  }
 }
 
 using TileFn = void (*)(const std::uint8_t*, std::size_t, std::int64_t, const float*, float*, std::int64_t, TilePrefetch);
@@ -182,11 +191,12 @@ struct FloatTiles {
 
 template <GgmlType kType>
 void rows_impl(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const float* x, std::int64_t r0,
-               std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride) {
+               std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride,
+               std::int32_t gemv_prefetch) {
   // Up to 4 tokens (decode): bound by weight bandwidth, streamed by gemv.
   if (dispatch_gemv_tokens(t1 - t0, [&](auto n) {
         constexpr int T = decltype(n)::value;
-        gemv_rows<kType, kGemvStreams[T - 1], T>(w, row_bytes, cols, x, r0, r1, t0, y, y_stride);
+        gemv_rows<kType, kGemvStreams[T - 1], T>(w, row_bytes, cols, x, r0, r1, t0, y, y_stride, gemv_prefetch);
       })) {
     return;
   }
@@ -364,9 +374,10 @@ void lanes_rows(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols,
 
 void matmul_float_rows(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const float* x,
                        std::int64_t r0, std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y,
-                       std::int64_t y_stride) {
-  with_float_type(type,
-                  [&](auto t) { rows_impl<decltype(t)::value>(w, row_bytes, cols, x, r0, r1, t0, t1, y, y_stride); });
+                       std::int64_t y_stride, std::int32_t gemv_prefetch) {
+  with_float_type(type, [&](auto t) {
+    rows_impl<decltype(t)::value>(w, row_bytes, cols, x, r0, r1, t0, t1, y, y_stride, gemv_prefetch);
+  });
 }
 
 #if ECO_FLOAT_WIDE

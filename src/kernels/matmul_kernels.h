@@ -49,6 +49,8 @@ struct QuantizedActs {
   // Weight streams of the kRows8 single-token GEMV (KernelContext::gemv_streams):
   // 0 = the level's own count, else 2 or 4.
   std::int32_t gemv_streams = 0;
+  // Bytes ahead of each weight stream the 1-4 token GEMVs prefetch (KernelContext::gemv_prefetch; 0: none).
+  std::int32_t gemv_prefetch = 0;
 };
 
 // Whether weights of `type` take K-format activations (Q4_K, Q6_K).
@@ -99,17 +101,17 @@ void matmul_quantized_rows(Isa isa, GgmlType type, const std::uint8_t* w, std::s
 // bitwise the same results).
 void matmul_float_rows(Isa isa, GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols,
                        const float* x, std::int64_t r0, std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y,
-                       std::int64_t y_stride);
+                       std::int64_t y_stride, std::int32_t gemv_prefetch);
 // The per-ISA builds (matmul_float_impl.h); the avx512 one needs AVX-512F/VL/BW.
 namespace isa_avx2 {
 void matmul_float_rows(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const float* x,
                        std::int64_t r0, std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y,
-                       std::int64_t y_stride);
+                       std::int64_t y_stride, std::int32_t gemv_prefetch);
 }
 namespace isa_avx512 {
 void matmul_float_rows(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const float* x,
                        std::int64_t r0, std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y,
-                       std::int64_t y_stride);
+                       std::int64_t y_stride, std::int32_t gemv_prefetch);
 // Tokens in lanes (the avx512vnni-zmm level, from kLanesMinTokens tokens on; see
 // matmul_float_impl.h): x [n_tokens][cols] packed k-major in chunks of kLaneTokens tokens,
 // chunk c at xt + c * lanes_cols(cols) * kLaneTokens (64-byte aligned, zero-padded past

@@ -417,7 +417,10 @@ void kgemv(const std::uint8_t* w, std::size_t row_bytes, std::int64_t stream_row
   const std::int8_t* xq = a.q + t0 * a.q_stride;
   const float* dx = a.d + t0 * nsb;
   const std::int16_t* bs = a.bsums + t0 * 2 * a.nb;
+  const std::int64_t super_bytes = static_cast<std::int64_t>(row_bytes) / nsb;
+  GemvPrefetch<kStreams> pf(a.gemv_prefetch);
   for (std::int64_t i = 0; i < count; ++i) {
+    pf.reset();
     const std::uint8_t* rows[kStreams];
     __m256 acc[kStreams][T];
     __m128 accm[kStreams][T];
@@ -431,6 +434,7 @@ void kgemv(const std::uint8_t* w, std::size_t row_bytes, std::int64_t stream_row
       }
     }
     for (std::int64_t s = 0; s < nsb; ++s) {
+      pf.upto(rows, (s + 1) * super_bytes);
 #pragma GCC unroll 8
       for (int r = 0; r < kStreams; ++r) {
         const KSuper k = F::super(rows[r], s);
@@ -628,7 +632,10 @@ void gemv(const std::uint8_t* w, std::size_t row_bytes, std::int64_t stream_rows
   const std::int64_t nb = a.nb;
   const std::int8_t* xq = a.q + t0 * a.q_stride;
   const float* dx = a.d + t0 * nb;
+  const std::int64_t block_bytes = static_cast<std::int64_t>(row_bytes) / nb;
+  GemvPrefetch<kStreams> pf(a.gemv_prefetch);
   for (std::int64_t i = 0; i < count; ++i) {
+    pf.reset();
     const std::uint8_t* rows[kStreams];
     __m256 acc[kStreams][kTokens];
 #pragma GCC unroll 8
@@ -643,6 +650,7 @@ void gemv(const std::uint8_t* w, std::size_t row_bytes, std::int64_t stream_rows
       for (int t = 0; t < kTokens; ++t) {
         xv[t] = _mm256_load_si256(reinterpret_cast<const __m256i*>(xq + t * a.q_stride + 32 * b));
       }
+      pf.upto(rows, (b + 1) * block_bytes);
 #pragma GCC unroll 8
       for (int s = 0; s < kStreams; ++s) {
         const __m256i q = U::unpack(rows[s], b);

@@ -256,11 +256,17 @@ TEST(MatmulTest, EveryIsaLevelGivesBitwiseTheSameResults) {
         for (Isa isa : isas) {
           for (ThreadPool* pool : {&pool1, &pool2}) {
             KernelContext ctx(pool, isa);
-            std::vector<float> y(n * rows, NAN);
-            matmul(m.view(), x.data(), n, y.data(), ctx);
-            EXPECT_EQ(std::memcmp(y.data(), ref.data(), y.size() * 4), 0)
-                << type_name(type) << " cols=" << cols << " n=" << n << " isa=" << isa_name(isa)
-                << " threads=" << pool->num_threads();
+            // The GEMV batches also with every software prefetch distance: none, one line, 1 KiB
+            // (the Intel default) and one past every row here (prefetches beyond the matrix).
+            for (std::int32_t prefetch :
+                 n <= 4 ? std::vector<std::int32_t>{0, 64, 1024, 65536} : std::vector<std::int32_t>{0}) {
+              ctx.gemv_prefetch = prefetch;
+              std::vector<float> y(n * rows, NAN);
+              matmul(m.view(), x.data(), n, y.data(), ctx);
+              EXPECT_EQ(std::memcmp(y.data(), ref.data(), y.size() * 4), 0)
+                  << type_name(type) << " cols=" << cols << " n=" << n << " isa=" << isa_name(isa)
+                  << " threads=" << pool->num_threads() << " gemv_prefetch=" << prefetch;
+            }
           }
         }
       }
@@ -355,6 +361,15 @@ TEST(MatmulDeathTest, BadInputNamesTheProblem) {
   EXPECT_DEATH(matmul(WeightView{GgmlType::kQ8_0, data.data(), 1, 48, 51}, x.data(), 1, y.data(), ctx),
                "not a multiple");
   EXPECT_DEATH(matmul(WeightView{GgmlType::kQ8_0, data.data(), 1, 64, 70}, x.data(), 1, y.data(), ctx), "row_bytes=70");
+  // A prefetch distance that is not whole lines, on one matrix and on a fused pair.
+  ctx.gemv_prefetch = 100;
+  const WeightView w{GgmlType::kQ8_0, data.data(), 1, 64, 68};
+  EXPECT_DEATH(matmul(w, x.data(), 1, y.data(), ctx),
+               "gemv_prefetch must be a multiple of 64 in \\[0, 65536\\], not 100");
+  const MatmulTarget targets[] = {{&w, y.data()}, {&w, y.data() + 1}};
+  EXPECT_DEATH(matmul_many(targets, x.data(), 1, ctx), "gemv_prefetch must be a multiple of 64");
+  ctx.gemv_prefetch = -64;
+  EXPECT_DEATH(matmul(WeightView{GgmlType::kF16, data.data(), 1, 64, 128}, x.data(), 1, y.data(), ctx), "not -64");
 }
 
 }  // namespace
