@@ -66,7 +66,7 @@ std::string gemv_prefetch_summary(std::int32_t bytes);
 // (F32, F16, BF16) and GGUF-layout quantized weights prefetch its lines, 0 = none (the
 // hardware prefetchers alone), else a multiple of 64 up to 65536; only timing changes.
 // The kRows8 GEMV does not prefetch: on the Xeon its Q4_K ran no faster with lines 0.5
-// to 16 KiB ahead, and its Q8_0 already reads at the probe's speed. Default:
+// to 16 KiB ahead, and its Q8_0 alone (kernels_bench) reads at the probe's speed. Default:
 // default_gemv_prefetch().
 struct KernelContext {
   explicit KernelContext(ThreadPool* p, Isa i = default_isa()) : pool(p), isa(i) {}

@@ -98,7 +98,7 @@ void matmul_quantized_rows(Isa isa, GgmlType type, const std::uint8_t* w, std::s
 
 // Same for float-like weights (F32, F16, BF16) against float activations x [n_tokens][cols],
 // with the kernels of ISA level `isa` (avx512vnni: the AVX-512VL build's wider tiles;
-// bitwise the same results).
+// bitwise the same results); gemv_prefetch: KernelContext::gemv_prefetch, for 1-4 tokens.
 void matmul_float_rows(Isa isa, GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols,
                        const float* x, std::int64_t r0, std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y,
                        std::int64_t y_stride, std::int32_t gemv_prefetch);
