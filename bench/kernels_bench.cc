@@ -15,6 +15,8 @@
 //   BM_QuantizeActs/k_format/cols/n: the activation quantization every quantized
 //     matmul starts with (block format for Q8_0 and Q4_0, K format for K-quants),
 //     one thread; items/s = values quantized per second.
+// The GEMVs (1-4 tokens) run with this CPU's defaults; ECOSERVE_GEMV_PREFETCH=0 (or another
+// distance) and ECOSERVE_GEMV_STREAMS set them, for A/B runs of one binary.
 // type: 0 = f32, 1 = f16, 2 = q4_0, 8 = q8_0, 12 = q4_k, 14 = q6_k; plus 100: the
 // same type repacked to the engine's kRows8 layout (108, 112; what `generate` and
 // `serve` run unless --mmap). Run e.g.
@@ -31,6 +33,7 @@
 
 #include "base/fp16.h"
 #include "base/thread_pool.h"
+#include "base/zeroed_buffer.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/packed_weights.h"
@@ -41,17 +44,26 @@ namespace {
 constexpr std::int64_t kDim = 768, kFfn = 2048, kVocab = 32000, kLayers = 12;
 
 // Random weights in the given type (values need not come from quantize_row:
-// speed does not depend on them).
+// speed does not depend on them), on transparent huge pages like the engine's
+// (ZeroedBuffer: the TLB misses of 4 KiB pages would be the bench's, not the engine's).
 struct Weights {
   WeightView view;
-  std::vector<std::uint8_t> bytes;
+  ZeroedBuffer<std::uint8_t> bytes;
 };
+
+ZeroedBuffer<std::uint8_t> weight_bytes(std::size_t n) {
+  ZeroedBuffer<std::uint8_t> b = ZeroedBuffer<std::uint8_t>::create(n).value();  // checked: stops if none
+  // Written once, so that every page is the buffer's own: untouched pages would all read
+  // the kernel's one zero page, from the cache.
+  std::memset(b.data(), 0, n);
+  return b;
+}
 
 std::unique_ptr<Weights> make_weights(GgmlType type, std::int64_t rows, std::int64_t cols, std::uint64_t seed) {
   auto w = std::make_unique<Weights>();
   const TypeTraits& t = *type_traits(type);
   const std::size_t rb = row_bytes(t, cols);
-  w->bytes.resize(rb * rows);
+  w->bytes = weight_bytes(rb * rows);
   std::uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
   auto next = [&s] {
     s ^= s << 13;
@@ -77,7 +89,7 @@ std::unique_ptr<Weights> make_weights(GgmlType type, std::int64_t rows, std::int
 // The weights of make_weights in the kRows8 layout.
 std::unique_ptr<Weights> make_packed_weights(GgmlType type, std::int64_t rows, std::int64_t cols, std::uint64_t seed) {
   std::unique_ptr<Weights> w = make_weights(type, rows, cols, seed);
-  std::vector<std::uint8_t> packed(w->bytes.size());
+  ZeroedBuffer<std::uint8_t> packed = weight_bytes(w->bytes.size());
   pack_rows8(type, w->bytes.data(), rows, cols, packed.data());
   w->bytes = std::move(packed);
   w->view.data = w->bytes.data();
@@ -248,6 +260,10 @@ void matmul_args(benchmark::internal::Benchmark* b) {
   // from L2 (768 x 768), L3 (2048 x 768) and DRAM (the vocabulary), and batched tiles.
   for (auto [rows, cols] : {std::pair{kDim, kDim}, {kFfn, kDim}, {kVocab, kDim}})
     for (std::int64_t n : {1, 32, 512}) b->Args({kQ4kRows8, rows, cols, n, 1});
+  // The batch-1 GEMV of each decode type from DRAM: 262144 x 2048 (302 MB in Q4_K) is past
+  // every L3 measured (260 MB on the Xeon), unlike the engine's synth 1b layers one by one.
+  for (std::int64_t type : {kQ4kRows8, kQ8Rows8, kQ4_K, kQ8, kQ6_K, kF16})
+    for (std::int64_t threads : {1, 2}) b->Args({type, 262144, 2048, 1, threads});
 }
 
 void model_args(benchmark::internal::Benchmark* b) {

@@ -1,6 +1,7 @@
 // ecoserve model: inspect (info), create (synth) and convert (convert-llama2c) GGUF models.
 // `model tokenize` is added by cmd_model_tokenize.cc.
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <optional>
@@ -172,6 +173,8 @@ int run_info(const InfoArgs& a) {
                       {"cpu_flags", cpu.flags()},
                       {"full_rate_512", cpu.full_rate_512},
                       {"float_matmul", kernels::float_matmul_kernels_summary(kernels::default_isa())},
+                      {"gemv_streams", kernels::default_gemv_streams()},
+                      {"gemv_prefetch", kernels::default_gemv_prefetch()},
                       {"openblas_core", kernels::openblas_core()}};
     }
     if (a.all_metadata) {
@@ -226,12 +229,17 @@ int run_info(const InfoArgs& a) {
                                 kernels::isa_int8_dot(isa), levels));
     line("cpu", fmt::format("{} ({}{})", cpu.brand.empty() ? "unknown model" : cpu.brand, cpu.flags(),
                             cpu.full_rate_512 ? "; 512-bit vectors at full rate" : ""));
+    // What chose a GEMV setting: its environment variable, else the CPU's vendor.
+    auto chosen_by = [&cpu](const char* variable) -> std::string {
+      if (std::getenv(variable) != nullptr) return variable;
+      return cpu.vendor.empty() ? "unknown vendor" : cpu.vendor;
+    };
     line("int8 gemv", fmt::format("batch-1 decode of Q8_0 / Q4_K (read in rows of 8) on {} ({})",
                                   kernels::gemv_streams_summary(kernels::default_gemv_streams()),
-                                  cpu.vendor.empty() ? "unknown vendor" : cpu.vendor));
-    line("gemv prefetch", fmt::format("batch-1 to 4 decode of float and GGUF-layout weights: {} ({})",
+                                  chosen_by("ECOSERVE_GEMV_STREAMS")));
+    line("gemv prefetch", fmt::format("batch-1 to 4 decode, every weight type: {} ({})",
                                       kernels::gemv_prefetch_summary(kernels::default_gemv_prefetch()),
-                                      cpu.vendor.empty() ? "unknown vendor" : cpu.vendor));
+                                      chosen_by("ECOSERVE_GEMV_PREFETCH")));
     line("float matmul", kernels::float_matmul_kernels_summary(isa));
     line("openblas", fmt::format("{} kernels (prefill attention of head sizes not a multiple of 16)",
                                  kernels::openblas_core()));

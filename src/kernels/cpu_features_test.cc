@@ -1,9 +1,11 @@
 #include "kernels/cpu_features.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <cstdio>
+#include <utility>
 #include <string>
 
 #include "kernels/matmul.h"
@@ -43,13 +45,13 @@ TEST(CpuFeaturesTest, VendorIsReadAndSetsTheGemvStreamsAndPrefetch) {
   amd.vendor = "AuthenticAMD";
   EXPECT_EQ(gemv_streams_for(intel), 4);
   EXPECT_EQ(gemv_streams_for(amd), 0);
-  EXPECT_EQ(default_gemv_streams(), gemv_streams_for(cpu));
+  EXPECT_EQ(default_gemv_streams(), *gemv_streams_from_env());
   EXPECT_EQ(gemv_streams_summary(4), "4 weight streams");
   EXPECT_EQ(gemv_streams_summary(0), "the level's weight streams");
   // And the GEMV's software prefetch: 1 KiB ahead on Intel, none elsewhere.
   EXPECT_EQ(gemv_prefetch_for(intel), 1024);
   EXPECT_EQ(gemv_prefetch_for(amd), 0);
-  EXPECT_EQ(default_gemv_prefetch(), gemv_prefetch_for(cpu));
+  EXPECT_EQ(default_gemv_prefetch(), *gemv_prefetch_from_env());
   EXPECT_EQ(KernelContext(nullptr).gemv_prefetch, default_gemv_prefetch());
   EXPECT_EQ(gemv_prefetch_summary(1024), "1024 bytes ahead");
   EXPECT_EQ(gemv_prefetch_summary(0), "none");
@@ -90,6 +92,41 @@ TEST(CpuFeaturesTest, ResolveNamesLevelsAndExplainsRefusals) {
   EXPECT_EQ(missing.status().message(),
             "ISA level 'avx512vnni' is not supported by this CPU (Test CPU; flags: avx2 fma f16c); supported here: "
             "avx2");
+}
+
+// ECOSERVE_GEMV_STREAMS and ECOSERVE_GEMV_PREFETCH override the vendor's GEMV settings
+// with a value the kernels take, and anything else is an error that names the variable.
+TEST(CpuFeaturesTest, EnvironmentSetsTheGemvStreamsAndPrefetch) {
+  const CpuFeatures cpu = detect_cpu_features();
+  ASSERT_EQ(unsetenv("ECOSERVE_GEMV_STREAMS"), 0);
+  ASSERT_EQ(unsetenv("ECOSERVE_GEMV_PREFETCH"), 0);
+  EXPECT_EQ(*gemv_streams_from_env(), gemv_streams_for(cpu));
+  EXPECT_EQ(*gemv_prefetch_from_env(), gemv_prefetch_for(cpu));
+  for (auto [text, n] : {std::pair{"0", 0}, {"2", 2}, {"4", 4}}) {
+    ASSERT_EQ(setenv("ECOSERVE_GEMV_STREAMS", text, 1), 0);
+    EXPECT_EQ(*gemv_streams_from_env(), n) << text;
+  }
+  for (const char* text : {"3", "8", "-2", "two", "", "2 "}) {
+    ASSERT_EQ(setenv("ECOSERVE_GEMV_STREAMS", text, 1), 0);
+    const StatusOr<std::int32_t> bad = gemv_streams_from_env();
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(bad.status().message(),
+              fmt::format("ECOSERVE_GEMV_STREAMS: '{}' is not 0 (the level's count), 2 or 4", text));
+  }
+  for (auto [text, n] : {std::pair{"0", 0}, {"64", 64}, {"1024", 1024}, {"65536", 65536}}) {
+    ASSERT_EQ(setenv("ECOSERVE_GEMV_PREFETCH", text, 1), 0);
+    EXPECT_EQ(*gemv_prefetch_from_env(), n) << text;
+  }
+  for (const char* text : {"100", "-64", "65600", "1k", "", "99999999999"}) {
+    ASSERT_EQ(setenv("ECOSERVE_GEMV_PREFETCH", text, 1), 0);
+    const StatusOr<std::int32_t> bad = gemv_prefetch_from_env();
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_EQ(bad.status().message(),
+              fmt::format("ECOSERVE_GEMV_PREFETCH: '{}' is not a multiple of 64 bytes in [0, 65536]", text));
+  }
+  ASSERT_EQ(unsetenv("ECOSERVE_GEMV_STREAMS"), 0);
+  ASSERT_EQ(unsetenv("ECOSERVE_GEMV_PREFETCH"), 0);
 }
 
 TEST(CpuFeaturesTest, EnvironmentCapsTheLevel) {

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <charconv>
+#include <cstdlib>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -87,11 +90,14 @@ void check_shape(const WeightView& w, std::int64_t n_tokens) {
                 w.rows);
 }
 
+bool valid_gemv_streams(std::int32_t n) { return n == 0 || n == 2 || n == 4; }
+bool valid_gemv_prefetch(std::int32_t n) { return n >= 0 && n <= 65536 && n % 64 == 0; }
+
 // The GEMV settings of ctx are ones the kernels take.
 void check_gemv_options(const KernelContext& ctx) {
-  ECO_CHECK_MSG(ctx.gemv_streams == 0 || ctx.gemv_streams == 2 || ctx.gemv_streams == 4,
-                "matmul: KernelContext::gemv_streams must be 0, 2 or 4, not {}", ctx.gemv_streams);
-  ECO_CHECK_MSG(ctx.gemv_prefetch >= 0 && ctx.gemv_prefetch <= 65536 && ctx.gemv_prefetch % 64 == 0,
+  ECO_CHECK_MSG(valid_gemv_streams(ctx.gemv_streams), "matmul: KernelContext::gemv_streams must be 0, 2 or 4, not {}",
+                ctx.gemv_streams);
+  ECO_CHECK_MSG(valid_gemv_prefetch(ctx.gemv_prefetch),
                 "matmul: KernelContext::gemv_prefetch must be a multiple of 64 in [0, 65536], not {}",
                 ctx.gemv_prefetch);
 }
@@ -130,8 +136,35 @@ std::size_t tile_scratch_floats(std::int64_t cols, KernelContext& ctx) {
 
 std::int32_t gemv_streams_for(const CpuFeatures& cpu) { return cpu.vendor == "GenuineIntel" ? 4 : 0; }
 
+namespace {
+
+// The integer in environment variable `name`, or `fallback` when it is unset; `valid`
+// says which values the variable takes (`what` names them in the error).
+StatusOr<std::int32_t> int_from_env(const char* name, std::int32_t fallback, bool (*valid)(std::int32_t),
+                                    std::string_view what) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return fallback;
+  const std::string_view text(v);
+  std::int32_t n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || !valid(n)) {
+    return invalid_argument_error("{}: '{}' is not {}", name, text, what);
+  }
+  return n;
+}
+
+}  // namespace
+
+StatusOr<std::int32_t> gemv_streams_from_env() {
+  return int_from_env("ECOSERVE_GEMV_STREAMS", gemv_streams_for(detect_cpu_features()), valid_gemv_streams,
+                      "0 (the level's count), 2 or 4");
+}
+
 std::int32_t default_gemv_streams() {
-  static const std::int32_t kStreams = gemv_streams_for(detect_cpu_features());
+  static const std::int32_t kStreams = [] {
+    StatusOr<std::int32_t> n = gemv_streams_from_env();
+    return n.ok() ? *n : gemv_streams_for(detect_cpu_features());
+  }();
   return kStreams;
 }
 
@@ -141,8 +174,16 @@ std::string gemv_streams_summary(std::int32_t streams) {
 
 std::int32_t gemv_prefetch_for(const CpuFeatures& cpu) { return cpu.vendor == "GenuineIntel" ? 1024 : 0; }
 
+StatusOr<std::int32_t> gemv_prefetch_from_env() {
+  return int_from_env("ECOSERVE_GEMV_PREFETCH", gemv_prefetch_for(detect_cpu_features()), valid_gemv_prefetch,
+                      "a multiple of 64 bytes in [0, 65536]");
+}
+
 std::int32_t default_gemv_prefetch() {
-  static const std::int32_t kBytes = gemv_prefetch_for(detect_cpu_features());
+  static const std::int32_t kBytes = [] {
+    StatusOr<std::int32_t> n = gemv_prefetch_from_env();
+    return n.ok() ? *n : gemv_prefetch_for(detect_cpu_features());
+  }();
   return kBytes;
 }
 

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/status.h"
 #include "base/thread_pool.h"
 #include "kernels/cpu_features.h"
 #include "kernels/ggml_type.h"
@@ -41,7 +42,13 @@ struct WeightView {
 // synth 1b Q8_0 and Q4_K at batch 1 8-12% faster than 2 (8 streams: no better), while
 // on Zen 5 2 streams beat 4 by 12% and on Zen 4 they are alike (docs/kernels.md).
 std::int32_t gemv_streams_for(const CpuFeatures& cpu);
-// gemv_streams_for(detect_cpu_features()), computed once per process.
+// The count from environment variable ECOSERVE_GEMV_STREAMS (0, 2 or 4), or
+// gemv_streams_for(detect_cpu_features()) when it is unset; another value is an
+// INVALID_ARGUMENT error naming the variable (the CLI reports it, like ECOSERVE_ISA).
+// For measuring a CPU these defaults were not tuned on.
+StatusOr<std::int32_t> gemv_streams_from_env();
+// gemv_streams_from_env(), or gemv_streams_for(detect_cpu_features()) when it fails;
+// computed once per process.
 std::int32_t default_gemv_streams();
 // "4 weight streams" or "the level's weight streams" (0), for `model info` and `profile`.
 std::string gemv_streams_summary(std::int32_t streams);
@@ -49,9 +56,16 @@ std::string gemv_streams_summary(std::int32_t streams);
 // Xeon (family 6 model 207) one core's hardware prefetchers keep too few DRAM reads in
 // flight for a GEMV's weight streams: batch-1 decode of synth 1b F16 ran at 77% of the
 // read probe, 92-93% with each stream's lines prefetched 1 KiB ahead (docs/kernels.md,
-// twenty-fifth pass); on Zen 4 a float GEMV sweep 4 KiB ahead was 10% slower.
+// twenty-fifth pass), and the kRows8 ones of synth 1b Q4_K and Q8_0 on one thread 69-79%
+// -> 85-89% and 85-88% -> 93-94% (twenty-sixth pass); on Zen 4 a float GEMV sweep 4 KiB
+// ahead was 10% slower.
 std::int32_t gemv_prefetch_for(const CpuFeatures& cpu);
-// gemv_prefetch_for(detect_cpu_features()), computed once per process.
+// The bytes from environment variable ECOSERVE_GEMV_PREFETCH (a multiple of 64 in
+// [0, 65536]), or gemv_prefetch_for(detect_cpu_features()) when it is unset; another
+// value is an INVALID_ARGUMENT error naming the variable.
+StatusOr<std::int32_t> gemv_prefetch_from_env();
+// gemv_prefetch_from_env(), or gemv_prefetch_for(detect_cpu_features()) when it fails;
+// computed once per process.
 std::int32_t default_gemv_prefetch();
 // "1024 bytes ahead" or "none" (0), for `model info` and `profile`.
 std::string gemv_prefetch_summary(std::int32_t bytes);
@@ -62,12 +76,12 @@ std::string gemv_prefetch_summary(std::int32_t bytes);
 // kRows8 matrix (Q8_0, Q4_K) reads at once; 0 = the ISA level's own count (2 on the
 // AVX-512 levels; 4 for Q8_0 and 2 for Q4_K on avx2 and avxvnni), or 2 or 4. Every
 // count gives the same bits. Default: default_gemv_streams().
-// gemv_prefetch: how many bytes ahead of each weight stream the 1-4 token GEMVs of float
-// (F32, F16, BF16) and GGUF-layout quantized weights prefetch its lines, 0 = none (the
-// hardware prefetchers alone), else a multiple of 64 up to 65536; only timing changes.
-// The kRows8 GEMV does not prefetch: on the Xeon its Q4_K ran no faster with lines 0.5
-// to 16 KiB ahead, and its Q8_0 alone (kernels_bench) reads at the probe's speed. Default:
-// default_gemv_prefetch().
+// gemv_prefetch: how many bytes ahead of each weight stream the 1-4 token GEMVs prefetch
+// its lines (every weight type and layout: float, GGUF-layout quantized and kRows8),
+// 0 = none (the hardware prefetchers alone), else a multiple of 64 up to 65536; only
+// timing changes. On the Xeon the kRows8 Q4_K GEMV read a 302 MB matrix at 12.3-12.8
+// GiB/s without, 14.1-15.7 with 1 KiB.
+// Default: default_gemv_prefetch().
 struct KernelContext {
   explicit KernelContext(ThreadPool* p, Isa i = default_isa()) : pool(p), isa(i) {}
   ThreadPool* pool;

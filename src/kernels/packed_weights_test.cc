@@ -244,15 +244,22 @@ TEST(PackedWeightsTest, BitwiseTheSameAcrossIsaLevelsBatchesAndThreads) {
       for (ThreadPool* pool : {&pool1, &pool2}) {
         KernelContext ctx(pool, isa);
         for (std::int64_t k : {1, 2, 3, 4, 5, 6, 13, 64, 131}) {
-          // One token: also every count of weight streams (17 groups: 2 x 8 + 1, 4 x 4 + 1).
-          for (std::int32_t streams : k == 1 ? std::vector<std::int32_t>{0, 2, 4} : std::vector<std::int32_t>{0}) {
-            ctx.gemv_streams = streams;
-            for (std::int64_t first : {std::int64_t{0}, n - k}) {
-              std::vector<float> y(k * rows, NAN);
-              matmul(m.packed_view(), x.data() + first * cols, k, y.data(), ctx);
-              ASSERT_EQ(std::memcmp(y.data(), alone.data() + first * rows, y.size() * 4), 0)
-                  << type_name(type) << " cols=" << cols << " tokens " << first << ".." << first + k
-                  << " isa=" << isa_name(isa) << " threads=" << pool->num_threads() << " gemv_streams=" << streams;
+          // One token: also every count of weight streams (17 groups: 2 x 8 + 1, 4 x 4 + 1);
+          // 1-4 tokens (the GEMV): also every prefetch distance, none to past the matrix.
+          const std::vector<std::int32_t> counts = k == 1 ? std::vector<std::int32_t>{0, 2, 4} : std::vector{0};
+          const std::vector<std::int32_t> distances = k <= 4 ? std::vector{0, 64, 1024, 65536} : std::vector{0};
+          for (std::int32_t streams : counts) {
+            for (std::int32_t prefetch : distances) {
+              ctx.gemv_streams = streams;
+              ctx.gemv_prefetch = prefetch;
+              for (std::int64_t first : {std::int64_t{0}, n - k}) {
+                std::vector<float> y(k * rows, NAN);
+                matmul(m.packed_view(), x.data() + first * cols, k, y.data(), ctx);
+                ASSERT_EQ(std::memcmp(y.data(), alone.data() + first * rows, y.size() * 4), 0)
+                    << type_name(type) << " cols=" << cols << " tokens " << first << ".." << first + k
+                    << " isa=" << isa_name(isa) << " threads=" << pool->num_threads() << " gemv_streams=" << streams
+                    << " gemv_prefetch=" << prefetch;
+              }
             }
           }
         }

@@ -28,6 +28,15 @@ struct TilePrefetch {
   }
 };
 
+// The GEMV's software prefetch of the line `ahead` bytes past weight byte w
+// (KernelContext::gemv_prefetch, > 0); the kRows8 tiles built for it call it once per
+// 64 bytes of weights they read. The address is formed as an integer: it may lie past
+// the matrix (a prefetch never faults), where a pointer may not point.
+inline void prefetch_ahead(const std::uint8_t* w, std::int64_t ahead) {
+  const auto at = reinterpret_cast<std::uintptr_t>(w) + static_cast<std::uintptr_t>(ahead);
+  _mm_prefetch(reinterpret_cast<const char*>(at), _MM_HINT_T1);
+}
+
 // Software prefetch of a GEMV's kStreams weight streams: `ahead` bytes ahead of where
 // each stream reads (0: none). upto(rows, end) is called as the streams' rows are
 // read, end = the bytes of the current rows read so far (from the row start), and

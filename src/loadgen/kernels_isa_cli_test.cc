@@ -97,6 +97,47 @@ TEST(KernelsIsaCli, EveryLevelThisCpuRunsGeneratesTheSameText) {
 // `model info` says which kernels run float-weight matmuls, which OpenBLAS kernels
 // are loaded and whether the CPU's 512-bit units run at full rate; OPENBLAS_CORETYPE is
 // OpenBLAS's own choice, which ecoserve leaves to the user.
+TEST(KernelsIsaCli, BadGemvSettingIsAnError) {
+  const std::string err = std::filesystem::temp_directory_path() / "ecoserve_gemv_env.err";
+  const CliRun prefetch = run_cli({"ECOSERVE_GEMV_PREFETCH=100"}, {"model", "info", "/nonexistent.gguf"}, err);
+  EXPECT_EQ(prefetch.exit_code, 2);
+  EXPECT_EQ(read_file(err), "error: ECOSERVE_GEMV_PREFETCH: '100' is not a multiple of 64 bytes in [0, 65536]\n");
+  const CliRun streams = run_cli({"ECOSERVE_GEMV_STREAMS=3"}, {"model", "info", "/nonexistent.gguf"}, err);
+  EXPECT_EQ(streams.exit_code, 2);
+  EXPECT_EQ(read_file(err), "error: ECOSERVE_GEMV_STREAMS: '3' is not 0 (the level's count), 2 or 4\n");
+  std::filesystem::remove(err);
+}
+
+// The GEMV settings from the environment are the ones model info reports, and they
+// change only timing: the greedy text is the same with none and with every line prefetched.
+TEST(KernelsIsaCli, GemvSettingsFromTheEnvironmentRunAndAreReported) {
+  if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "shared data missing: " << kModel;
+  const std::string err = std::filesystem::temp_directory_path() / "ecoserve_gemv_info.err";
+  const std::vector<std::string> env = {"ECOSERVE_GEMV_STREAMS=2", "ECOSERVE_GEMV_PREFETCH=2048"};
+  const CliRun json = run_cli(env, {"model", "info", "--json", kModel}, err);
+  ASSERT_EQ(json.exit_code, 0) << read_file(err);
+  const nlohmann::json k = nlohmann::json::parse(json.out).at("kernels");
+  EXPECT_EQ(k.at("gemv_streams"), 2);
+  EXPECT_EQ(k.at("gemv_prefetch"), 2048);
+  const CliRun text = run_cli(env, {"model", "info", kModel}, err);
+  EXPECT_NE(text.out.find("int8 gemv:            batch-1 decode of Q8_0 / Q4_K (read in rows of 8) on 2 weight "
+                          "streams (ECOSERVE_GEMV_STREAMS)\n"),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("gemv prefetch:        batch-1 to 4 decode, every weight type: 2048 bytes ahead "
+                          "(ECOSERVE_GEMV_PREFETCH)\n"),
+            std::string::npos)
+      << text.out;
+  const std::vector<std::string> gen = {"generate", "-m", kModel, "-p", "Once upon a time", "-n", "32"};
+  const CliRun none = run_cli({"ECOSERVE_GEMV_PREFETCH=0"}, gen, err);
+  ASSERT_EQ(none.exit_code, 0) << read_file(err);
+  const CliRun far = run_cli({"ECOSERVE_GEMV_PREFETCH=65536", "ECOSERVE_GEMV_STREAMS=4"}, gen, err);
+  ASSERT_EQ(far.exit_code, 0) << read_file(err);
+  EXPECT_NE(none.out.find("Lily"), std::string::npos) << none.out;
+  EXPECT_EQ(far.out, none.out);
+  std::filesystem::remove(err);
+}
+
 TEST(KernelsIsaCli, ModelInfoNamesTheOpenBlasKernelsAndTheVectorWidth) {
   if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "shared data missing: " << kModel;
   const std::string err = std::filesystem::temp_directory_path() / "ecoserve_isa_blas.err";
