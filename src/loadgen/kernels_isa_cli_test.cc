@@ -94,9 +94,8 @@ TEST(KernelsIsaCli, EveryLevelThisCpuRunsGeneratesTheSameText) {
   std::filesystem::remove(err);
 }
 
-// `model info` says which kernels run float-weight matmuls, which OpenBLAS kernels
-// are loaded and whether the CPU's 512-bit units run at full rate; OPENBLAS_CORETYPE is
-// OpenBLAS's own choice, which ecoserve leaves to the user.
+// A bad ECOSERVE_GEMV_PREFETCH or ECOSERVE_GEMV_STREAMS stops the binary with exit code 2
+// and a message naming the variable, before any command runs.
 TEST(KernelsIsaCli, BadGemvSettingIsAnError) {
   const std::string err = std::filesystem::temp_directory_path() / "ecoserve_gemv_env.err";
   const CliRun prefetch = run_cli({"ECOSERVE_GEMV_PREFETCH=100"}, {"model", "info", "/nonexistent.gguf"}, err);
@@ -138,6 +137,9 @@ TEST(KernelsIsaCli, GemvSettingsFromTheEnvironmentRunAndAreReported) {
   std::filesystem::remove(err);
 }
 
+// `model info` says which kernels run float-weight matmuls, which OpenBLAS kernels
+// are loaded and whether the CPU's 512-bit units run at full rate; OPENBLAS_CORETYPE is
+// OpenBLAS's own choice, which ecoserve leaves to the user.
 TEST(KernelsIsaCli, ModelInfoNamesTheOpenBlasKernelsAndTheVectorWidth) {
   if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "shared data missing: " << kModel;
   const std::string err = std::filesystem::temp_directory_path() / "ecoserve_isa_blas.err";
