@@ -54,13 +54,8 @@ class GemvPrefetch {
   void upto(const std::uint8_t* const* rows, std::int64_t end) {
     if (ahead_ <= 0) return;
     for (; done_ < end; done_ += 64) {
-      // As an integer: the lines ahead may lie past the matrix (a prefetch never faults),
-      // where a pointer may not point.
 #pragma GCC unroll 8
-      for (int s = 0; s < kStreams; ++s) {
-        const auto at = reinterpret_cast<std::uintptr_t>(rows[s]) + static_cast<std::uintptr_t>(done_ + ahead_);
-        _mm_prefetch(reinterpret_cast<const char*>(at), _MM_HINT_T1);
-      }
+      for (int s = 0; s < kStreams; ++s) prefetch_ahead(rows[s] + done_, ahead_);
     }
   }
 
