@@ -30,12 +30,13 @@
 // read_drift = how much it moved meanwhile, %); pct_of_read = achieved / read_GBps * 100;
 // fma_GBps = the bytes/s at which the threads' float32 FMA peak
 // (kernels::measure_f32_fma_gmacs, on the kernel's registers: 512-bit for the
-// avx512vnni-zmm level's fp16 kernel, kernels::decode_attention_vector_bits) would
+// avx512vnni-zmm level's fp16 kernel, and f32 one where AttentionDims::f32_wide (Intel;
+// ECOSERVE_ATTENTION_F32_WIDE=0|1 sets it), kernels::decode_attention_vector_bits) would
 // run out: every K or V element takes g = n_head / n_head_kv multiply-adds, so
 // elem / g bytes per multiply-add (f32, g = 4: 1 byte; fp16: 0.5); pct_of_bound =
 // achieved / min(read_GBps, fma_GBps) * 100, the roofline of the kernel on this CPU.
 // The blocks of several sequences rotate so that the bytes touched between two reads
-// of one sequence exceed L3.
+// of one sequence exceed L3 (the pool, rows of the shape's kv_dim, holds twice the L3).
 //
 // BM_KvRead reads the same cache without the arithmetic (the read order's ceiling), and
 // BM_PrefillAttention times attend_chunk; see each.
@@ -53,6 +54,8 @@
 #include <numeric>
 #include <random>
 #include <vector>
+
+#include <unistd.h>
 
 #include "base/fp16.h"
 #include "base/ids.h"
@@ -72,22 +75,34 @@ struct Shape {
   int32_t n_head, n_head_kv, head_dim;
 };
 constexpr Shape kShapes[] = {{32, 8, 128}, {12, 12, 64}, {32, 4, 64}};
-constexpr int32_t kPoolTokens = 32768;  // the cache: 256 MiB of K+V for f32, 128 MiB for f16
+constexpr int32_t kPoolTokens = 32768;  // at least: 256 MiB of K+V for f32 rows of kKvDim
 
-// A K and a V pool of kPoolTokens tokens in shuffled blocks, random values.
+// Tokens of a pool of rows of `row_elems` values whose K and V together hold at least
+// twice this CPU's L3 (and kPoolTokens): the Xeon's 260 MB L3 held the synth 1b shape's
+// whole f32 pool of kPoolTokens (64 MiB touched), so "from DRAM" read partly from L3.
+int32_t pool_tokens(int64_t row_elems, size_t elem) {
+  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  const double target = 2.0 * static_cast<double>(l3 > 0 ? l3 : 32l << 20);
+  const auto tokens = static_cast<int64_t>(target / (2.0 * static_cast<double>(row_elems * elem))) + 1;
+  return static_cast<int32_t>(std::max<int64_t>(kPoolTokens, (tokens + kBlock - 1) / kBlock * kBlock));
+}
+
+// A K and a V pool of rows of row_elems values (pool_tokens of them) in shuffled blocks,
+// random values; a view with that kv_dim reads rows back to back.
 struct Cache {
   ZeroedBuffer<uint8_t> k, v;
   std::vector<BlockId> blocks;    // physical blocks in the order sequences take them
   std::vector<BlockId> in_order;  // 0, 1, 2, ...: consecutive blocks (mode 6)
 };
 
-Cache& cache_for(bool f16) {
-  static std::map<bool, std::unique_ptr<Cache>> caches;
-  auto& c = caches[f16];
+Cache& cache_for(bool f16, int64_t row_elems) {
+  static std::map<std::pair<bool, int64_t>, std::unique_ptr<Cache>> caches;
+  auto& c = caches[{f16, row_elems}];
   if (c) return *c;
   c = std::make_unique<Cache>();
   const size_t elem = f16 ? 2 : 4;
-  const size_t n = static_cast<size_t>(kPoolTokens) * kKvDim;
+  const int32_t tokens = pool_tokens(row_elems, elem);
+  const size_t n = static_cast<size_t>(tokens) * row_elems;
   c->k = std::move(ZeroedBuffer<uint8_t>::create(n * elem)).value();
   c->v = std::move(ZeroedBuffer<uint8_t>::create(n * elem)).value();
   std::mt19937 rng(1);
@@ -102,11 +117,11 @@ Cache& cache_for(bool f16) {
       }
     }
   }
-  std::vector<int32_t> ids(kPoolTokens / kBlock);
+  std::vector<int32_t> ids(tokens / kBlock);
   std::iota(ids.begin(), ids.end(), 0);
   std::shuffle(ids.begin(), ids.end(), rng);
   for (int32_t id : ids) c->blocks.push_back(BlockId(id));
-  for (int32_t id = 0; id < kPoolTokens / kBlock; ++id) c->in_order.push_back(BlockId(id));
+  for (int32_t id = 0; id < tokens / kBlock; ++id) c->in_order.push_back(BlockId(id));
   return *c;
 }
 
@@ -167,11 +182,11 @@ void BM_DecodeAttention(benchmark::State& state) {
   const bool f16 = state.range(1) != 0;
   ThreadPool pool(static_cast<int>(state.range(2)));
   const int mode = static_cast<int>(state.range(3));
-  Cache& cache = cache_for(f16);
+  const Shape shape = kShapes[state.range(4)];
+  Cache& cache = cache_for(f16, int64_t{shape.n_head_kv} * shape.head_dim);
   ReadProbe probe(pool, state, 0);
   const int32_t blocks_per_seq = (n_ctx + kBlock - 1) / kBlock;
   const int32_t n_seqs = std::max<int32_t>(1, static_cast<int32_t>(cache.blocks.size()) / blocks_per_seq);
-  const Shape shape = kShapes[state.range(4)];
   const int32_t kHead = shape.n_head, kHeadKv = shape.n_head_kv, kHeadDim = shape.head_dim;
   const int64_t kv_dim = int64_t{kHeadKv} * kHeadDim;
   const AttentionDims dims{kHead, kHeadKv, kHeadDim, 1.0f / std::sqrt(static_cast<float>(kHeadDim))};
@@ -246,8 +261,8 @@ void BM_DecodeAttention(benchmark::State& state) {
   const int32_t tokens = mode == 3 || mode == 4 ? pool.num_threads() : 1;  // per iteration
   const double kv_bytes = static_cast<double>(n_ctx) * kv_dim * 2 * (f16 ? 2 : 4) * tokens;
   state.SetBytesProcessed(static_cast<int64_t>(kv_bytes * static_cast<double>(state.iterations())));
-  // The FMA peak on the registers the kernel uses (512-bit: the zmm level's fp16 kernel).
-  const int bits = decode_attention_vector_bits(dims.isa, kHeadDim, mode == 0 ? 1 : group, f16);
+  // The FMA peak on the registers the kernel uses (512-bit: the zmm level's wide kernel).
+  const int bits = decode_attention_vector_bits(dims.isa, kHeadDim, mode == 0 ? 1 : group, f16, dims.f32_wide);
   const double fma_gbps = fma_gmacs(bits) * pool.num_threads() * (f16 ? 2.0 : 4.0) / group;
   const double achieved = kv_bytes * static_cast<double>(state.iterations());  // / seconds: kIsRate
   const double peak = probe.finish(state);
@@ -318,7 +333,7 @@ void BM_KvRead(benchmark::State& state) {
   constexpr int32_t kTile = 8, kAhead = 32;
   ThreadPool pool(1);
   ReadProbe probe(pool, state, 1);
-  Cache& cache = cache_for(f16);
+  Cache& cache = cache_for(f16, kKvDim);
   const int32_t blocks_per_seq = (n_ctx + kBlock - 1) / kBlock;
   const int32_t n_seqs = std::max<int32_t>(1, static_cast<int32_t>(cache.blocks.size()) / blocks_per_seq);
   // Every sequence's row offsets (bytes), kAhead past its end wrapping to its start.
@@ -399,7 +414,7 @@ void BM_PrefillAttention(benchmark::State& state) {
   const int32_t n_q = static_cast<int32_t>(state.range(0));
   const bool f16 = state.range(1) != 0;
   const Shape shape = kShapes[state.range(2)];
-  Cache& cache = cache_for(f16);
+  Cache& cache = cache_for(f16, kKvDim);  // only the first blocks are read
   const int64_t kv_dim = int64_t{shape.n_head_kv} * shape.head_dim;
   const int64_t q_dim = int64_t{shape.n_head} * shape.head_dim;
   const AttentionDims dims{shape.n_head, shape.n_head_kv, shape.head_dim,

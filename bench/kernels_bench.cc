@@ -10,6 +10,13 @@
 //     model's decode tokens/s at batch n if matmuls were all it did.
 //   BM_PrefillMatmuls/type/512/threads: the same for a 512-token prompt with
 //     the output layer for the last token only (prefill tokens/s bound).
+//   BM_Synth1bMatmuls/type/n/threads: the linear layers of the synth 1b preset (22 x
+//     {qkv, o, gate+up, down}, dim 2048, 4 KV heads of 64, ffn 5632, vocab 32000) called as
+//     the engine calls them (matmul_many for Q/K/V and for gate/up): 582 MB in Q4_K,
+//     past every L3 measured, so this is decode's weight reading with nothing else the
+//     step does; compare its tokens/s with `profile engine`'s for the same model.
+//     Counters qkv_GBps, o_GBps, gate_up_GBps, down_GBps, out_GBps: the read speed of
+//     each kind of call (GB/s, 10^9), for the cost of a matrix's start and end.
 //   BM_OpenBlasSgemm / BM_OpenBlasSgemv: OpenBLAS on the same F32 shapes, for
 //     reference (sgemv: the 32000x768 output layer, one token).
 //   BM_QuantizeActs/k_format/cols/n: the activation quantization every quantized
@@ -24,6 +31,8 @@
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
+#include <array>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -236,6 +245,65 @@ void run_model(benchmark::State& state, std::int64_t n, std::int64_t out_tokens)
 }
 
 void BM_ModelMatmuls(benchmark::State& state) { run_model(state, state.range(1), state.range(1)); }
+
+void BM_Synth1bMatmuls(benchmark::State& state) {
+  constexpr std::int64_t kDim1b = 2048, kKvDim1b = 256, kFfn1b = 5632, kLayers1b = 22;
+  const std::int64_t code = state.range(0), n = state.range(1);
+  ThreadPool pool(static_cast<int>(state.range(2)));
+  KernelContext ctx(&pool);
+  // Indexes 1000 on: apart from run_model's weights of the same shapes.
+  std::vector<std::array<const Weights*, 7>> layers;
+  std::int64_t bytes = 0;
+  for (int l = 0; l < kLayers1b; ++l) {
+    const int i = 1000 + 4 * l;
+    layers.push_back({&cached_weights(code, kDim1b, kDim1b, i), &cached_weights(code, kKvDim1b, kDim1b, i),
+                      &cached_weights(code, kKvDim1b, kDim1b, i + 1), &cached_weights(code, kDim1b, kDim1b, i + 1),
+                      &cached_weights(code, kFfn1b, kDim1b, i), &cached_weights(code, kFfn1b, kDim1b, i + 1),
+                      &cached_weights(code, kDim1b, kFfn1b, i)});
+    for (const Weights* w : layers.back()) bytes += static_cast<std::int64_t>(w->bytes.size());
+  }
+  const Weights& out = cached_weights(code, kVocab, kDim1b, 1000);
+  bytes += static_cast<std::int64_t>(out.bytes.size());
+  const std::vector<float> x = make_acts(n * kFfn1b);
+  std::vector<float> q(n * kDim1b), k(n * kKvDim1b), v(n * kKvDim1b), o(n * kDim1b), gate(n * kFfn1b),
+      up(n * kFfn1b), logits(n * kVocab);
+  // Time and bytes of each kind of call: qkv, o, gate+up, down (summed over the layers), output.
+  std::array<double, 5> seconds{}, kind_bytes{};
+  for (const auto& L : layers) {
+    kind_bytes[0] += static_cast<double>(L[0]->bytes.size() + L[1]->bytes.size() + L[2]->bytes.size());
+    kind_bytes[1] += static_cast<double>(L[3]->bytes.size());
+    kind_bytes[2] += static_cast<double>(L[4]->bytes.size() + L[5]->bytes.size());
+    kind_bytes[3] += static_cast<double>(L[6]->bytes.size());
+  }
+  kind_bytes[4] = static_cast<double>(out.bytes.size());
+  using Clock = std::chrono::steady_clock;
+  auto timed = [&](int kind, auto&& call) {
+    const Clock::time_point t0 = Clock::now();
+    call();
+    seconds[kind] += std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  for (auto _ : state) {
+    for (const auto& L : layers) {
+      const MatmulTarget qkv[] = {{&L[0]->view, q.data()}, {&L[1]->view, k.data()}, {&L[2]->view, v.data()}};
+      timed(0, [&] { matmul_many(qkv, x.data(), n, ctx); });
+      timed(1, [&] { matmul(L[3]->view, x.data(), n, o.data(), ctx); });
+      const MatmulTarget ffn[] = {{&L[4]->view, gate.data()}, {&L[5]->view, up.data()}};
+      timed(2, [&] { matmul_many(ffn, x.data(), n, ctx); });
+      timed(3, [&] { matmul(L[6]->view, x.data(), n, o.data(), ctx); });
+    }
+    timed(4, [&] { matmul(out.view, x.data(), n, logits.data(), ctx); });
+    benchmark::DoNotOptimize(logits.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+  state.SetBytesProcessed(state.iterations() * bytes);
+  const double iters = static_cast<double>(state.iterations());
+  const char* names[] = {"qkv_GBps", "o_GBps", "gate_up_GBps", "down_GBps", "out_GBps"};
+  for (int i = 0; i < 5; ++i) {
+    if (seconds[i] > 0) state.counters[names[i]] = kind_bytes[i] * iters / seconds[i] / 1e9;
+  }
+  state.SetLabel(std::string(type_name(type_arg(code))) + (code >= kPackedCode ? " rows8" : ""));
+}
 void BM_PrefillMatmuls(benchmark::State& state) { run_model(state, state.range(1), 1); }
 
 constexpr std::int64_t kF32 = static_cast<std::int64_t>(GgmlType::kF32);
@@ -276,6 +344,13 @@ void model_args(benchmark::internal::Benchmark* b) {
     for (std::int64_t n : {1, 8}) b->Args({type, n, 1});
 }
 
+void synth1b_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"type", "n", "threads"});
+  for (std::int64_t type : {kQ4kRows8, kQ8Rows8})
+    for (std::int64_t n : {1, 4})
+      for (std::int64_t threads : {1, 2}) b->Args({type, n, threads});
+}
+
 void prefill_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"type", "n", "threads"});
   for (std::int64_t type : {kQ8Rows8, kQ8, kF32})
@@ -306,6 +381,7 @@ BENCHMARK(BM_QuantizeActs)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Matmul)->Apply(matmul_args)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ModelMatmuls)->Apply(model_args)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Synth1bMatmuls)->Apply(synth1b_args)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PrefillMatmuls)->Apply(prefill_args)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/ecoserve/commands.h"
+#include "kernels/attention.h"
 #include "kernels/cpu_features.h"
 #include "kernels/ggml_type.h"
 #include "kernels/matmul.h"
@@ -175,6 +176,7 @@ int run_info(const InfoArgs& a) {
                       {"float_matmul", kernels::float_matmul_kernels_summary(kernels::default_isa())},
                       {"gemv_streams", kernels::default_gemv_streams()},
                       {"gemv_prefetch", kernels::default_gemv_prefetch()},
+                      {"attention_f32_wide", kernels::default_attention_f32_wide()},
                       {"openblas_core", kernels::openblas_core()}};
     }
     if (a.all_metadata) {
@@ -229,7 +231,7 @@ int run_info(const InfoArgs& a) {
                                 kernels::isa_int8_dot(isa), levels));
     line("cpu", fmt::format("{} ({}{})", cpu.brand.empty() ? "unknown model" : cpu.brand, cpu.flags(),
                             cpu.full_rate_512 ? "; 512-bit vectors at full rate" : ""));
-    // What chose a GEMV setting: its environment variable, else the CPU's vendor.
+    // What chose a GEMV or attention setting: its environment variable, else the CPU's vendor.
     auto chosen_by = [&cpu](const char* variable) -> std::string {
       if (std::getenv(variable) != nullptr) return variable;
       return cpu.vendor.empty() ? "unknown vendor" : cpu.vendor;
@@ -240,6 +242,10 @@ int run_info(const InfoArgs& a) {
     line("gemv prefetch", fmt::format("batch-1 to 4 decode, every weight type: {} ({})",
                                       kernels::gemv_prefetch_summary(kernels::default_gemv_prefetch()),
                                       chosen_by("ECOSERVE_GEMV_PREFETCH")));
+    line("decode attention",
+         fmt::format("on avx512vnni-zmm, fp16 KV on 512-bit registers, f32 KV on {}-bit ({}); GQA groups 2-8 and "
+                     "head_dim 64 or 128, else 256-bit",
+                     kernels::default_attention_f32_wide() ? 512 : 256, chosen_by("ECOSERVE_ATTENTION_F32_WIDE")));
     line("float matmul", kernels::float_matmul_kernels_summary(isa));
     line("openblas", fmt::format("{} kernels (prefill attention of head sizes not a multiple of 16)",
                                  kernels::openblas_core()));

@@ -179,7 +179,8 @@ int run_profile(const ProfileArgs& a) {
     int8_gmacs = kernels::measure_int8_dot_gmacs(a.isa, 0.5);
   }
   const bool attn512 = kernels::decode_attention_vector_bits(a.isa, c.head_dim, c.n_head / std::max(1, c.n_head_kv),
-                                                             kv_type == engine::KvCacheType::kF16) == 512;
+                                                             kv_type == engine::KvCacheType::kF16,
+                                                             kernels::default_attention_f32_wide()) == 512;
   // The linear layers' peak for a step of `tokens` tokens, and decode attention's.
   auto linear_peak = [&](int64_t tokens) {
     if (cost.int8) return Peak::kInt8;

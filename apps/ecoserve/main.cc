@@ -3,14 +3,17 @@
 
 #include "apps/ecoserve/commands.h"
 #include "base/log.h"
+#include "kernels/attention.h"
 #include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
 
 int main(int argc, char** argv) {
-  // A bad ECOSERVE_ISA (or GEMV setting) is an error, not a silent fallback to another kernel path.
+  // A bad ECOSERVE_ISA (or GEMV or attention setting) is an error, not a silent fallback to
+  // another kernel path.
   for (const ecoserve::Status& s :
        {ecoserve::kernels::isa_from_env().status(), ecoserve::kernels::gemv_streams_from_env().status(),
-        ecoserve::kernels::gemv_prefetch_from_env().status()}) {
+        ecoserve::kernels::gemv_prefetch_from_env().status(),
+        ecoserve::kernels::attention_f32_wide_from_env().status()}) {
     if (!s.ok()) {
       std::fprintf(stderr, "error: %s\n", s.message().c_str());
       return 2;

@@ -261,7 +261,7 @@ TileFn pick_tile_fn(int32_t hd) {
 // kPrefetchAhead int64s.
 void attend_range(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t begin, int32_t end,
                   const PagedKvView& kv, int32_t hd, float scale, OnlineState st, float* p, float* buf,
-                  int64_t* rows, Isa isa, const DecodeStream& stream = {}) {
+                  int64_t* rows, Isa isa, bool f32_wide, const DecodeStream& stream = {}) {
   const int32_t heads = g * (kv1 - kv0);
   // The kernels take the query times the score scale, as attend_chunk's do: decode and
   // prefill round the same products, so their scores differ only in the order of the sums.
@@ -273,8 +273,10 @@ void attend_range(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t b
   std::fill(st.o, st.o + static_cast<int64_t>(heads) * hd, 0.0f);
   const TileFn fn = hd % 8 != 0 ? nullptr : kv.f16 ? pick_tile_fn<true>(hd) : pick_tile_fn<false>(hd);
   if (begin < end) tile_offsets(kv, begin, end - begin, 0, hd, rows);
-  // The 512-bit kernel where the level asks for it and g and the cache type allow.
-  RowsFn rf = isa >= Isa::kAvx512VnniZmm ? detail::isa_avx512::pick_rows_fn_zmm(hd, g, kv.f16) : nullptr;
+  // The 512-bit kernel where the level asks for it and g and the cache type allow (fp16,
+  // or f32 where f32_wide).
+  RowsFn rf = isa >= Isa::kAvx512VnniZmm && (kv.f16 || f32_wide) ? detail::isa_avx512::pick_rows_fn_zmm(hd, g, kv.f16)
+                                                                   : nullptr;
   if (!rf) {
     rf = isa >= Isa::kAvx512Vnni ? detail::isa_avx512::pick_rows_fn(hd, g, kv.f16)
                                  : detail::isa_avx2::pick_rows_fn(hd, g, kv.f16);
@@ -330,7 +332,7 @@ inline size_t p_floats(int32_t heads) {
 
 // attend_range over [0, n_ctx), normalised into out[heads * hd].
 void attend_heads(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t n_ctx, const PagedKvView& kv,
-                  int32_t hd, float scale, Isa isa, float* out, AttentionScratch& scratch,
+                  int32_t hd, float scale, Isa isa, bool f32_wide, float* out, AttentionScratch& scratch,
                   const DecodeStream& stream = {}) {
   const int32_t heads = g * (kv1 - kv0);
   const size_t o_size = static_cast<size_t>(heads) * hd;
@@ -339,7 +341,8 @@ void attend_heads(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t n
   const OnlineState st{base, base + heads, base + 2 * heads};
   float* p = base + 2 * heads + o_size;
   scratch.rows.resize(static_cast<size_t>(n_ctx) + kPrefetchAhead);
-  attend_range(q, g, kv0, kv1, 0, n_ctx, kv, hd, scale, st, p, p + p_floats(heads), scratch.rows.data(), isa, stream);
+  attend_range(q, g, kv0, kv1, 0, n_ctx, kv, hd, scale, st, p, p + p_floats(heads), scratch.rows.data(), isa,
+               f32_wide, stream);
   for (int32_t h = 0; h < heads; ++h) {
     scale_inplace(st.o + static_cast<int64_t>(h) * hd, 1.0f / st.l[h], hd);
     std::memcpy(out + static_cast<int64_t>(h) * hd, st.o + static_cast<int64_t>(h) * hd, hd * sizeof(float));
@@ -350,17 +353,36 @@ void attend_heads(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t n
 
 void attend_one(const float* q, int32_t kv_head, int32_t n_ctx, const PagedKvView& kv, const AttentionDims& d,
                 float* out, AttentionScratch& scratch) {
-  attend_heads(q, 1, kv_head, kv_head + 1, n_ctx, kv, d.head_dim, score_scale(d), d.isa, out, scratch);
+  attend_heads(q, 1, kv_head, kv_head + 1, n_ctx, kv, d.head_dim, score_scale(d), d.isa, d.f32_wide, out, scratch);
 }
 
 void attend_group(const float* q, int32_t kv_head, int32_t n_ctx, const PagedKvView& kv, const AttentionDims& d,
                   float* out, AttentionScratch& scratch) {
-  attend_heads(q, d.n_head / d.n_head_kv, kv_head, kv_head + 1, n_ctx, kv, d.head_dim, score_scale(d), d.isa, out,
-               scratch);
+  attend_heads(q, d.n_head / d.n_head_kv, kv_head, kv_head + 1, n_ctx, kv, d.head_dim, score_scale(d), d.isa,
+               d.f32_wide, out, scratch);
 }
 
-int32_t decode_attention_vector_bits(Isa isa, int32_t head_dim, int32_t group, bool f16) {
-  const bool zmm = isa >= Isa::kAvx512VnniZmm && detail::isa_avx512::pick_rows_fn_zmm(head_dim, group, f16) != nullptr;
+bool attention_f32_wide_for(const CpuFeatures& cpu) { return cpu.vendor == "GenuineIntel"; }
+
+StatusOr<bool> attention_f32_wide_from_env() {
+  const int32_t fallback = attention_f32_wide_for(detect_cpu_features()) ? 1 : 0;
+  StatusOr<int32_t> n = int_from_env(
+      "ECOSERVE_ATTENTION_F32_WIDE", fallback, [](int32_t v) { return v == 0 || v == 1; }, "0 or 1");
+  if (!n.ok()) return n.status();
+  return *n == 1;
+}
+
+bool default_attention_f32_wide() {
+  static const bool kWide = [] {
+    StatusOr<bool> w = attention_f32_wide_from_env();
+    return w.ok() ? *w : attention_f32_wide_for(detect_cpu_features());
+  }();
+  return kWide;
+}
+
+int32_t decode_attention_vector_bits(Isa isa, int32_t head_dim, int32_t group, bool f16, bool f32_wide) {
+  const bool zmm = isa >= Isa::kAvx512VnniZmm && (f16 || f32_wide) &&
+                   detail::isa_avx512::pick_rows_fn_zmm(head_dim, group, f16) != nullptr;
   return zmm ? 512 : 256;
 }
 
@@ -370,15 +392,16 @@ int32_t prefill_attention_vector_bits(Isa isa, int32_t head_dim) {
 
 void attend_token(const float* q, int32_t n_ctx, const PagedKvView& kv, const AttentionDims& d, float* out,
                   AttentionScratch& scratch, const DecodeStream& stream) {
-  attend_heads(q, d.n_head / d.n_head_kv, 0, d.n_head_kv, n_ctx, kv, d.head_dim, score_scale(d), d.isa, out, scratch,
-               stream);
+  attend_heads(q, d.n_head / d.n_head_kv, 0, d.n_head_kv, n_ctx, kv, d.head_dim, score_scale(d), d.isa, d.f32_wide,
+               out, scratch, stream);
 }
 
 void attend_kv_heads(const float* q, int32_t kv_begin, int32_t kv_end, int32_t n_ctx, const PagedKvView& kv,
                      const AttentionDims& d, float* out, AttentionScratch& scratch) {
   const int32_t g = d.n_head / d.n_head_kv;
   const int64_t first = static_cast<int64_t>(kv_begin) * g * d.head_dim;
-  attend_heads(q + first, g, kv_begin, kv_end, n_ctx, kv, d.head_dim, score_scale(d), d.isa, out + first, scratch);
+  attend_heads(q + first, g, kv_begin, kv_end, n_ctx, kv, d.head_dim, score_scale(d), d.isa, d.f32_wide, out + first,
+               scratch);
 }
 
 void attend_partial(const float* q, int32_t begin, int32_t end, const PagedKvView& kv, const AttentionDims& d,
@@ -391,7 +414,7 @@ void attend_partial(const float* q, int32_t begin, int32_t end, const PagedKvVie
   scratch.rows.resize(static_cast<size_t>(std::max(0, end - begin)) + kPrefetchAhead);
   attend_range(q, d.n_head / d.n_head_kv, 0, d.n_head_kv, begin, end, kv, hd, score_scale(d),
                OnlineState{part.max.data(), part.sum.data(), part.acc.data()}, scratch.scores.data(),
-               scratch.scores.data() + p_floats(d.n_head), scratch.rows.data(), d.isa);
+               scratch.scores.data() + p_floats(d.n_head), scratch.rows.data(), d.isa, d.f32_wide);
 }
 
 void merge_partials(std::span<const AttentionPartial> parts, int32_t n_head, int32_t head_dim, float* out) {

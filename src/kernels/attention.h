@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "base/ids.h"
+#include "base/status.h"
 #include "kernels/cpu_features.h"
 
 namespace ecoserve::kernels {
@@ -44,6 +45,21 @@ struct PagedKvView {
   bool f16 = false;                // K and V hold fp16 values
 };
 
+// AttentionDims::f32_wide for `cpu`: true on Intel CPUs. On a Xeon (family 6 model 207,
+// two 512-bit FMA ports, 256-bit FMAs at half their peak) the 512-bit decode kernel ran
+// an f32 cache of the synth 1b shape (GQA 32/4, head_dim 64) in 7-8% less time than the
+// 256-bit one from DRAM, 23-35% less from the L3 and 37-38% less from L2 (a Llama GQA
+// 32/8, head_dim 128 cache alike from DRAM); on Zen 5 an earlier 512-bit f32 kernel was
+// 5-15% slower from DRAM (docs/kernels.md, twenty-seventh pass).
+bool attention_f32_wide_for(const CpuFeatures& cpu);
+// The setting from environment variable ECOSERVE_ATTENTION_F32_WIDE (0 or 1), or
+// attention_f32_wide_for(detect_cpu_features()) when it is unset; another value is an
+// INVALID_ARGUMENT error naming the variable (the CLI reports it, like ECOSERVE_ISA).
+StatusOr<bool> attention_f32_wide_from_env();
+// attention_f32_wide_from_env(), or attention_f32_wide_for(detect_cpu_features()) when it
+// fails; computed once per process.
+bool default_attention_f32_wide();
+
 struct AttentionDims {
   int32_t n_head = 0;
   int32_t n_head_kv = 0;
@@ -51,10 +67,15 @@ struct AttentionDims {
   float scale = 1.0f;              // usually 1/sqrt(head_dim)
   // Kernel path: avx512vnni runs the decode kernel's AVX-512VL build (32 registers),
   // avx512vnni-zmm its 512-bit build where the GQA group is 2, 4 or 8 and the cache
-  // fp16 (else the AVX-512VL one), the other levels its AVX2 build; all give the same
-  // bits. Prefill (attend_chunk) likewise: 512-bit tiles on avx512vnni-zmm, the same
+  // fp16, or f32 with f32_wide (else the AVX-512VL one), the other levels its AVX2
+  // build; all give the same bits, except the 512-bit build's scores (within float
+  // rounding). Prefill (attend_chunk) likewise: 512-bit tiles on avx512vnni-zmm, the same
   // bits as the others. Must be supported here.
   Isa isa = default_isa();
+  // avx512vnni-zmm only: f32 caches go to the 512-bit decode kernel too (its scores
+  // agree with the 256-bit one's within float rounding, as fp16 caches' do). Default:
+  // default_attention_f32_wide().
+  bool f32_wide = default_attention_f32_wide();
 };
 
 struct AttentionScratch {
@@ -96,10 +117,11 @@ struct DecodeStream {
 
 // The register width (256 or 512 bits) of the float multiply-adds the decode kernel
 // (attend_token, attend_kv_heads, attend_partial) runs on ISA level `isa` for this head
-// shape and cache type: 512 on the avx512vnni-zmm level for fp16 caches with group g
-// in {2, 4, 8} and head_dim 64 or 128, else 256. `profile engine --roofline` counts
-// decode attention against the FMA peak of that width.
-int32_t decode_attention_vector_bits(Isa isa, int32_t head_dim, int32_t group, bool f16);
+// shape and cache type: 512 on the avx512vnni-zmm level for fp16 caches, and f32 ones
+// where f32_wide (AttentionDims::f32_wide), with group g in {2, 4, 8} and head_dim 64 or
+// 128, else 256. `profile engine --roofline` counts decode attention against the FMA
+// peak of that width.
+int32_t decode_attention_vector_bits(Isa isa, int32_t head_dim, int32_t group, bool f16, bool f32_wide);
 
 // The same for prefill attention (attend_chunk): 512 on the avx512vnni-zmm level where
 // head_dim is a multiple of 16 (its fused kernel; the results are the same bits as the

@@ -105,14 +105,14 @@ inline __m512 transpose_sum16(const __m512* a) {
 }
 
 // The zmm kernel's score pass for Pn positions (Pn * G <= 16) and the G query heads of
-// one KV head: one head's 16 dimensions per register, the K slice of 16 fp16 values
-// widened once for the G heads, one chain of FMAs per (position, head), the 16 chains
+// one KV head: one head's 16 dimensions per register, the K slice of 16 values (fp16
+// widened, or f32) loaded once for the G heads, one chain of FMAs per (position, head), the 16 chains
 // reduced together (transpose_sum16). pbuf[(j0 + a) * Hp + h0 + h] = q_h . K_a
 // for the positions at off[j0 + a], head `head` (its first element in a row); q
 // holds each head's hd floats in turn. Not the bits of Lanes8's chains: the results
 // agree with them within float rounding (attention_test states the tolerance).
-template <int NV, int G, int Pn>
-inline void scores16(const float* qc, const uint16_t* k, const int64_t* off, int64_t head, float* prow,
+template <int NV, int G, int Pn, bool kF16>
+inline void scores16(const float* qc, const void* k, const int64_t* off, int64_t head, float* prow,
                      int32_t Hp) {
   constexpr int kHd = 8 * NV;
   static_assert(Pn * G <= 16 && kHd % 16 == 0);
@@ -126,7 +126,12 @@ inline void scores16(const float* qc, const uint16_t* k, const int64_t* off, int
     __m512 kk[Pn];
 #pragma GCC unroll 8
     for (int a = 0; a < Pn; ++a) {
-      kk[a] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + off[a] + head + 16 * v)));
+      if constexpr (kF16) {
+        kk[a] = _mm512_cvtph_ps(_mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(k) + off[a] + head + 16 * v)));
+      } else {
+        kk[a] = _mm512_loadu_ps(static_cast<const float*>(k) + off[a] + head + 16 * v);
+      }
     }
 #pragma GCC unroll 8
     for (int h = 0; h < G; ++h) {
@@ -327,7 +332,7 @@ struct Lanes8 {
 };
 
 #if ECO_ATTN_WIDE
-// Lanes16 runs fp16 caches only (pick_rows_fn_zmm): its loads widen fp16.
+// Lanes16 runs fp16 caches, and f32 ones where AttentionDims::f32_wide (Intel).
 struct Lanes16 {
   using Reg = __m512;
   static constexpr int W = 16;
@@ -355,9 +360,12 @@ struct Lanes16 {
   // 16 values at element `off` of a V cache, as float32.
   template <bool kF16>
   static Reg load(const void* base, int64_t off) {
-    static_assert(kF16);
-    const uint16_t* h = static_cast<const uint16_t*>(base) + off;
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h)));
+    if constexpr (kF16) {
+      const uint16_t* h = static_cast<const uint16_t*>(base) + off;
+      return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h)));
+    } else {
+      return _mm512_loadu_ps(static_cast<const float*>(base) + off);
+    }
   }
   template <int G>
   struct Weights {
@@ -545,7 +553,8 @@ inline void values_pass(int32_t kv0, int32_t kv1, const int64_t* off, int32_t n,
 // kRowTile * Hp floats (Hp = H rounded up to 8).
 //
 // L = Lanes8 (256-bit registers) or Lanes16 (512-bit, G in {2, 4, 8}: half the FMAs;
-// the avx512vnni-zmm level runs it for fp16 caches). With Lanes8 every score is the same
+// the avx512vnni-zmm level runs it for fp16 caches, and for f32 ones where
+// AttentionDims::f32_wide). With Lanes8 every score is the same
 // chain of FMAs and the same reduction (store_head_sums) in both builds; Lanes16 scores
 // with scores16 (16 dimensions per register: within float rounding of those). Every
 // output column is the same chain whatever L. Zen 5, attention_bench (the Lanes16 of the
@@ -554,7 +563,13 @@ inline void values_pass(int32_t kv0, int32_t kv1, const int64_t* off, int32_t n,
 // 4k-32k context from DRAM 20.5-22.7 -> 25.2-25.7 GB/s, K and V in L2 24-25.5 -> 30-32;
 // batched decode at 512-2048 positions (mode 4) 20.5-22.8 -> 22.6-24.8, and for the
 // synth 1b's 32/4, d 64 8.9-10 -> 11.9-13.8. With an f32 cache Lanes16 ran 45% faster
-// from L2 but 5-15% slower from DRAM (either prefetch order), so f32 stays on Lanes8.
+// from L2 but 5-15% slower from DRAM (either prefetch order), so f32 stays on Lanes8
+// there. Intel Xeon (family 6 model 207; two 512-bit FMA ports, where 256-bit FMAs get
+// half the peak), f32 cache, Lanes8 -> Lanes16 (scores16), one thread: synth 1b's 32/4,
+// d 64, 4k / 32k positions from DRAM 844 -> 786 / 6644 -> 6125 us, from the L3 613-626 ->
+// 458-483 / 5202-5467 -> 3388-4023 us, K and V in L2 582-605 -> 362-384 us; GQA 32/8,
+// d 128 alike (2538 / 2592 us at 4k from DRAM). AttentionDims::f32_wide picks it by
+// CPU vendor.
 template <class L, int NV, bool kF16, int G>
 void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int32_t n, int32_t n_ahead,
                const PagedKvView& kv, OnlineState st, float* pbuf) {
@@ -569,10 +584,8 @@ void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
   constexpr int P = L::template kPositions<kF16, G>;
   if constexpr (L::kScores16) {
 #if ECO_ATTN_WIDE
-    static_assert(kF16);
-    const uint16_t* k = static_cast<const uint16_t*>(kv.k);
     auto core = [&]<int Pn>(int32_t j0, int32_t h0, int64_t head) {
-      scores16<NV, G, Pn>(q + static_cast<int64_t>(h0) * kHd, k, off + j0, head, pbuf + j0 * Hp + h0, Hp);
+      scores16<NV, G, Pn, kF16>(q + static_cast<int64_t>(h0) * kHd, kv.k, off + j0, head, pbuf + j0 * Hp + h0, Hp);
     };
     score_tiles<kHd, kElem, G, P, L::kRowOrderPrefetch>(kv0, kv1, off, n, n_ahead, kv, Hp, pbuf, core);
 #endif
@@ -836,10 +849,9 @@ RowsFn pick_rows_fn(int32_t hd, int32_t g, bool f16) {
 
 #if ECO_ATTN_WIDE
 RowsFn pick_rows_fn_zmm(int32_t hd, int32_t g, bool f16) {
-  if (!f16) return nullptr;
   switch (hd) {
-    case 64: return pick_rows_fn_zmm_g<8, true>(g);
-    case 128: return pick_rows_fn_zmm_g<16, true>(g);
+    case 64: return f16 ? pick_rows_fn_zmm_g<8, true>(g) : pick_rows_fn_zmm_g<8, false>(g);
+    case 128: return f16 ? pick_rows_fn_zmm_g<16, true>(g) : pick_rows_fn_zmm_g<16, false>(g);
     default: return nullptr;
   }
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <utility>
@@ -277,16 +278,50 @@ std::vector<float> random_query(const DecodeCase& c, uint32_t seed) {
 }
 
 // The register width profile --roofline counts decode attention at: 512 bits only
-// where pick_rows_fn_zmm has one (the zmm level, fp16, g 2/4/8, head_dim 64/128).
+// where pick_rows_fn_zmm has one (the zmm level, g 2/4/8, head_dim 64/128) and the cache
+// runs it (fp16 always, f32 where f32_wide).
 TEST(DecodeAttentionWidthTest, FiveTwelveBitsOnlyWhereTheZmmKernelRuns) {
-  EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx512VnniZmm, 128, 4, true), 512);
-  EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx512VnniZmm, 64, 8, true), 512);
-  EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx512VnniZmm, 64, 2, true), 512);
-  EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx512VnniZmm, 128, 4, false), 256) << "f32 cache";
-  EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx512VnniZmm, 64, 1, true), 256) << "MHA";
-  EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx512VnniZmm, 96, 4, true), 256) << "head_dim 96";
-  EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx512Vnni, 128, 4, true), 256);
-  EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx2, 128, 4, true), 256);
+  for (bool wide : {false, true}) {
+    EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx512VnniZmm, 128, 4, true, wide), 512);
+    EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx512VnniZmm, 64, 8, true, wide), 512);
+    EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx512VnniZmm, 64, 2, true, wide), 512);
+    EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx512VnniZmm, 64, 1, true, wide), 256) << "MHA";
+    EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx512VnniZmm, 64, 1, false, wide), 256) << "MHA, f32";
+    EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx512VnniZmm, 96, 4, true, wide), 256) << "head_dim 96";
+    EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx512Vnni, 128, 4, true, wide), 256);
+    EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx512Vnni, 128, 4, false, wide), 256);
+    EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx2, 128, 4, true, wide), 256);
+  }
+  EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx512VnniZmm, 128, 4, false, false), 256) << "f32 cache";
+  EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx512VnniZmm, 128, 4, false, true), 512) << "f32 cache, wide";
+  EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx512VnniZmm, 64, 8, false, true), 512) << "f32 cache, wide";
+}
+
+// f32 caches take the 512-bit kernel on Intel CPUs unless ECOSERVE_ATTENTION_F32_WIDE
+// says otherwise (0 or 1; anything else is an error naming the variable).
+TEST(DecodeAttentionWidthTest, VendorAndEnvironmentSetTheF32Width) {
+  const CpuFeatures cpu = detect_cpu_features();
+  CpuFeatures intel = cpu, amd = cpu;
+  intel.vendor = "GenuineIntel";
+  amd.vendor = "AuthenticAMD";
+  EXPECT_TRUE(attention_f32_wide_for(intel));
+  EXPECT_FALSE(attention_f32_wide_for(amd));
+  ASSERT_EQ(unsetenv("ECOSERVE_ATTENTION_F32_WIDE"), 0);
+  EXPECT_EQ(*attention_f32_wide_from_env(), attention_f32_wide_for(cpu));
+  EXPECT_EQ(default_attention_f32_wide(), *attention_f32_wide_from_env());
+  EXPECT_EQ(AttentionDims{}.f32_wide, default_attention_f32_wide());
+  for (auto [text, wide] : {std::pair{"0", false}, {"1", true}}) {
+    ASSERT_EQ(setenv("ECOSERVE_ATTENTION_F32_WIDE", text, 1), 0);
+    EXPECT_EQ(*attention_f32_wide_from_env(), wide) << text;
+  }
+  for (const char* text : {"2", "-1", "yes", "", "1 "}) {
+    ASSERT_EQ(setenv("ECOSERVE_ATTENTION_F32_WIDE", text, 1), 0);
+    const StatusOr<bool> bad = attention_f32_wide_from_env();
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(bad.status().message(), "ECOSERVE_ATTENTION_F32_WIDE: '" + std::string(text) + "' is not 0 or 1");
+  }
+  ASSERT_EQ(unsetenv("ECOSERVE_ATTENTION_F32_WIDE"), 0);
 }
 
 TEST(PrefillAttentionWidthTest, FiveTwelveBitsOnTheZmmLevelsFusedKernel) {
@@ -357,11 +392,12 @@ TEST_P(DecodeTest, KvHeadRangesEqualTheWholeToken) {
 }
 
 // Every kernel path this CPU runs (the decode kernel's AVX2 build, its AVX-512VL build
-// at avx512vnni and its 512-bit one at avx512vnni-zmm) gives the AVX2 build's bits for
-// whole tokens, head ranges and position ranges, except the 512-bit kernel's score pass
-// (fp16 caches, GQA groups 2-8), which sums each score in its own order: its results
-// agree with the AVX2 build's within kDecodeTol (relative, 1 at least) and its head
-// ranges give its own whole token's bits.
+// at avx512vnni and its 512-bit one at avx512vnni-zmm), with f32_wide off and on, gives
+// the AVX2 build's bits for whole tokens, head ranges and position ranges, except the
+// 512-bit kernel's score pass (fp16 caches, and f32 ones with f32_wide; GQA groups 2-8),
+// which sums each score in its own order: its results agree with the AVX2 build's
+// within kDecodeTol (relative, 1 at least) and its head ranges give its own whole
+// token's bits.
 TEST_P(DecodeTest, EveryIsaLevelGivesTheSameBits) {
   const DecodeCase c = GetParam();
   const TestCache cache(1234, c.n_head_kv, c.hd, 16, c.f16, 31);
@@ -370,7 +406,10 @@ TEST_P(DecodeTest, EveryIsaLevelGivesTheSameBits) {
   base.isa = Isa::kAvx2;
   const std::vector<float> q = random_query(c, 32);
   AttentionScratch scratch;
-  const std::vector<Isa> levels = supported_isas(detect_cpu_features());
+  std::vector<std::pair<Isa, bool>> levels_and_widths;
+  for (Isa isa : supported_isas(detect_cpu_features())) {
+    for (bool wide : {false, true}) levels_and_widths.emplace_back(isa, wide);
+  }
   const int g = c.n_head / c.n_head_kv;
   auto near = [](const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
     ASSERT_EQ(got.size(), want.size()) << what;
@@ -385,18 +424,20 @@ TEST_P(DecodeTest, EveryIsaLevelGivesTheSameBits) {
     attend_kv_heads(q.data(), 0, 1, n_ctx, kv, base, head_want.data(), scratch);
     AttentionPartial part_want;
     attend_partial(q.data(), n_ctx / 3, n_ctx, kv, base, part_want, scratch);
-    for (Isa isa : levels) {
+    for (auto [isa, wide] : levels_and_widths) {
       AttentionDims d = base;
       d.isa = isa;
+      d.f32_wide = wide;
       std::vector<float> got(q.size()), head_got(q.size());
       attend_token(q.data(), n_ctx, kv, d, got.data(), scratch);
       attend_kv_heads(q.data(), 0, 1, n_ctx, kv, d, head_got.data(), scratch);
       AttentionPartial part_got;
       attend_partial(q.data(), n_ctx / 3, n_ctx, kv, d, part_got, scratch);
-      const std::string what = std::string(isa_name(isa)) + " at " + std::to_string(n_ctx);
+      const std::string what =
+          std::string(isa_name(isa)) + (wide ? " f32_wide" : "") + " at " + std::to_string(n_ctx);
       const size_t first_head = static_cast<size_t>(g) * c.hd;
       ASSERT_TRUE(std::equal(head_got.begin(), head_got.begin() + first_head, got.begin())) << what;
-      if (isa >= Isa::kAvx512VnniZmm && c.f16 && g >= 2 && c.hd % 16 == 0) {
+      if (isa >= Isa::kAvx512VnniZmm && (c.f16 || wide) && g >= 2 && c.hd % 16 == 0) {
         near(got, want, what);
         near(part_got.max, part_want.max, what + " max");
         near(part_got.sum, part_want.sum, what + " sum");

@@ -2,6 +2,7 @@
 
 #include <cpuid.h>
 
+#include <charconv>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -172,6 +173,19 @@ StatusOr<Isa> isa_from_env() {
   StatusOr<Isa> r = resolve_isa(v == nullptr ? "" : v, detect_cpu_features());
   if (!r.ok()) return invalid_argument_error("ECOSERVE_ISA: {}", r.status().message());
   return r;
+}
+
+StatusOr<std::int32_t> int_from_env(const char* name, std::int32_t fallback, bool (*valid)(std::int32_t),
+                                    std::string_view what) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return fallback;
+  const std::string_view text(v);
+  std::int32_t n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || !valid(n)) {
+    return invalid_argument_error("{}: '{}' is not {}", name, text, what);
+  }
+  return n;
 }
 
 Isa default_isa() {

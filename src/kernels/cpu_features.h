@@ -25,6 +25,7 @@
 // dot products are exact and the float arithmetic around them is the same).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -73,5 +74,12 @@ StatusOr<Isa> isa_from_env();
 // isa_from_env(), or the best level when it fails. Computed once per process
 // (immutable afterwards).
 Isa default_isa();
+
+// The integer in environment variable `name`, or `fallback` when it is unset; `valid`
+// says which values the variable takes (`what` names them in the INVALID_ARGUMENT error
+// otherwise, with the variable's name). For the kernel settings tuned per CPU vendor
+// (ECOSERVE_GEMV_STREAMS, ECOSERVE_GEMV_PREFETCH, ECOSERVE_ATTENTION_F32_WIDE).
+StatusOr<std::int32_t> int_from_env(const char* name, std::int32_t fallback, bool (*valid)(std::int32_t),
+                                    std::string_view what);
 
 }  // namespace ecoserve::kernels

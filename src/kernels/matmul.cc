@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <charconv>
 #include <cstdlib>
 #include <string_view>
 
@@ -137,21 +136,6 @@ std::size_t tile_scratch_floats(std::int64_t cols, KernelContext& ctx) {
 std::int32_t gemv_streams_for(const CpuFeatures& cpu) { return cpu.vendor == "GenuineIntel" ? 4 : 0; }
 
 namespace {
-
-// The integer in environment variable `name`, or `fallback` when it is unset; `valid`
-// says which values the variable takes (`what` names them in the error).
-StatusOr<std::int32_t> int_from_env(const char* name, std::int32_t fallback, bool (*valid)(std::int32_t),
-                                    std::string_view what) {
-  const char* v = std::getenv(name);
-  if (v == nullptr) return fallback;
-  const std::string_view text(v);
-  std::int32_t n = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (ec != std::errc() || end != text.data() + text.size() || !valid(n)) {
-    return invalid_argument_error("{}: '{}' is not {}", name, text, what);
-  }
-  return n;
-}
 
 }  // namespace
 

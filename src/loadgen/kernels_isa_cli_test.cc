@@ -94,9 +94,9 @@ TEST(KernelsIsaCli, EveryLevelThisCpuRunsGeneratesTheSameText) {
   std::filesystem::remove(err);
 }
 
-// A bad ECOSERVE_GEMV_PREFETCH or ECOSERVE_GEMV_STREAMS stops the binary with exit code 2
-// and a message naming the variable, before any command runs.
-TEST(KernelsIsaCli, BadGemvSettingIsAnError) {
+// A bad ECOSERVE_GEMV_PREFETCH, ECOSERVE_GEMV_STREAMS or ECOSERVE_ATTENTION_F32_WIDE stops
+// the binary with exit code 2 and a message naming the variable, before any command runs.
+TEST(KernelsIsaCli, BadKernelSettingIsAnError) {
   const std::string err = std::filesystem::temp_directory_path() / "ecoserve_gemv_env.err";
   const CliRun prefetch = run_cli({"ECOSERVE_GEMV_PREFETCH=100"}, {"model", "info", "/nonexistent.gguf"}, err);
   EXPECT_EQ(prefetch.exit_code, 2);
@@ -104,6 +104,30 @@ TEST(KernelsIsaCli, BadGemvSettingIsAnError) {
   const CliRun streams = run_cli({"ECOSERVE_GEMV_STREAMS=3"}, {"model", "info", "/nonexistent.gguf"}, err);
   EXPECT_EQ(streams.exit_code, 2);
   EXPECT_EQ(read_file(err), "error: ECOSERVE_GEMV_STREAMS: '3' is not 0 (the level's count), 2 or 4\n");
+  const CliRun wide = run_cli({"ECOSERVE_ATTENTION_F32_WIDE=yes"}, {"model", "info", "/nonexistent.gguf"}, err);
+  EXPECT_EQ(wide.exit_code, 2);
+  EXPECT_EQ(read_file(err), "error: ECOSERVE_ATTENTION_F32_WIDE: 'yes' is not 0 or 1\n");
+  std::filesystem::remove(err);
+}
+
+// The decode attention's f32 width from the environment is the one model info reports,
+// in text (with the variable as what chose it) and JSON.
+TEST(KernelsIsaCli, AttentionF32WidthFromTheEnvironmentIsReported) {
+  if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "shared data missing: " << kModel;
+  const std::string err = std::filesystem::temp_directory_path() / "ecoserve_attn_info.err";
+  for (auto [value, bits] : {std::pair{"0", "256"}, {"1", "512"}}) {
+    const std::vector<std::string> env = {std::string("ECOSERVE_ATTENTION_F32_WIDE=") + value};
+    const CliRun json = run_cli(env, {"model", "info", "--json", kModel}, err);
+    ASSERT_EQ(json.exit_code, 0) << read_file(err);
+    EXPECT_EQ(nlohmann::json::parse(json.out).at("kernels").at("attention_f32_wide"), std::string(value) == "1");
+    const CliRun text = run_cli(env, {"model", "info", kModel}, err);
+    EXPECT_NE(text.out.find(std::string("decode attention:     on avx512vnni-zmm, fp16 KV on 512-bit registers, f32 "
+                                        "KV on ") +
+                            bits + "-bit (ECOSERVE_ATTENTION_F32_WIDE); GQA groups 2-8 and head_dim 64 or 128, else "
+                                   "256-bit\n"),
+              std::string::npos)
+        << text.out;
+  }
   std::filesystem::remove(err);
 }
 
