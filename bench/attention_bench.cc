@@ -68,7 +68,9 @@ namespace ecoserve::kernels {
 namespace {
 
 constexpr int32_t kBlock = 16;
-constexpr int64_t kKvDim = 1024;  // the cache's row size; a shape's kv_dim must not exceed it
+// The row size of BM_KvRead's and BM_PrefillAttention's caches (shape 0's kv_dim); a
+// shape's kv_dim must not exceed it. BM_DecodeAttention's rows are its shape's kv_dim.
+constexpr int64_t kKvDim = 1024;
 
 // The head shapes measured: a Llama-2/3-style GQA layer and the synth 110m preset's MHA.
 struct Shape {

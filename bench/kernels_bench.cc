@@ -304,6 +304,7 @@ void BM_Synth1bMatmuls(benchmark::State& state) {
   }
   state.SetLabel(std::string(type_name(type_arg(code))) + (code >= kPackedCode ? " rows8" : ""));
 }
+
 void BM_PrefillMatmuls(benchmark::State& state) { run_model(state, state.range(1), 1); }
 
 constexpr std::int64_t kF32 = static_cast<std::int64_t>(GgmlType::kF32);
