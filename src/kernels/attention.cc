@@ -250,6 +250,14 @@ TileFn pick_tile_fn(int32_t hd) {
   }
 }
 
+// The 512-bit decode kernel where the level asks for it and g and the cache type allow
+// (fp16, or f32 where f32_wide), else null. What attend_range runs and what
+// decode_attention_vector_bits reports.
+RowsFn wide_rows_fn(Isa isa, int32_t hd, int32_t g, bool f16, bool f32_wide) {
+  if (isa < Isa::kAvx512VnniZmm || !(f16 || f32_wide)) return nullptr;
+  return detail::isa_avx512::pick_rows_fn_zmm(hd, g, f16);
+}
+
 // The softmax states of the g query heads of each KV head in [kv0, kv1) over positions
 // [begin, end), into st (m = -inf, l = o = 0 first); head (kvh - kv0) * g + h reads
 // q[((kvh - kv0) * g + h) * hd ...]. Positions are walked in tiles in the outer loop and
@@ -273,10 +281,7 @@ void attend_range(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t b
   std::fill(st.o, st.o + static_cast<int64_t>(heads) * hd, 0.0f);
   const TileFn fn = hd % 8 != 0 ? nullptr : kv.f16 ? pick_tile_fn<true>(hd) : pick_tile_fn<false>(hd);
   if (begin < end) tile_offsets(kv, begin, end - begin, 0, hd, rows);
-  // The 512-bit kernel where the level asks for it and g and the cache type allow (fp16,
-  // or f32 where f32_wide).
-  RowsFn rf = isa >= Isa::kAvx512VnniZmm && (kv.f16 || f32_wide) ? detail::isa_avx512::pick_rows_fn_zmm(hd, g, kv.f16)
-                                                                   : nullptr;
+  RowsFn rf = wide_rows_fn(isa, hd, g, kv.f16, f32_wide);
   if (!rf) {
     rf = isa >= Isa::kAvx512Vnni ? detail::isa_avx512::pick_rows_fn(hd, g, kv.f16)
                                  : detail::isa_avx2::pick_rows_fn(hd, g, kv.f16);
@@ -381,9 +386,7 @@ bool default_attention_f32_wide() {
 }
 
 int32_t decode_attention_vector_bits(Isa isa, int32_t head_dim, int32_t group, bool f16, bool f32_wide) {
-  const bool zmm = isa >= Isa::kAvx512VnniZmm && (f16 || f32_wide) &&
-                   detail::isa_avx512::pick_rows_fn_zmm(head_dim, group, f16) != nullptr;
-  return zmm ? 512 : 256;
+  return wide_rows_fn(isa, head_dim, group, f16, f32_wide) != nullptr ? 512 : 256;
 }
 
 int32_t prefill_attention_vector_bits(Isa isa, int32_t head_dim) {
