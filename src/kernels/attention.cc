@@ -258,6 +258,22 @@ RowsFn wide_rows_fn(Isa isa, int32_t hd, int32_t g, bool f16, bool f32_wide) {
   return detail::isa_avx512::pick_rows_fn_zmm(hd, g, f16);
 }
 
+// The queries q (heads = g * KV heads, hd floats each) in the 512-bit kernel's layout
+// (detail::zmm_query_lanes): per KV head, register c of its g * hd floats holds q_h[c * R
+// + r] in lane h * R + r.
+void interleave_query(const float* q, int32_t heads, int32_t g, int32_t hd, float* out) {
+  const int32_t r = detail::zmm_query_lanes(g);
+  for (int32_t h0 = 0; h0 < heads; h0 += g) {
+    const float* src = q + static_cast<int64_t>(h0) * hd;
+    float* dst = out + static_cast<int64_t>(h0) * hd;
+    for (int32_t c = 0; c < hd / r; ++c) {
+      for (int32_t h = 0; h < g; ++h) {
+        for (int32_t i = 0; i < r; ++i) dst[c * 16 + h * r + i] = src[static_cast<int64_t>(h) * hd + c * r + i];
+      }
+    }
+  }
+}
+
 // The softmax states of the g query heads of each KV head in [kv0, kv1) over positions
 // [begin, end), into st (m = -inf, l = o = 0 first); head (kvh - kv0) * g + h reads
 // q[((kvh - kv0) * g + h) * hd ...]. Positions are walked in tiles in the outer loop and
@@ -282,6 +298,10 @@ void attend_range(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t b
   const TileFn fn = hd % 8 != 0 ? nullptr : kv.f16 ? pick_tile_fn<true>(hd) : pick_tile_fn<false>(hd);
   if (begin < end) tile_offsets(kv, begin, end - begin, 0, hd, rows);
   RowsFn rf = wide_rows_fn(isa, hd, g, kv.f16, f32_wide);
+  if (rf && detail::zmm_query_lanes(g) != 0) {
+    interleave_query(q, heads, g, hd, buf);  // buf's first heads * hd floats: tile_step_generic's, unused here
+    q = buf;
+  }
   if (!rf) {
     rf = isa >= Isa::kAvx512Vnni ? detail::isa_avx512::pick_rows_fn(hd, g, kv.f16)
                                  : detail::isa_avx2::pick_rows_fn(hd, g, kv.f16);

@@ -6,8 +6,9 @@
 // caches at the avx512vnni-zmm level, on 512-bit registers). The two 256-bit builds do
 // the same arithmetic for every output element (the same sums in the same order; only
 // how many run side by side differs), so they agree bitwise; the 512-bit kernel sums
-// each score in its own order (16 dimensions per register) and agrees with them within
-// float rounding (its value pass is the same chains). The prefill kernel's key-block
+// each score in its own order (16 dimensions per register, or for GQA group 8 the heads
+// in lanes, two dimensions each) and agrees with them within float rounding (its value
+// pass is the same chains). The prefill kernel's key-block
 // step (chunk_key_block, attend_chunk's fused path) is built the same way: register
 // tiles of 6 rows x 16 floats, or 6 x 32 with 32 registers.
 #pragma once
@@ -38,6 +39,12 @@ static inline __m256 load8(const void* base, int64_t off) {
     return _mm256_loadu_ps(static_cast<const float*>(base) + off);
   }
 }
+
+// The query layout of the 512-bit decode kernel for GQA group g: for g = 8, two
+// dimensions of each head in a register (R = 2; lane h * R + r of register c holds
+// q_h[c * R + r], scores_lanes in attention_rows_impl.h); 0 where it reads the queries
+// head after head (g in {2, 4}: scores16). interleave_query (attention.cc) lays them out.
+constexpr int zmm_query_lanes(int32_t g) { return g == 8 ? 2 : 0; }
 
 // Running softmax state of `g` heads: m[g], l[g], o[g * hd] (see AttentionPartial).
 struct OnlineState {

@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/attention_rows.h"
 #include "kernels/ops.h"
@@ -170,6 +171,66 @@ inline void scores16(const float* qc, const void* k, const int64_t* off, int64_t
         _mm_storeh_pi(reinterpret_cast<__m64*>(dst), b);
       }
     }
+  }
+}
+#endif
+
+#if ECO_ATTN_WIDE
+// The zmm kernel's score pass for G = 8 (zmm_query_lanes): the 8 query heads of one KV
+// head in lanes, two dimensions each, so a K row needs no reduction across lanes. qt is
+// the KV head's queries as interleave_query lays them out (register c holds q_h[2c + r]
+// in lane 2h + r); each FMA multiplies it by K values 2c and 2c + 1 of one position in
+// every lane pair (vbroadcastsd from memory: a load, not a shuffle), and a position's 8
+// scores are its accumulator's pair sums (3 shuffles and an add per 2 positions, where
+// scores16 spends 45 operations per 2). fp16 K rows are widened into kf first, then read
+// as f32. pbuf[(j0 + a) * Hp + h0 + h] = q_h . K_a for the positions at off[j0 + a] (a <
+// Pn). Xeon family 6 model 207, attention_bench, 4096 positions, one thread, synth 1b's
+// 32/4, d 64, K and V in L2: fp16 453-457 -> 362-364 us, f32 366-369 -> 335-347. With G =
+// 4 (R = 4, vbroadcastf32x4) the Llama shape's 32/8, d 128 ran 5-15% slower: one load per
+// FMA, where scores16 loads one per two, and its reduction is a quarter of G = 8's.
+template <int NV, int G, int Pn, bool kF16>
+inline void scores_lanes(const float* qt, const void* k, const int64_t* off, int64_t head, float* prow,
+                         int32_t Hp) {
+  constexpr int kHd = 8 * NV;
+  static_assert(G == 8 && zmm_query_lanes(G) == 2 && kHd % 16 == 0);
+  const float* kr[Pn];
+  alignas(64) float kf[kF16 ? Pn * kHd : 1];
+#pragma GCC unroll 8
+  for (int a = 0; a < Pn; ++a) {
+    if constexpr (kF16) {
+      const uint16_t* src = static_cast<const uint16_t*>(k) + off[a] + head;
+#pragma GCC unroll 8
+      for (int v = 0; v < kHd / 16; ++v) {
+        _mm512_store_ps(kf + a * kHd + 16 * v,
+                        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 16 * v))));
+      }
+      kr[a] = kf + a * kHd;
+    } else {
+      kr[a] = static_cast<const float*>(k) + off[a] + head;
+    }
+  }
+  __m512 acc[Pn];
+#pragma GCC unroll 8
+  for (int a = 0; a < Pn; ++a) acc[a] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+  for (int c = 0; c < kHd / 2; ++c) {
+    const __m512 qv = _mm512_loadu_ps(qt + 16 * c);
+#pragma GCC unroll 8
+    for (int a = 0; a < Pn; ++a) {
+      double pair;  // K values 2c and 2c + 1
+      std::memcpy(&pair, kr[a] + 2 * c, sizeof pair);
+      acc[a] = _mm512_fmadd_ps(qv, _mm512_castpd_ps(_mm512_set1_pd(pair)), acc[a]);
+    }
+  }
+  // Pairs of positions: block k of t = [x's heads 2k, 2k + 1, y's heads 2k, 2k + 1].
+  const __m512i idx = _mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+#pragma GCC unroll 4
+  for (int a = 0; a < Pn; a += 2) {
+    const __m512 x = acc[a], y = a + 1 < Pn ? acc[a + 1] : _mm512_setzero_ps();
+    const __m512 t = _mm512_add_ps(_mm512_shuffle_ps(x, y, 0x88), _mm512_shuffle_ps(x, y, 0xdd));
+    const __m512 u = _mm512_permutexvar_ps(idx, t);
+    _mm256_storeu_ps(prow + static_cast<int64_t>(a) * Hp, _mm512_castps512_ps256(u));
+    if (a + 1 < Pn) _mm256_storeu_ps(prow + static_cast<int64_t>(a + 1) * Hp, _mm512_extractf32x8_ps(u, 1));
   }
 }
 #endif
@@ -373,11 +434,11 @@ struct Lanes16 {
     explicit Weights(const float* pj) : p(pj) {}
     Reg operator()(int h) const { return _mm512_set1_ps(p[h]); }
   };
-  // The score pass: scores16.
+  // The score pass: scores_lanes for G = 8 (a tile's 8 positions per q register loaded),
+  // scores16 for G in {2, 4} (P * G = 16 accumulators, one transpose_sum16).
   static constexpr bool kScores16 = true;
-  // P * G = 16 accumulators (one transpose_sum16), P K registers and one q.
   template <bool kF16, int G>
-  static constexpr int kPositions = 16 / G;
+  static constexpr int kPositions = zmm_query_lanes(G) != 0 ? kRowTile : 16 / G;
   template <int G>
   static constexpr int kValueRegs = G >= 8 ? 2 : 4;
   static constexpr bool kRowOrderPrefetch = true;
@@ -554,11 +615,12 @@ inline void values_pass(int32_t kv0, int32_t kv1, const int64_t* off, int32_t n,
 //
 // L = Lanes8 (256-bit registers) or Lanes16 (512-bit, G in {2, 4, 8}: half the FMAs;
 // the avx512vnni-zmm level runs it for fp16 caches, and for f32 ones where
-// AttentionDims::f32_wide). With Lanes8 every score is the same
-// chain of FMAs and the same reduction (store_head_sums) in both builds; Lanes16 scores
-// with scores16 (16 dimensions per register: within float rounding of those). Every
-// output column is the same chain whatever L. Zen 5, attention_bench (the Lanes16 of the
-// pair layout this file had before scores16; see docs/kernels.md for scores16's figures),
+// AttentionDims::f32_wide). With Lanes8 every score is the same chain of FMAs and the
+// same reduction (store_head_sums) in both builds; Lanes16 scores with scores16 (16
+// dimensions per register) or, for G = 8, scores_lanes (heads in lanes): within float
+// rounding of those. Every output column is the same chain whatever L. Zen 5,
+// attention_bench (the Lanes16 of the pair layout this file had before scores16; see
+// docs/kernels.md for scores16's figures),
 // fp16 cache, Lanes8 -> Lanes16 with its row-order prefetch, one thread: GQA 32/8, d 128,
 // 4k-32k context from DRAM 20.5-22.7 -> 25.2-25.7 GB/s, K and V in L2 24-25.5 -> 30-32;
 // batched decode at 512-2048 positions (mode 4) 20.5-22.8 -> 22.6-24.8, and for the
@@ -585,7 +647,12 @@ void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
   if constexpr (L::kScores16) {
 #if ECO_ATTN_WIDE
     auto core = [&]<int Pn>(int32_t j0, int32_t h0, int64_t head) {
-      scores16<NV, G, Pn, kF16>(q + static_cast<int64_t>(h0) * kHd, kv.k, off + j0, head, pbuf + j0 * Hp + h0, Hp);
+      const float* qc = q + static_cast<int64_t>(h0) * kHd;
+      if constexpr (zmm_query_lanes(G) != 0) {
+        scores_lanes<NV, G, Pn, kF16>(qc, kv.k, off + j0, head, pbuf + j0 * Hp + h0, Hp);
+      } else {
+        scores16<NV, G, Pn, kF16>(qc, kv.k, off + j0, head, pbuf + j0 * Hp + h0, Hp);
+      }
     };
     score_tiles<kHd, kElem, G, P, L::kRowOrderPrefetch>(kv0, kv1, off, n, n_ahead, kv, Hp, pbuf, core);
 #endif

@@ -516,7 +516,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DecodeTest,
                                            DecodeCase{16, 8, 64, false}, DecodeCase{16, 8, 128, true},
                                            DecodeCase{12, 12, 64, true}, DecodeCase{12, 6, 128, false},
                                            DecodeCase{4, 4, 64, false}, DecodeCase{12, 3, 64, true},
-                                           DecodeCase{16, 2, 128, true}, DecodeCase{8, 4, 64, true}),
+                                           DecodeCase{16, 2, 128, true}, DecodeCase{8, 4, 64, true},
+                                           DecodeCase{32, 4, 64, true}, DecodeCase{16, 2, 128, false}),
                          [](const ::testing::TestParamInfo<DecodeCase>& i) {
                            const DecodeCase& c = i.param;
                            return "h" + std::to_string(c.n_head) + "_kv" + std::to_string(c.n_head_kv) + "_d" +
