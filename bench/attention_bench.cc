@@ -30,8 +30,9 @@
 // read_drift = how much it moved meanwhile, %); pct_of_read = achieved / read_GBps * 100;
 // fma_GBps = the bytes/s at which the threads' float32 FMA peak
 // (kernels::measure_f32_fma_gmacs, on the kernel's registers: 512-bit for the
-// avx512vnni-zmm level's fp16 kernel, and f32 one where AttentionDims::f32_wide (Intel;
-// ECOSERVE_ATTENTION_F32_WIDE=0|1 sets it), kernels::decode_attention_vector_bits) would
+// avx512vnni-zmm level's fp16 kernel, its f32 one for GQA groups of 8, and for groups of
+// 2 and 4 where AttentionDims::f32_wide (Intel; ECOSERVE_ATTENTION_F32_WIDE=0|1 sets it),
+// kernels::decode_attention_vector_bits) would
 // run out: every K or V element takes g = n_head / n_head_kv multiply-adds, so
 // elem / g bytes per multiply-add (f32, g = 4: 1 byte; fp16: 0.5); pct_of_bound =
 // achieved / min(read_GBps, fma_GBps) * 100, the roofline of the kernel on this CPU.

@@ -243,8 +243,8 @@ int run_info(const InfoArgs& a) {
                                       kernels::gemv_prefetch_summary(kernels::default_gemv_prefetch()),
                                       chosen_by("ECOSERVE_GEMV_PREFETCH")));
     line("decode attention",
-         fmt::format("on avx512vnni-zmm, fp16 KV on 512-bit registers, f32 KV on {}-bit ({}); GQA groups 2-8 and "
-                     "head_dim 64 or 128, else 256-bit",
+         fmt::format("on avx512vnni-zmm, fp16 KV on 512-bit registers, f32 KV on 512-bit for GQA groups of 8 and "
+                     "{}-bit for groups of 2 and 4 ({}); GQA groups 2-8 and head_dim 64 or 128, else 256-bit",
                      kernels::default_attention_f32_wide() ? 512 : 256, chosen_by("ECOSERVE_ATTENTION_F32_WIDE")));
     line("float matmul", kernels::float_matmul_kernels_summary(isa));
     line("openblas", fmt::format("{} kernels (prefill attention of head sizes not a multiple of 16)",

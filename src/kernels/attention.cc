@@ -251,10 +251,11 @@ TileFn pick_tile_fn(int32_t hd) {
 }
 
 // The 512-bit decode kernel where the level asks for it and g and the cache type allow
-// (fp16, or f32 where f32_wide), else null. What attend_range runs and what
+// (fp16; f32 for groups of 8, whose score pass has the heads in lanes, and for other
+// groups where f32_wide), else null. What attend_range runs and what
 // decode_attention_vector_bits reports.
 RowsFn wide_rows_fn(Isa isa, int32_t hd, int32_t g, bool f16, bool f32_wide) {
-  if (isa < Isa::kAvx512VnniZmm || !(f16 || f32_wide)) return nullptr;
+  if (isa < Isa::kAvx512VnniZmm || !(f16 || f32_wide || detail::zmm_query_lanes(g) != 0)) return nullptr;
   return detail::isa_avx512::pick_rows_fn_zmm(hd, g, f16);
 }
 

@@ -49,8 +49,13 @@ struct PagedKvView {
 // two 512-bit FMA ports, 256-bit FMAs at half their peak) the 512-bit decode kernel ran
 // an f32 cache of the synth 1b shape (GQA 32/4, head_dim 64) in 7-8% less time than the
 // 256-bit one from DRAM, 23-35% less from the L3 and 37-38% less from L2 (a Llama GQA
-// 32/8, head_dim 128 cache alike from DRAM); on Zen 5 an earlier 512-bit f32 kernel was
-// 5-15% slower from DRAM (docs/kernels.md, twenty-seventh pass).
+// 32/8, head_dim 128 cache alike from DRAM; docs/kernels.md, twenty-seventh pass). On
+// Zen 5 (family 26, one thread) the Llama shape's f32 cache ran 8-14% slower on it from
+// DRAM (4096 positions 1214-1254 -> 1352-1387 us; batched decode at 2048 positions
+// 613-633 -> 660-713) though 24% faster from L2, so AMD keeps groups of 2 and 4 on the
+// 256-bit kernel; groups of 8 (the query-lanes score pass) take the 512-bit one on every
+// CPU whatever this says: there Zen 5 ran 4096 positions from DRAM in 322-337 us against
+// 463-479 and from L2 in 203-209 against 341 (thirtieth pass).
 bool attention_f32_wide_for(const CpuFeatures& cpu);
 // The setting from environment variable ECOSERVE_ATTENTION_F32_WIDE (0 or 1), or
 // attention_f32_wide_for(detect_cpu_features()) when it is unset; another value is an
@@ -67,14 +72,14 @@ struct AttentionDims {
   float scale = 1.0f;              // usually 1/sqrt(head_dim)
   // Kernel path: avx512vnni runs the decode kernel's AVX-512VL build (32 registers),
   // avx512vnni-zmm its 512-bit build where the GQA group is 2, 4 or 8 and the cache
-  // fp16, or f32 with f32_wide (else the AVX-512VL one), the other levels its AVX2
+  // fp16, or f32 with group 8 or f32_wide (else the AVX-512VL one), the other levels its AVX2
   // build; all give the same bits, except the 512-bit build's scores (within float
   // rounding). Prefill (attend_chunk) likewise: 512-bit tiles on avx512vnni-zmm, the same
   // bits as the others. Must be supported here.
   Isa isa = default_isa();
-  // avx512vnni-zmm only: f32 caches go to the 512-bit decode kernel too (its scores
-  // agree with the 256-bit one's within float rounding, as fp16 caches' do). Default:
-  // default_attention_f32_wide().
+  // avx512vnni-zmm only: f32 caches of GQA groups 2 and 4 go to the 512-bit decode
+  // kernel too (groups of 8 always do; its scores agree with the 256-bit one's within
+  // float rounding, as fp16 caches' do). Default: default_attention_f32_wide().
   bool f32_wide = default_attention_f32_wide();
 };
 
@@ -118,7 +123,7 @@ struct DecodeStream {
 // The register width (256 or 512 bits) of the float multiply-adds the decode kernel
 // (attend_token, attend_kv_heads, attend_partial) runs on ISA level `isa` for this head
 // shape and cache type: 512 on the avx512vnni-zmm level for fp16 caches, and f32 ones
-// where f32_wide (AttentionDims::f32_wide), with group g in {2, 4, 8} and head_dim 64 or
+// where g = 8 or f32_wide (AttentionDims::f32_wide), with group g in {2, 4, 8} and head_dim 64 or
 // 128, else 256. `profile engine --roofline` counts decode attention against the FMA
 // peak of that width.
 int32_t decode_attention_vector_bits(Isa isa, int32_t head_dim, int32_t group, bool f16, bool f32_wide);

@@ -68,7 +68,8 @@ namespace isa_avx512 {
 RowsFn pick_rows_fn(int32_t hd, int32_t g, bool f16);
 // The kernel on 512-bit registers (the avx512vnni-zmm level: half the FMAs, where the
 // CPU runs them at full rate), for g in {2, 4, 8} and hd in {64, 128} (else null), fp16
-// or f32 cache (the caller decides whether f32 runs it: AttentionDims::f32_wide). Its
+// or f32 cache (the caller decides whether f32 runs it: groups of 8 always, the others
+// where AttentionDims::f32_wide). Its
 // scores agree with the 256-bit kernel's within float rounding.
 RowsFn pick_rows_fn_zmm(int32_t hd, int32_t g, bool f16);
 }

@@ -279,7 +279,7 @@ std::vector<float> random_query(const DecodeCase& c, uint32_t seed) {
 
 // The register width profile --roofline counts decode attention at: 512 bits only
 // where pick_rows_fn_zmm has one (the zmm level, g 2/4/8, head_dim 64/128) and the cache
-// runs it (fp16 always, f32 where f32_wide).
+// runs it (fp16 always, f32 for g 8 always and for g 2/4 where f32_wide).
 TEST(DecodeAttentionWidthTest, FiveTwelveBitsOnlyWhereTheZmmKernelRuns) {
   for (bool wide : {false, true}) {
     EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx512VnniZmm, 128, 4, true, wide), 512);
@@ -295,6 +295,10 @@ TEST(DecodeAttentionWidthTest, FiveTwelveBitsOnlyWhereTheZmmKernelRuns) {
   EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx512VnniZmm, 128, 4, false, false), 256) << "f32 cache";
   EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx512VnniZmm, 128, 4, false, true), 512) << "f32 cache, wide";
   EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx512VnniZmm, 64, 8, false, true), 512) << "f32 cache, wide";
+  EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx512VnniZmm, 64, 8, false, false), 512) << "f32 cache, group 8";
+  EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx512VnniZmm, 128, 8, false, false), 512) << "f32 cache, group 8";
+  EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx512VnniZmm, 64, 2, false, false), 256) << "f32 cache, group 2";
+  EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx512Vnni, 64, 8, false, false), 256) << "f32 cache, group 8";
 }
 
 // f32 caches take the 512-bit kernel on Intel CPUs unless ECOSERVE_ATTENTION_F32_WIDE
@@ -394,7 +398,8 @@ TEST_P(DecodeTest, KvHeadRangesEqualTheWholeToken) {
 // Every kernel path this CPU runs (the decode kernel's AVX2 build, its AVX-512VL build
 // at avx512vnni and its 512-bit one at avx512vnni-zmm), with f32_wide off and on, gives
 // the AVX2 build's bits for whole tokens, head ranges and position ranges, except the
-// 512-bit kernel's score pass (fp16 caches, and f32 ones with f32_wide; GQA groups 2-8),
+// 512-bit kernel's score pass (fp16 caches, f32 ones of group 8, and the others' with
+// f32_wide; GQA groups 2-8),
 // which sums each score in its own order: its results agree with the AVX2 build's
 // within kDecodeTol (relative, 1 at least) and its head ranges give its own whole
 // token's bits.
@@ -437,7 +442,7 @@ TEST_P(DecodeTest, EveryIsaLevelGivesTheSameBits) {
           std::string(isa_name(isa)) + (wide ? " f32_wide" : "") + " at " + std::to_string(n_ctx);
       const size_t first_head = static_cast<size_t>(g) * c.hd;
       ASSERT_TRUE(std::equal(head_got.begin(), head_got.begin() + first_head, got.begin())) << what;
-      if (isa >= Isa::kAvx512VnniZmm && (c.f16 || wide) && g >= 2 && c.hd % 16 == 0) {
+      if (isa >= Isa::kAvx512VnniZmm && (c.f16 || wide || g == 8) && g >= 2 && c.hd % 16 == 0) {
         near(got, want, what);
         near(part_got.max, part_want.max, what + " max");
         near(part_got.sum, part_want.sum, what + " sum");

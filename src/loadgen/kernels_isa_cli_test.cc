@@ -122,9 +122,9 @@ TEST(KernelsIsaCli, AttentionF32WidthFromTheEnvironmentIsReported) {
     EXPECT_EQ(nlohmann::json::parse(json.out).at("kernels").at("attention_f32_wide"), std::string(value) == "1");
     const CliRun text = run_cli(env, {"model", "info", kModel}, err);
     EXPECT_NE(text.out.find(std::string("decode attention:     on avx512vnni-zmm, fp16 KV on 512-bit registers, f32 "
-                                        "KV on ") +
-                            bits + "-bit (ECOSERVE_ATTENTION_F32_WIDE); GQA groups 2-8 and head_dim 64 or 128, else "
-                                   "256-bit\n"),
+                                        "KV on 512-bit for GQA groups of 8 and ") +
+                            bits + "-bit for groups of 2 and 4 (ECOSERVE_ATTENTION_F32_WIDE); GQA groups 2-8 and "
+                                   "head_dim 64 or 128, else 256-bit\n"),
               std::string::npos)
         << text.out;
   }
