@@ -176,6 +176,7 @@ int run_info(const InfoArgs& a) {
                       {"float_matmul", kernels::float_matmul_kernels_summary(kernels::default_isa())},
                       {"gemv_streams", kernels::default_gemv_streams()},
                       {"gemv_prefetch", kernels::default_gemv_prefetch()},
+                      {"q4k_tile_pairs", kernels::default_q4k_tile_pairs()},
                       {"attention_f32_wide", kernels::default_attention_f32_wide()},
                       {"openblas_core", kernels::openblas_core()}};
     }
@@ -242,6 +243,9 @@ int run_info(const InfoArgs& a) {
     line("gemv prefetch", fmt::format("batch-1 to 4 decode, every weight type: {} ({})",
                                       kernels::gemv_prefetch_summary(kernels::default_gemv_prefetch()),
                                       chosen_by("ECOSERVE_GEMV_PREFETCH")));
+    line("q4_k tiles", fmt::format("5+ tokens on avx512vnni-zmm: {} ({})",
+                                   kernels::q4k_tile_pairs_summary(kernels::default_q4k_tile_pairs()),
+                                   chosen_by("ECOSERVE_Q4K_TILE_PAIRS")));
     line("decode attention",
          fmt::format("on avx512vnni-zmm, fp16 KV on 512-bit registers, f32 KV on 512-bit for GQA groups of 8 and "
                      "{}-bit for groups of 2 and 4 ({}); GQA groups 2-8 and head_dim 64 or 128, else 256-bit",

@@ -55,6 +55,13 @@ TEST(CpuFeaturesTest, VendorIsReadAndSetsTheGemvStreamsAndPrefetch) {
   EXPECT_EQ(KernelContext(nullptr).gemv_prefetch, default_gemv_prefetch());
   EXPECT_EQ(gemv_prefetch_summary(1024), "1024 bytes ahead");
   EXPECT_EQ(gemv_prefetch_summary(0), "none");
+  // And the avx512vnni-zmm Q4_K tile: 1 pair x 7 tokens on Intel, 2 pairs x 3 elsewhere.
+  EXPECT_EQ(q4k_tile_pairs_for(intel), 1);
+  EXPECT_EQ(q4k_tile_pairs_for(amd), 2);
+  EXPECT_EQ(default_q4k_tile_pairs(), *q4k_tile_pairs_from_env());
+  EXPECT_EQ(KernelContext(nullptr).q4k_tile_pairs, default_q4k_tile_pairs());
+  EXPECT_EQ(q4k_tile_pairs_summary(1), "1 pair of 8-row groups x 7 tokens");
+  EXPECT_EQ(q4k_tile_pairs_summary(2), "2 pairs of 8-row groups x 3 tokens");
 }
 
 TEST(CpuFeaturesTest, LevelsAreChosenFromTheFeatures) {
@@ -127,6 +134,20 @@ TEST(CpuFeaturesTest, EnvironmentSetsTheGemvStreamsAndPrefetch) {
   }
   ASSERT_EQ(unsetenv("ECOSERVE_GEMV_STREAMS"), 0);
   ASSERT_EQ(unsetenv("ECOSERVE_GEMV_PREFETCH"), 0);
+  ASSERT_EQ(unsetenv("ECOSERVE_Q4K_TILE_PAIRS"), 0);
+  EXPECT_EQ(*q4k_tile_pairs_from_env(), q4k_tile_pairs_for(cpu));
+  for (auto [text, n] : {std::pair{"1", 1}, {"2", 2}}) {
+    ASSERT_EQ(setenv("ECOSERVE_Q4K_TILE_PAIRS", text, 1), 0);
+    EXPECT_EQ(*q4k_tile_pairs_from_env(), n) << text;
+  }
+  for (const char* text : {"0", "3", "-1", "two", "", "2 "}) {
+    ASSERT_EQ(setenv("ECOSERVE_Q4K_TILE_PAIRS", text, 1), 0);
+    const StatusOr<std::int32_t> bad = q4k_tile_pairs_from_env();
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(bad.status().message(), fmt::format("ECOSERVE_Q4K_TILE_PAIRS: '{}' is not 1 or 2", text));
+  }
+  ASSERT_EQ(unsetenv("ECOSERVE_Q4K_TILE_PAIRS"), 0);
 }
 
 TEST(CpuFeaturesTest, EnvironmentCapsTheLevel) {

@@ -89,6 +89,7 @@ void check_shape(const WeightView& w, std::int64_t n_tokens) {
 
 bool valid_gemv_streams(std::int32_t n) { return n == 0 || n == 2 || n == 4; }
 bool valid_gemv_prefetch(std::int32_t n) { return n >= 0 && n <= 65536 && n % 64 == 0; }
+bool valid_q4k_tile_pairs(std::int32_t n) { return n == 1 || n == 2; }
 
 // The GEMV settings of ctx are ones the kernels take.
 void check_gemv_options(const KernelContext& ctx) {
@@ -97,6 +98,8 @@ void check_gemv_options(const KernelContext& ctx) {
   ECO_CHECK_MSG(valid_gemv_prefetch(ctx.gemv_prefetch),
                 "matmul: KernelContext::gemv_prefetch must be a multiple of 64 in [0, 65536], not {}",
                 ctx.gemv_prefetch);
+  ECO_CHECK_MSG(valid_q4k_tile_pairs(ctx.q4k_tile_pairs),
+                "matmul: KernelContext::q4k_tile_pairs must be 1 or 2, not {}", ctx.q4k_tile_pairs);
 }
 
 // x [n_tokens, cols] quantized into ctx.scratch (on all threads when there is enough of it).
@@ -107,6 +110,7 @@ detail::QuantizedActs quantize_input(const float* x, std::int64_t cols, std::int
   detail::QuantizedActs acts = detail::layout_quantized_acts(ctx.scratch.data(), n_tokens, cols, k_format);
   acts.gemv_streams = ctx.gemv_streams;
   acts.gemv_prefetch = ctx.gemv_prefetch;
+  acts.q4k_tile_pairs = ctx.q4k_tile_pairs;
   ThreadPool& pool = *ctx.pool;
   if (pool.num_threads() > 1 && n_tokens > 1 && n_tokens * cols >= kParallelQuantizeElems) {
     pool.run([&](int i, int parts) {
@@ -171,6 +175,25 @@ std::int32_t default_gemv_prefetch() {
 
 std::string gemv_prefetch_summary(std::int32_t bytes) {
   return bytes == 0 ? std::string("none") : fmt::format("{} bytes ahead", bytes);
+}
+
+std::int32_t q4k_tile_pairs_for(const CpuFeatures& cpu) { return cpu.vendor == "GenuineIntel" ? 1 : 2; }
+
+StatusOr<std::int32_t> q4k_tile_pairs_from_env() {
+  return int_from_env("ECOSERVE_Q4K_TILE_PAIRS", q4k_tile_pairs_for(detect_cpu_features()), valid_q4k_tile_pairs,
+                      "1 or 2");
+}
+
+std::int32_t default_q4k_tile_pairs() {
+  static const std::int32_t kPairs = [] {
+    StatusOr<std::int32_t> n = q4k_tile_pairs_from_env();
+    return n.ok() ? *n : q4k_tile_pairs_for(detect_cpu_features());
+  }();
+  return kPairs;
+}
+
+std::string q4k_tile_pairs_summary(std::int32_t pairs) {
+  return pairs == 1 ? std::string("1 pair of 8-row groups x 7 tokens") : "2 pairs of 8-row groups x 3 tokens";
 }
 
 void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y, KernelContext& ctx) {

@@ -70,6 +70,25 @@ std::int32_t default_gemv_prefetch();
 // "1024 bytes ahead" or "none" (0), for `model info` and `profile`.
 std::string gemv_prefetch_summary(std::int32_t bytes);
 
+// KernelContext::q4k_tile_pairs for `cpu`: 1 on Intel CPUs, else 2. The avx512vnni-zmm
+// level's Q4_K tiles (5 or more tokens) hold 1 pair of 8-row groups x 7 tokens or 2
+// pairs x 3 tokens. On a Xeon (family 6 model 207), where 512-bit work issues on two
+// ports, 1 x 7 spends fewer multiply slots on the pair inserts and nibble masks: synth 1b
+// Q4_K, one thread, pp512 134-136 -> 150 tok/s. On Zen 5 (family 26) 2 x 3 wins
+// (docs/kernels.md, thirtieth pass): synth 1b Q4_K, 1 x 7 -> 2 x 3, one thread, pp512
+// 325-327 -> 339-341 tok/s, batch-32 decode 295-298 -> 306-307 (two threads 626-639 ->
+// 647-651 and 562-567 -> 564-573); kernels_bench 2048 x 768 x 512 2313-2353 -> 2198-2204 us.
+std::int32_t q4k_tile_pairs_for(const CpuFeatures& cpu);
+// The count from environment variable ECOSERVE_Q4K_TILE_PAIRS (1 or 2), or
+// q4k_tile_pairs_for(detect_cpu_features()) when it is unset; another value is an
+// INVALID_ARGUMENT error naming the variable.
+StatusOr<std::int32_t> q4k_tile_pairs_from_env();
+// q4k_tile_pairs_from_env(), or q4k_tile_pairs_for(detect_cpu_features()) when it
+// fails; computed once per process.
+std::int32_t default_q4k_tile_pairs();
+// "1 pair of 8-row groups x 7 tokens" or "2 pairs of 8-row groups x 3 tokens", for `model info`.
+std::string q4k_tile_pairs_summary(std::int32_t pairs);
+
 // isa: which kernel build runs (default: the best this CPU supports, capped by
 // ECOSERVE_ISA); it must be one the CPU supports (isa_supported).
 // gemv_streams: how many far-apart runs of weight rows the single-token GEMV of a
@@ -82,12 +101,16 @@ std::string gemv_prefetch_summary(std::int32_t bytes);
 // timing changes. On the Xeon the kRows8 Q4_K GEMV read a 302 MB matrix at 12.3-12.8
 // GiB/s without, 14.1-15.7 with 1 KiB.
 // Default: default_gemv_prefetch().
+// q4k_tile_pairs: the avx512vnni-zmm level's Q4_K tile for 5 or more tokens, 1 (pair of
+// 8-row groups x 7 tokens) or 2 (pairs x 3 tokens); both give the same bits, only timing
+// changes. Default: default_q4k_tile_pairs().
 struct KernelContext {
   explicit KernelContext(ThreadPool* p, Isa i = default_isa()) : pool(p), isa(i) {}
   ThreadPool* pool;
   Isa isa;
   std::int32_t gemv_streams = default_gemv_streams();
   std::int32_t gemv_prefetch = default_gemv_prefetch();
+  std::int32_t q4k_tile_pairs = default_q4k_tile_pairs();
   std::vector<std::uint8_t> scratch;
   std::vector<float> tile_scratch;  // per thread: the int8 kernels' block scales and unpacked rows
 };

@@ -51,6 +51,8 @@ struct QuantizedActs {
   std::int32_t gemv_streams = 0;
   // Bytes ahead of each weight stream the 1-4 token GEMVs prefetch (KernelContext::gemv_prefetch; 0: none).
   std::int32_t gemv_prefetch = 0;
+  // The avx512vnni-zmm Q4_K tile for 5 or more tokens (KernelContext::q4k_tile_pairs): 1 or 2 pairs of groups.
+  std::int32_t q4k_tile_pairs = 1;
 };
 
 // Whether weights of `type` take K-format activations (Q4_K, Q6_K).

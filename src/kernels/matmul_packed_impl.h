@@ -602,9 +602,9 @@ void q4k_tile_wide(const std::uint8_t* const* grp, const QuantizedActs& a, std::
 // each chunk take multiply slots, 3 per 2T vpdpbusd, so one pair with more tokens
 // wins: synth 1b Q4_K, one thread, pp512 134-136 -> 150 tok/s, batch 32 111-122 ->
 // 131-133 with 1 x 7; kernels_bench 2048 x 768 x 512 5481-5919 -> 4937-5388 us
-// (1 x 6: 5210-5527). Not measured on Zen 5 (1 x 6 was as fast as 2 x 3 there).
-constexpr int kQ4kWidePairs = 1;
-constexpr int kQ4kWideTokens = 7;
+// (1 x 6: 5210-5527). On Zen 5 2 x 3 stays ahead of 1 x 7 (thirtieth pass: 2198-2204
+// against 2313-2353 us), so both are built and QuantizedActs::q4k_tile_pairs
+// (KernelContext::q4k_tile_pairs, by CPU vendor) picks one.
 #endif
 
 struct Q4kTiles {
@@ -732,9 +732,10 @@ void rows8_wide(const std::uint8_t* w, std::size_t row_bytes, const QuantizedAct
   }
 }
 
+template <int kP, int kT>
 struct Q4kWideTiles {
-  static constexpr int kPairs = kQ4kWidePairs;
-  static constexpr int kTokens = kQ4kWideTokens;
+  static constexpr int kPairs = kP;
+  static constexpr int kTokens = kT;
   template <int P, int T>
   static constexpr PackedTileFn fn() {
     return &q4k_tile_wide<P, T>;
@@ -768,8 +769,10 @@ void rows_q4_k_rows8_zmm(const std::uint8_t* w, std::size_t row_bytes, const Qua
                          std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride, float*) {
   if (t1 - t0 <= 4) {
     rows8<Q4kTiles>(w, row_bytes, a, r0, r1, t0, t1, y, y_stride);
+  } else if (a.q4k_tile_pairs == 2) {
+    rows8_wide<Q4kWideTiles<2, 3>, Q4kTiles>(w, row_bytes, a, r0, r1, t0, t1, y, y_stride);
   } else {
-    rows8_wide<Q4kWideTiles, Q4kTiles>(w, row_bytes, a, r0, r1, t0, t1, y, y_stride);
+    rows8_wide<Q4kWideTiles<1, 7>, Q4kTiles>(w, row_bytes, a, r0, r1, t0, t1, y, y_stride);
   }
 }
 #endif

@@ -245,20 +245,26 @@ TEST(PackedWeightsTest, BitwiseTheSameAcrossIsaLevelsBatchesAndThreads) {
         KernelContext ctx(pool, isa);
         for (std::int64_t k : {1, 2, 3, 4, 5, 6, 13, 64, 131}) {
           // One token: also every count of weight streams (17 groups: 2 x 8 + 1, 4 x 4 + 1);
-          // 1-4 tokens (the GEMV): also every prefetch distance, none to past the matrix.
+          // 1-4 tokens (the GEMV): also every prefetch distance, none to past the matrix;
+          // 5 or more: both Q4_K tiles of the zmm level (1 x 7 and 2 x 3; the odd group's
+          // narrow tile and token remainders of either).
           const std::vector<std::int32_t> counts = k == 1 ? std::vector<std::int32_t>{0, 2, 4} : std::vector{0};
           const std::vector<std::int32_t> distances = k <= 4 ? std::vector{0, 64, 1024, 65536} : std::vector{0};
+          const std::vector<std::int32_t> tiles = k >= 5 ? std::vector{1, 2} : std::vector{1};
           for (std::int32_t streams : counts) {
             for (std::int32_t prefetch : distances) {
-              ctx.gemv_streams = streams;
-              ctx.gemv_prefetch = prefetch;
-              for (std::int64_t first : {std::int64_t{0}, n - k}) {
-                std::vector<float> y(k * rows, NAN);
-                matmul(m.packed_view(), x.data() + first * cols, k, y.data(), ctx);
-                ASSERT_EQ(std::memcmp(y.data(), alone.data() + first * rows, y.size() * 4), 0)
-                    << type_name(type) << " cols=" << cols << " tokens " << first << ".." << first + k
-                    << " isa=" << isa_name(isa) << " threads=" << pool->num_threads() << " gemv_streams=" << streams
-                    << " gemv_prefetch=" << prefetch;
+              for (std::int32_t pairs : tiles) {
+                ctx.gemv_streams = streams;
+                ctx.gemv_prefetch = prefetch;
+                ctx.q4k_tile_pairs = pairs;
+                for (std::int64_t first : {std::int64_t{0}, n - k}) {
+                  std::vector<float> y(k * rows, NAN);
+                  matmul(m.packed_view(), x.data() + first * cols, k, y.data(), ctx);
+                  ASSERT_EQ(std::memcmp(y.data(), alone.data() + first * rows, y.size() * 4), 0)
+                      << type_name(type) << " cols=" << cols << " tokens " << first << ".." << first + k
+                      << " isa=" << isa_name(isa) << " threads=" << pool->num_threads()
+                      << " gemv_streams=" << streams << " gemv_prefetch=" << prefetch << " q4k_tile_pairs=" << pairs;
+                }
               }
             }
           }
@@ -283,6 +289,11 @@ TEST(PackedWeightsDeathTest, Rows8NeedsQ8_0OrQ4KAndWholeGroups) {
   EXPECT_DEATH(matmul(WeightView{GgmlType::kQ8_0, data.data(), 16, 32, 34, WeightLayout::kRows8}, x.data(), 1,
                       y.data(), ctx),
                "gemv_streams must be 0, 2 or 4, not 3");
+  ctx.gemv_streams = 0;
+  ctx.q4k_tile_pairs = 3;
+  EXPECT_DEATH(matmul(WeightView{GgmlType::kQ8_0, data.data(), 16, 32, 34, WeightLayout::kRows8}, x.data(), 1,
+                      y.data(), ctx),
+               "q4k_tile_pairs must be 1 or 2, not 3");
 }
 
 }  // namespace

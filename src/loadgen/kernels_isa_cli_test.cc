@@ -94,7 +94,8 @@ TEST(KernelsIsaCli, EveryLevelThisCpuRunsGeneratesTheSameText) {
   std::filesystem::remove(err);
 }
 
-// A bad ECOSERVE_GEMV_PREFETCH, ECOSERVE_GEMV_STREAMS or ECOSERVE_ATTENTION_F32_WIDE stops
+// A bad ECOSERVE_GEMV_PREFETCH, ECOSERVE_GEMV_STREAMS, ECOSERVE_Q4K_TILE_PAIRS or
+// ECOSERVE_ATTENTION_F32_WIDE stops
 // the binary with exit code 2 and a message naming the variable, before any command runs.
 TEST(KernelsIsaCli, BadKernelSettingIsAnError) {
   const std::string err = std::filesystem::temp_directory_path() / "ecoserve_gemv_env.err";
@@ -107,6 +108,9 @@ TEST(KernelsIsaCli, BadKernelSettingIsAnError) {
   const CliRun wide = run_cli({"ECOSERVE_ATTENTION_F32_WIDE=yes"}, {"model", "info", "/nonexistent.gguf"}, err);
   EXPECT_EQ(wide.exit_code, 2);
   EXPECT_EQ(read_file(err), "error: ECOSERVE_ATTENTION_F32_WIDE: 'yes' is not 0 or 1\n");
+  const CliRun tile = run_cli({"ECOSERVE_Q4K_TILE_PAIRS=3"}, {"model", "info", "/nonexistent.gguf"}, err);
+  EXPECT_EQ(tile.exit_code, 2);
+  EXPECT_EQ(read_file(err), "error: ECOSERVE_Q4K_TILE_PAIRS: '3' is not 1 or 2\n");
   std::filesystem::remove(err);
 }
 
@@ -136,12 +140,14 @@ TEST(KernelsIsaCli, AttentionF32WidthFromTheEnvironmentIsReported) {
 TEST(KernelsIsaCli, GemvSettingsFromTheEnvironmentRunAndAreReported) {
   if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "shared data missing: " << kModel;
   const std::string err = std::filesystem::temp_directory_path() / "ecoserve_gemv_info.err";
-  const std::vector<std::string> env = {"ECOSERVE_GEMV_STREAMS=2", "ECOSERVE_GEMV_PREFETCH=2048"};
+  const std::vector<std::string> env = {"ECOSERVE_GEMV_STREAMS=2", "ECOSERVE_GEMV_PREFETCH=2048",
+                                        "ECOSERVE_Q4K_TILE_PAIRS=2"};
   const CliRun json = run_cli(env, {"model", "info", "--json", kModel}, err);
   ASSERT_EQ(json.exit_code, 0) << read_file(err);
   const nlohmann::json k = nlohmann::json::parse(json.out).at("kernels");
   EXPECT_EQ(k.at("gemv_streams"), 2);
   EXPECT_EQ(k.at("gemv_prefetch"), 2048);
+  EXPECT_EQ(k.at("q4k_tile_pairs"), 2);
   const CliRun text = run_cli(env, {"model", "info", kModel}, err);
   EXPECT_NE(text.out.find("int8 gemv:            batch-1 decode of Q8_0 / Q4_K (read in rows of 8) on 2 weight "
                           "streams (ECOSERVE_GEMV_STREAMS)\n"),
@@ -149,6 +155,10 @@ TEST(KernelsIsaCli, GemvSettingsFromTheEnvironmentRunAndAreReported) {
       << text.out;
   EXPECT_NE(text.out.find("gemv prefetch:        batch-1 to 4 decode, every weight type: 2048 bytes ahead "
                           "(ECOSERVE_GEMV_PREFETCH)\n"),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("q4_k tiles:           5+ tokens on avx512vnni-zmm: 2 pairs of 8-row groups x 3 tokens "
+                          "(ECOSERVE_Q4K_TILE_PAIRS)\n"),
             std::string::npos)
       << text.out;
   const std::vector<std::string> gen = {"generate", "-m", kModel, "-p", "Once upon a time", "-n", "32"};
