@@ -54,8 +54,8 @@ struct PagedKvView {
 // DRAM (4096 positions 1214-1254 -> 1352-1387 us; batched decode at 2048 positions
 // 613-633 -> 660-713) though 24% faster from L2, so AMD keeps groups of 2 and 4 on the
 // 256-bit kernel; groups of 8 (the query-lanes score pass) take the 512-bit one on every
-// CPU whatever this says: there Zen 5 ran 4096 positions from DRAM in 322-337 us against
-// 463-479 and from L2 in 203-209 against 341 (thirtieth pass).
+// CPU whatever this says: there Zen 5 ran 4096 positions from DRAM in 322-339 us against
+// 463-479 and from L2 in 203-211 against 341-342 (thirtieth pass).
 bool attention_f32_wide_for(const CpuFeatures& cpu);
 // The setting from environment variable ECOSERVE_ATTENTION_F32_WIDE (0 or 1), or
 // attention_f32_wide_for(detect_cpu_features()) when it is unset; another value is an

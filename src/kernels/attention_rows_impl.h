@@ -393,7 +393,8 @@ struct Lanes8 {
 };
 
 #if ECO_ATTN_WIDE
-// Lanes16 runs fp16 caches, and f32 ones where AttentionDims::f32_wide (Intel).
+// Lanes16 runs fp16 caches, f32 ones of GQA groups of 8, and the others' f32 ones where
+// AttentionDims::f32_wide (Intel).
 struct Lanes16 {
   using Reg = __m512;
   static constexpr int W = 16;
@@ -626,8 +627,11 @@ inline void values_pass(int32_t kv0, int32_t kv1, const int64_t* off, int32_t n,
 // batched decode at 512-2048 positions (mode 4) 20.5-22.8 -> 22.6-24.8, and for the
 // synth 1b's 32/4, d 64 8.9-10 -> 11.9-13.8. With an f32 cache Lanes16 ran 45% faster
 // from L2 but 5-15% slower from DRAM (either prefetch order), so f32 stays on Lanes8
-// there. Intel Xeon (family 6 model 207; two 512-bit FMA ports, where 256-bit FMAs get
-// half the peak), f32 cache, Lanes8 -> Lanes16 (scores16), one thread: synth 1b's 32/4,
+// there for groups of 2 and 4 (the Llama shape still 8-14% slower in the thirtieth pass);
+// groups of 8, scored with scores_lanes since, run f32 on Lanes16 on every CPU (Zen 5,
+// synth 1b, 4k positions from DRAM 463-479 -> 322-339 us). Intel Xeon (family 6 model
+// 207; two 512-bit FMA ports, where 256-bit FMAs get half the peak), f32 cache, Lanes8
+// -> Lanes16 (scores16), one thread: synth 1b's 32/4,
 // d 64, 4k / 32k positions from DRAM 844 -> 786 / 6644 -> 6125 us, from the L3 613-626 ->
 // 458-483 / 5202-5467 -> 3388-4023 us, K and V in L2 582-605 -> 362-384 us; GQA 32/8,
 // d 128 alike (2538 / 2592 us at 4k from DRAM). AttentionDims::f32_wide picks it by
