@@ -195,12 +195,15 @@ int run_profile(const ProfileArgs& a) {
   if (!a.json) {
     std::printf("model: %s (%s, %.1fM params, %s)\n", a.model.c_str(), c.arch.c_str(), c.num_params / 1e6,
                 std::string(kernels::type_name((*model)->layers()[0].wq.type)).c_str());
-    std::printf("cpu: %s (%s); kernels: %s (int8 dot: %s; batch-1 int8 GEMV on %s; GEMV prefetch: %s); "
+    std::printf("cpu: %s (%s); kernels: %s (int8 dot: %s; batch-1 int8 GEMV on %s; GEMV prefetch: %s%s); "
                 "OpenBLAS: %s\n",
                 cpu.brand.c_str(), cpu.flags().c_str(), std::string(kernels::isa_name(a.isa)).c_str(),
                 std::string(kernels::isa_int8_dot(a.isa)).c_str(),
                 kernels::gemv_streams_summary(kernels::default_gemv_streams()).c_str(),
                 kernels::gemv_prefetch_summary(kernels::default_gemv_prefetch()).c_str(),
+                a.isa == kernels::Isa::kAvx512VnniZmm
+                    ? ("; Q4_K tiles: " + kernels::q4k_tile_pairs_summary(kernels::default_q4k_tile_pairs())).c_str()
+                    : "",
                 kernels::openblas_core().c_str());
     std::printf("prefill: one %d-token prompt (best of %d); decode: %d steps per batch from context %d; KV cache %s\n",
                 a.prompt_len, a.repeats, a.decode_steps, a.context, engine::kv_cache_type_name(kv_type));
@@ -260,6 +263,7 @@ int run_profile(const ProfileArgs& a) {
                             {"isa", std::string(kernels::isa_name(a.isa))},
                             {"gemv_streams", kernels::default_gemv_streams()},
                             {"gemv_prefetch", kernels::default_gemv_prefetch()},
+                            {"q4k_tile_pairs", kernels::default_q4k_tile_pairs()},
                             {"openblas_core", kernels::openblas_core()}};
         if (test.starts_with("decode")) {
           r["context"] = a.context;
