@@ -161,6 +161,13 @@ TEST(KernelsIsaCli, GemvSettingsFromTheEnvironmentRunAndAreReported) {
                           "(ECOSERVE_Q4K_TILE_PAIRS)\n"),
             std::string::npos)
       << text.out;
+  const CliRun profile = run_cli(env,
+                                 {"profile", "engine", "-m", kModel, "-t", "1", "--batches", "1", "--prompt-len", "4",
+                                  "--decode-steps", "1", "--repeats", "1", "--json"},
+                                 err);
+  ASSERT_EQ(profile.exit_code, 0) << read_file(err);
+  EXPECT_NE(profile.out.find("\"q4k_tile_pairs\": 2"), std::string::npos) << profile.out;
+  EXPECT_NE(profile.out.find("\"gemv_prefetch\": 2048"), std::string::npos) << profile.out;
   const std::vector<std::string> gen = {"generate", "-m", kModel, "-p", "Once upon a time", "-n", "32"};
   const CliRun none = run_cli({"ECOSERVE_GEMV_PREFETCH=0"}, gen, err);
   ASSERT_EQ(none.exit_code, 0) << read_file(err);
