@@ -91,8 +91,8 @@ bool valid_gemv_streams(std::int32_t n) { return n == 0 || n == 2 || n == 4; }
 bool valid_gemv_prefetch(std::int32_t n) { return n >= 0 && n <= 65536 && n % 64 == 0; }
 bool valid_q4k_tile_pairs(std::int32_t n) { return n == 1 || n == 2; }
 
-// The GEMV settings of ctx are ones the kernels take.
-void check_gemv_options(const KernelContext& ctx) {
+// The GEMV and tile settings of ctx are ones the kernels take.
+void check_kernel_options(const KernelContext& ctx) {
   ECO_CHECK_MSG(valid_gemv_streams(ctx.gemv_streams), "matmul: KernelContext::gemv_streams must be 0, 2 or 4, not {}",
                 ctx.gemv_streams);
   ECO_CHECK_MSG(valid_gemv_prefetch(ctx.gemv_prefetch),
@@ -198,7 +198,7 @@ std::string q4k_tile_pairs_summary(std::int32_t pairs) {
 
 void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y, KernelContext& ctx) {
   check_shape(w, n_tokens);
-  check_gemv_options(ctx);
+  check_kernel_options(ctx);
   if (w.rows == 0 || n_tokens == 0) return;
   ECO_CHECK_MSG(w.data != nullptr && x != nullptr && y != nullptr, "matmul: null data pointer");
   ECO_CHECK_MSG(ctx.pool != nullptr, "matmul: KernelContext without a thread pool");
@@ -267,7 +267,7 @@ void matmul_many(std::span<const MatmulTarget> targets, const float* x, std::int
     for (const MatmulTarget& t : targets) matmul(*t.w, x, n_tokens, t.y, ctx);
     return;
   }
-  check_gemv_options(ctx);
+  check_kernel_options(ctx);
   ECO_CHECK_MSG(x != nullptr, "matmul_many: null input");
   ECO_CHECK_MSG(ctx.pool != nullptr, "matmul_many: KernelContext without a thread pool");
   const std::int64_t cols = targets[0].w->cols;
