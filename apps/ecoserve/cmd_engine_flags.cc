@@ -27,7 +27,7 @@ CLI::Option* add_isa_option(CLI::App* cmd, kernels::Isa& out) {
         auto isa = kernels::resolve_isa(name, kernels::detect_cpu_features());
         return isa.ok() ? std::string() : isa.status().message();
       },
-      "avx2|avxvnni|avx512vnni|avx512vnni-zmm|native");
+      "avx2|avxvnni|avx512vnni|avx512vnni-zmm|avx512amx|native");
   return cmd
       ->add_option_function<std::string>(
           "--isa",
@@ -36,7 +36,8 @@ CLI::Option* add_isa_option(CLI::App* cmd, kernels::Isa& out) {
             const bool native = name == "native" || name == "best";
             out = native ? kernels::default_isa() : *kernels::resolve_isa(name, kernels::detect_cpu_features());
           },
-          "kernel instruction-set path: avx2, avxvnni, avx512vnni, avx512vnni-zmm (512-bit int8 tiles) or native (the "
+          "kernel instruction-set path: avx2, avxvnni, avx512vnni, avx512vnni-zmm (512-bit int8 tiles), avx512amx "
+          "(avx512vnni-zmm with AMX tiles for repacked Q8_0 and Q4_K prompts and large decode batches) or native (the "
           "level the environment variable ECOSERVE_ISA names, else the best this CPU has)")
       ->check(valid)
       ->default_str(std::string(kernels::isa_name(out)));

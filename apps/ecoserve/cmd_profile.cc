@@ -81,10 +81,19 @@ ModelCost model_cost(const model::LlamaModel& m, engine::KvCacheType kv_type) {
 // runs them one after the other, as each layer's data dependencies make every
 // engine run them. (The two differ where a batch's KV reads are as large as its
 // weights: batched decode at long contexts.)
-// The instructions a part of a step is bounded by: int8 dots of the level, or float
-// FMAs on 256- or 512-bit registers.
-enum class Peak { kInt8, kFma256, kFma512 };
-const char* peak_name(Peak p) { return p == Peak::kInt8 ? "int8" : p == Peak::kFma512 ? "fma512" : "fma256"; }
+// The instructions a part of a step is bounded by: int8 dots of the level (on
+// avx512amx: AMX tiles where its kernels run them, repacked Q8_0 or Q4_K weights and 16+
+// tokens, else the level's zmm vpdpbusd), or float FMAs on 256- or 512-bit registers.
+enum class Peak { kInt8, kAmx, kFma256, kFma512 };
+const char* peak_name(Peak p) {
+  switch (p) {
+    case Peak::kInt8: return "int8";
+    case Peak::kAmx: return "amx";
+    case Peak::kFma512: return "fma512";
+    case Peak::kFma256: return "fma256";
+  }
+  return "";
+}
 
 struct Bound {
   double tokens_per_second = 0;
@@ -172,22 +181,33 @@ int run_profile(const ProfileArgs& a) {
   // attention), and on 512-bit ones where the float-weight matmul (tokens in lanes) or
   // the decode or prefill attention kernel runs on them.
   const kernels::CpuFeatures cpu = kernels::detect_cpu_features();
-  double fma_gmacs = 0, fma512_gmacs = 0, int8_gmacs = 0;
+  const bool amx = a.isa == kernels::Isa::kAvx512Amx;
+  const kernels::WeightView& wq0 = (*model)->layers()[0].wq;
+  // The batch from which the linear layers run AMX tiles (0: never).
+  const int64_t amx_from = amx && wq0.layout == kernels::WeightLayout::kRows8 ? kernels::amx_min_tokens(wq0.type) : 0;
+  double fma_gmacs = 0, fma512_gmacs = 0, int8_gmacs = 0, amx_gmacs = 0;
   if (a.roofline) {
     fma_gmacs = kernels::measure_f32_fma_gmacs(0.5);
     fma512_gmacs = cpu.avx512f ? kernels::measure_f32_fma_gmacs(0.5, 512) : fma_gmacs;
-    int8_gmacs = kernels::measure_int8_dot_gmacs(a.isa, 0.5);
+    int8_gmacs = kernels::measure_int8_dot_gmacs(amx ? kernels::Isa::kAvx512VnniZmm : a.isa, 0.5);
+    if (amx) amx_gmacs = kernels::measure_int8_dot_gmacs(kernels::Isa::kAvx512Amx, 0.5);
   }
   const bool attn512 = kernels::decode_attention_vector_bits(a.isa, c.head_dim, c.n_head / std::max(1, c.n_head_kv),
                                                              kv_type == engine::KvCacheType::kF16,
                                                              kernels::default_attention_f32_wide()) == 512;
   // The linear layers' peak for a step of `tokens` tokens, and decode attention's.
   auto linear_peak = [&](int64_t tokens) {
-    if (cost.int8) return Peak::kInt8;
+    if (cost.int8) return amx_from > 0 && tokens >= amx_from ? Peak::kAmx : Peak::kInt8;
     return kernels::float_matmul_vector_bits(a.isa, tokens) == 512 ? Peak::kFma512 : Peak::kFma256;
   };
   auto gmacs = [&](int32_t th, Peak peak) {
-    return th * (peak == Peak::kInt8 ? int8_gmacs : peak == Peak::kFma512 ? fma512_gmacs : fma_gmacs);
+    switch (peak) {
+      case Peak::kInt8: return th * int8_gmacs;
+      case Peak::kAmx: return th * amx_gmacs;
+      case Peak::kFma512: return th * fma512_gmacs;
+      case Peak::kFma256: break;
+    }
+    return th * fma_gmacs;
   };
   const Peak decode_attn_peak = attn512 ? Peak::kFma512 : Peak::kFma256;
   const bool prefill_attn512 = kernels::prefill_attention_vector_bits(a.isa, c.head_dim) == 512;
@@ -201,7 +221,7 @@ int run_profile(const ProfileArgs& a) {
                 std::string(kernels::isa_int8_dot(a.isa)).c_str(),
                 kernels::gemv_streams_summary(kernels::default_gemv_streams()).c_str(),
                 kernels::gemv_prefetch_summary(kernels::default_gemv_prefetch()).c_str(),
-                a.isa == kernels::Isa::kAvx512VnniZmm
+                a.isa >= kernels::Isa::kAvx512VnniZmm
                     ? ("; Q4_K tiles: " + kernels::q4k_tile_pairs_summary(kernels::default_q4k_tile_pairs())).c_str()
                     : "",
                 kernels::openblas_core().c_str());
@@ -212,7 +232,14 @@ int run_profile(const ProfileArgs& a) {
                   "now: %.1f G float FMA-MAC/s on 256-bit registers",
                   cost.weight_bytes / 1e6, cost.macs_per_token / 1e6, fma_gmacs);
       if (cpu.avx512f) std::printf(", %.1f G on 512-bit", fma512_gmacs);
-      std::printf(", %.1f G int8-dot MAC/s (%s)\n", int8_gmacs, std::string(kernels::isa_int8_dot(a.isa)).c_str());
+      if (amx) {
+        std::printf(", %.1f G int8-dot MAC/s (vpdpbusd, zmm), %.1f G on AMX tiles (tdpbssd: counted for %s)\n",
+                    int8_gmacs, amx_gmacs,
+                    amx_from > 0 ? ("batches of " + std::to_string(amx_from) + "+").c_str()
+                                 : "nothing here: the model has no repacked Q8_0 or Q4_K");
+      } else {
+        std::printf(", %.1f G int8-dot MAC/s (%s)\n", int8_gmacs, std::string(kernels::isa_int8_dot(a.isa)).c_str());
+      }
       const int64_t n_prompt = a.prompt_len;
       std::printf("float FMAs counted at: %s-bit for decode attention, %s-bit for prefill attention, %d-bit for "
                   "float-weight prefill (%s), 256-bit for the rest",

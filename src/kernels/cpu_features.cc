@@ -1,6 +1,8 @@
 #include "kernels/cpu_features.h"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <charconv>
 #include <cstdint>
@@ -29,6 +31,19 @@ std::uint64_t xgetbv0() {
 }
 
 bool bit(unsigned v, int i) { return (v >> i) & 1u; }
+
+// Linux gives a process the AMX tile data state only once it asks (arch_prctl
+// ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, kernel 5.16 on); before that the first
+// tile instruction faults (SIGILL). The permission is the whole process's, so it is
+// asked once, and AMX counts as present only where it is granted.
+bool amx_permitted() {
+  static const bool kGranted = [] {
+    constexpr long kArchReqXcompPerm = 0x1023;
+    constexpr long kXfeatureXtileData = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtileData) == 0;
+  }();
+  return kGranted;
+}
 
 }  // namespace
 
@@ -62,8 +77,9 @@ CpuFeatures detect_cpu_features() {
   const std::uint64_t xcr0 = osxsave ? xgetbv0() : 0;
   const bool os_avx = (xcr0 & 0x6) == 0x6;            // XMM and YMM state
   const bool os_avx512 = os_avx && (xcr0 & 0xe0) == 0xe0;  // opmask, ZMM_Hi256, Hi16_ZMM
-  const bool os_amx = (xcr0 & 0x60000) == 0x60000;     // XTILECFG, XTILEDATA
   const Regs l7 = cpuid(7, 0);
+  // XTILECFG and XTILEDATA state saved by the OS, and this process allowed to use it.
+  const bool os_amx = (xcr0 & 0x60000) == 0x60000 && bit(l7.d, 24) && amx_permitted();
   const Regs l71 = l7.a >= 1 ? cpuid(7, 1) : Regs{};
   f.fma = os_avx && bit(l1.c, 12);
   f.f16c = os_avx && bit(l1.c, 29);
@@ -108,11 +124,14 @@ std::string_view isa_name(Isa isa) {
     case Isa::kAvxVnni: return "avxvnni";
     case Isa::kAvx512Vnni: return "avx512vnni";
     case Isa::kAvx512VnniZmm: return "avx512vnni-zmm";
+    case Isa::kAvx512Amx: return "avx512amx";
   }
   return "unknown";
 }
 
-std::vector<Isa> all_isas() { return {Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512Vnni, Isa::kAvx512VnniZmm}; }
+std::vector<Isa> all_isas() {
+  return {Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512Vnni, Isa::kAvx512VnniZmm, Isa::kAvx512Amx};
+}
 
 std::string_view isa_int8_dot(Isa isa) {
   switch (isa) {
@@ -120,6 +139,7 @@ std::string_view isa_int8_dot(Isa isa) {
     case Isa::kAvxVnni: return "vpdpbusd (VEX, ymm)";
     case Isa::kAvx512Vnni: return "vpdpbusd (EVEX, ymm, 32 registers)";
     case Isa::kAvx512VnniZmm: return "vpdpbusd (EVEX, zmm, 32 registers)";
+    case Isa::kAvx512Amx: return "tdpbssd/tdpbsud (AMX tiles) for Q8_0 batches of 16+ and Q4_K of 32+, else vpdpbusd (zmm)";
   }
   return "unknown";
 }
@@ -132,6 +152,8 @@ bool isa_supported(Isa isa, const CpuFeatures& cpu) {
     case Isa::kAvx512Vnni:
     case Isa::kAvx512VnniZmm:
       return base && cpu.avx512f && cpu.avx512bw && cpu.avx512vl && cpu.avx512dq && cpu.avx512_vnni;
+    case Isa::kAvx512Amx:
+      return isa_supported(Isa::kAvx512VnniZmm, cpu) && cpu.amx_tile && cpu.amx_int8;
   }
   return false;
 }
@@ -147,7 +169,7 @@ std::vector<Isa> supported_isas(const CpuFeatures& cpu) {
 Isa best_isa(const CpuFeatures& cpu) {
   Isa best = Isa::kAvx2;
   for (Isa i : all_isas()) {
-    if (isa_supported(i, cpu) && (i != Isa::kAvx512VnniZmm || cpu.full_rate_512)) best = i;
+    if (isa_supported(i, cpu) && (i < Isa::kAvx512VnniZmm || cpu.full_rate_512)) best = i;
   }
   return best;
 }
@@ -165,7 +187,7 @@ StatusOr<Isa> resolve_isa(std::string_view name, const CpuFeatures& cpu) {
     return i;
   }
   return invalid_argument_error(
-      "unknown ISA level '{}' (valid: avx2, avxvnni, avx512vnni, avx512vnni-zmm, native)", name);
+      "unknown ISA level '{}' (valid: avx2, avxvnni, avx512vnni, avx512vnni-zmm, avx512amx, native)", name);
 }
 
 StatusOr<Isa> isa_from_env() {

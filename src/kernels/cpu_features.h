@@ -20,6 +20,10 @@
 //               where 512-bit vpdpbusd runs at twice the 256-bit rate
 //               (CpuFeatures::full_rate_512: Zen 5, Intel's server cores; Zen 4
 //               splits 512-bit operations in two, so 256 bits do as well there).
+//   avx512amx   avx512vnni-zmm, and Q8_0 and Q4_K weights in kRows8 times batches of
+//               16 or more tokens on AMX tiles (matmul_packed_impl.h): AMX-TILE
+//               and AMX-INT8, with Linux's permission for the tile state (asked for
+//               by detect_cpu_features). Intel Xeon from Sapphire Rapids on.
 //
 // Results of int8 kernels are bitwise identical on every level (the integer
 // dot products are exact and the float arithmetic around them is the same).
@@ -54,7 +58,7 @@ struct CpuFeatures {
 // measured field, full_rate_512, is measured once per process.
 CpuFeatures detect_cpu_features();
 
-std::string_view isa_name(Isa isa);  // "avx2", "avxvnni", "avx512vnni", "avx512vnni-zmm"
+std::string_view isa_name(Isa isa);  // "avx2", "avxvnni", "avx512vnni", "avx512vnni-zmm", "avx512amx"
 // Every level, lowest first.
 std::vector<Isa> all_isas();
 bool isa_supported(Isa isa, const CpuFeatures& cpu);
@@ -64,7 +68,7 @@ Isa best_isa(const CpuFeatures& cpu);
 // What a one-line description of the instructions a level uses for int8 dots says ("vpmaddubsw+vpmaddwd", ...).
 std::string_view isa_int8_dot(Isa isa);
 
-// Parses a level name ("avx2", "avxvnni", "avx512vnni", "avx512vnni-zmm"; "native" or "" = best
+// Parses a level name ("avx2", ..., "avx512amx"; "native" or "" = best
 // for cpu). Errors name the valid levels, or say which feature the CPU lacks.
 StatusOr<Isa> resolve_isa(std::string_view name, const CpuFeatures& cpu);
 

@@ -32,6 +32,8 @@ TEST(CpuFeaturesTest, ThisCpuRunsTheBaselineAndReportsItsFlags) {
   // The 512-bit tiles run wherever avx512vnni does; the probe only decides whether they are the best.
   EXPECT_EQ(isa_supported(Isa::kAvx512VnniZmm, cpu), isa_supported(Isa::kAvx512Vnni, cpu));
   EXPECT_TRUE(!cpu.full_rate_512 || isa_supported(Isa::kAvx512Vnni, cpu));
+  // AMX int8 tiles on top of them (granted to this process: detect asked Linux for them).
+  EXPECT_EQ(isa_supported(Isa::kAvx512Amx, cpu), isa_supported(Isa::kAvx512VnniZmm, cpu) && cpu.amx_int8);
   EXPECT_TRUE(isa_supported(best_isa(cpu), cpu));
   std::printf("this CPU: %s; full-rate 512-bit vpdpbusd: %s; best level %s\n", cpu.flags().c_str(),
               cpu.full_rate_512 ? "yes" : "no", std::string(isa_name(best_isa(cpu))).c_str());
@@ -78,6 +80,13 @@ TEST(CpuFeaturesTest, LevelsAreChosenFromTheFeatures) {
             (std::vector<Isa>{Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512Vnni, Isa::kAvx512VnniZmm}));
   f.full_rate_512 = true;  // Zen 5, Intel server cores
   EXPECT_EQ(best_isa(f), Isa::kAvx512VnniZmm);
+  f.amx_tile = true;  // AMX's tile state alone has no int8 multiply
+  EXPECT_EQ(best_isa(f), Isa::kAvx512VnniZmm);
+  f.amx_int8 = true;  // Intel Xeon from Sapphire Rapids on
+  EXPECT_EQ(best_isa(f), Isa::kAvx512Amx);
+  EXPECT_EQ(supported_isas(f), (std::vector<Isa>{Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512Vnni, Isa::kAvx512VnniZmm,
+                                                 Isa::kAvx512Amx}));
+  f.amx_tile = f.amx_int8 = false;
   f.full_rate_512 = false;
   f.avx_vnni = false;  // Zen 4: AVX-512 VNNI but no AVX-VNNI
   EXPECT_EQ(supported_isas(f), (std::vector<Isa>{Isa::kAvx2, Isa::kAvx512Vnni, Isa::kAvx512VnniZmm}));
@@ -93,7 +102,7 @@ TEST(CpuFeaturesTest, ResolveNamesLevelsAndExplainsRefusals) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(bad.status().message(),
-            "unknown ISA level 'sse2' (valid: avx2, avxvnni, avx512vnni, avx512vnni-zmm, native)");
+            "unknown ISA level 'sse2' (valid: avx2, avxvnni, avx512vnni, avx512vnni-zmm, avx512amx, native)");
   const StatusOr<Isa> missing = resolve_isa("avx512vnni", f);
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().message(),

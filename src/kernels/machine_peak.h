@@ -13,8 +13,11 @@
 //   independent chains (ymm, as the kernels use): avx2 vpmaddubsw + vpmaddwd
 //   + vpaddd per 32 products (the shortest exact sequence without VNNI);
 //   avxvnni / avx512vnni one vpdpbusd (VEX / EVEX); avx512vnni-zmm the same
-//   on zmm (64 per instruction). The kernels' own overhead (unpacking, scales,
-//   float accumulation) counts against them.
+//   on zmm (64 per instruction); avx512amx AMX's tdpbssd on the tile shape of
+//   its Q8_0 and Q4_K kernels (16 tokens x 32 bytes times 8 rows x 64 bytes:
+//   8192 per instruction; Q4_K's tdpbsud runs at the same rate; the level's
+//   other kernels are avx512vnni-zmm's, measured with that level). The kernels' own overhead (unpacking, scales, float
+//   accumulation) counts against them.
 // - measure_read_gbps: DRAM read bandwidth when every thread of `pool` sums
 //   its share of a `bytes` buffer (bigger than the caches): the best of reading
 //   it as 1, 2, 4 and 8 far-apart streams per thread.

@@ -123,6 +123,19 @@ void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y
 // sizes that are not a multiple of 16 calls OpenBLAS; matmul never does.
 std::string openblas_core();
 
+// On the avx512amx level, Q8_0 weights in WeightLayout::kRows8 take AMX tiles (16 tokens
+// each, and one tile of the tokens left) in batches of kAmxMinTokens or more tokens, Q4_K
+// from kAmxQ4kMinTokens; smaller batches take the avx512vnni-zmm kernels. The same bits.
+// Q4_K's AMX kernel first copies each pair of groups' nibbles out as bytes, which one
+// tile of 16 tokens does not repay: synth 1b Q4_K, batch-16 decode, 138-139 tok/s on
+// avx512vnni-zmm, 114 on AMX (Intel Xeon, family 6 model 167, one thread).
+inline constexpr std::int64_t kAmxMinTokens = 16;
+inline constexpr std::int64_t kAmxQ4kMinTokens = 32;
+// kAmxMinTokens or kAmxQ4kMinTokens for weights of `type` (0: no AMX kernel).
+constexpr std::int64_t amx_min_tokens(GgmlType type) {
+  return type == GgmlType::kQ8_0 ? kAmxMinTokens : type == GgmlType::kQ4_K ? kAmxQ4kMinTokens : 0;
+}
+
 // The kernels of a float-weight (F32, F16, BF16) matmul of n_tokens tokens at ISA level
 // isa: up to 4 tokens the GEMV, then the tiles (256-bit FMAs), prompts included; on
 // avx512vnni-zmm from 32 tokens on the tokens-in-lanes kernels (512-bit FMAs). All three

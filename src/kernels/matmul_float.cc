@@ -25,7 +25,7 @@ namespace ecoserve::kernels {
 
 FloatMatmulKernel float_matmul_kernel(Isa isa, std::int64_t n_tokens) {
   if (n_tokens <= 4) return FloatMatmulKernel::kGemv;
-  if (isa == Isa::kAvx512VnniZmm && n_tokens >= detail::kLanesMinTokens) return FloatMatmulKernel::kLanes;
+  if (isa >= Isa::kAvx512VnniZmm && n_tokens >= detail::kLanesMinTokens) return FloatMatmulKernel::kLanes;
   return FloatMatmulKernel::kTiles;
 }
 

@@ -69,8 +69,9 @@ QuantizedActs layout_quantized_acts(std::uint8_t* scratch, std::int64_t n_tokens
                                     bool k_format = false);
 
 // Floats of per-call scratch the quantized kernels need per block of 32 columns
-// (weight block scales and the tiles' combined scales, or K-quant rows unpacked).
-constexpr std::int64_t kQuantScratchFloatsPerBlock = 96;
+// (weight block scales and the tiles' combined scales, K-quant rows unpacked, or the
+// avx512amx kernels' copy of a pair of groups as AMX tiles: 576 bytes for Q8_0, 624 for Q4_K).
+constexpr std::int64_t kQuantScratchFloatsPerBlock = 160;
 
 // Weight rows [r0, r1) times tokens [t0, t1) of acts; y is [n_tokens][y_stride].
 // One function per weight type, per ISA level (kernels/matmul_quant_<isa>.cc).
@@ -87,6 +88,8 @@ const QuantRowKernels* quant_row_kernels_avxvnni();
 const QuantRowKernels* quant_row_kernels_avx512vnni();
 // avx512vnni with the 512-bit tiles of matmul_packed_impl.h (Q8_0 and Q4_K in kRows8) for 5+ tokens.
 const QuantRowKernels* quant_row_kernels_avx512vnni_zmm();
+// avx512vnni-zmm with Q8_0 and Q4_K in kRows8 on AMX tiles from 16 tokens on (matmul_packed_impl.h's rows8_amx).
+const QuantRowKernels* quant_row_kernels_avx512amx();
 
 // The kernel for `type` (one of Q8_0, Q4_0, Q4_K, Q6_K) stored in `layout`
 // (kRows8: Q8_0, Q4_K) at ISA level `isa` (which the CPU must support: the

@@ -217,6 +217,7 @@ QuantRowsFn quant_rows_kernel(Isa isa, GgmlType type, WeightLayout layout) {
     case Isa::kAvxVnni: k = quant_row_kernels_avxvnni(); break;
     case Isa::kAvx512Vnni: k = quant_row_kernels_avx512vnni(); break;
     case Isa::kAvx512VnniZmm: k = quant_row_kernels_avx512vnni_zmm(); break;
+    case Isa::kAvx512Amx: k = quant_row_kernels_avx512amx(); break;
   }
   ECO_CHECK_MSG(k != nullptr, "quant_rows_kernel: unknown ISA level {}", static_cast<int>(isa));
   if (layout == WeightLayout::kRows8) {

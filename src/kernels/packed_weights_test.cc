@@ -231,8 +231,11 @@ TEST(PackedWeightsTest, BitwiseTheSameAcrossIsaLevelsBatchesAndThreads) {
     }
   }
   ThreadPool pool1(1), pool2(2);
+  // Q8_0 at 800 columns: 25 blocks, a run of 1 after 6 of 4, and an odd block after the
+  // AMX tiles' pairs of blocks (the avx512amx level: 64 and 131 tokens run its tiles).
   for (auto [type, cols] : {std::pair{GgmlType::kQ8_0, 64}, std::pair{GgmlType::kQ8_0, 768},
-                            std::pair{GgmlType::kQ4_K, 256}, std::pair{GgmlType::kQ4_K, 768}}) {
+                            std::pair{GgmlType::kQ8_0, 800}, std::pair{GgmlType::kQ4_K, 256},
+                            std::pair{GgmlType::kQ4_K, 768}}) {
     const std::int64_t rows = 136;  // 17 groups: remainders of every group tile
     const PackedMatrix m = make_matrix(rows, cols, 77, type);
     const std::int64_t n = 131;

@@ -52,14 +52,16 @@ TEST(KernelsIsaCli, BadEnvironmentValueIsAnErrorNotAFallback) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(read_file(err),
             "error: ECOSERVE_ISA: unknown ISA level 'sse9' (valid: avx2, avxvnni, avx512vnni, avx512vnni-zmm, "
-            "native)\n");
+            "avx512amx, native)\n");
   std::filesystem::remove(err);
 }
 
 TEST(KernelsIsaCli, EveryLevelThisCpuRunsGeneratesTheSameText) {
   if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "shared data missing: " << kModel;
   const std::string err = std::filesystem::temp_directory_path() / "ecoserve_isa_gen.err";
-  std::string first;
+  std::string first, long_first;
+  const char* kLongPrompt =
+      "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her mom";
   for (kernels::Isa isa : kernels::supported_isas(kernels::detect_cpu_features())) {
     const std::string name(kernels::isa_name(isa));
     const CliRun r = run_cli({}, {"generate", "-m", kModel, "-p", "Once upon a time", "-n", "48", "--isa", name}, err);
@@ -74,6 +76,14 @@ TEST(KernelsIsaCli, EveryLevelThisCpuRunsGeneratesTheSameText) {
     const CliRun e =
         run_cli({"ECOSERVE_ISA=" + name}, {"generate", "-m", kModel, "-p", "Once upon a time", "-n", "48"}, err);
     EXPECT_EQ(e.out, r.out) << "ECOSERVE_ISA=" << name;
+    // A prompt of 16+ tokens: its prefill runs avx512amx's AMX tiles where the CPU has them.
+    const CliRun l = run_cli({}, {"generate", "-m", kModel, "-p", kLongPrompt, "-n", "16", "--isa", name}, err);
+    ASSERT_EQ(l.exit_code, 0) << name << ": " << read_file(err);
+    if (long_first.empty()) {
+      long_first = l.out;
+    } else {
+      EXPECT_EQ(l.out, long_first) << "--isa " << name << " differs from avx2 on a long prompt";
+    }
   }
   // --isa native is ECOSERVE_ISA's level, not the CPU's best, when the variable is set.
   const CliRun capped = run_cli({"ECOSERVE_ISA=avx2"},
