@@ -21,7 +21,7 @@
 //               (CpuFeatures::full_rate_512: Zen 5, Intel's server cores; Zen 4
 //               splits 512-bit operations in two, so 256 bits do as well there).
 //   avx512amx   avx512vnni-zmm, and Q8_0 and Q4_K weights in kRows8 times batches of
-//               16 or more tokens on AMX tiles (matmul_packed_impl.h): AMX-TILE
+//               16 or more tokens on AMX tiles (matmul_amx_impl.h): AMX-TILE
 //               and AMX-INT8, with Linux's permission for the tile state (asked for
 //               by detect_cpu_features). Intel Xeon from Sapphire Rapids on.
 //

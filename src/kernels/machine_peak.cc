@@ -149,7 +149,7 @@ void int8_avx512vnni_zmm_loop(std::int64_t n) {
 }
 
 // AMX: 6 independent tdpbssd chains of the avx512amx level's Q8_0 tiles
-// (matmul_packed_impl.h: A = 16 rows x 32 bytes, B = 8 rows x 64 bytes, C = 16 x 16
+// (matmul_amx_impl.h: A = 16 rows x 32 bytes, B = 8 rows x 64 bytes, C = 16 x 16
 // int32), 6 x 8192 int8 multiply-adds. (4 chains give the same rate: the tile unit
 // pipelines a chain's accumulation.) Written as assembly: this file is built for the
 // baseline, and the assembler needs no -mamx flags.

@@ -88,7 +88,7 @@ const QuantRowKernels* quant_row_kernels_avxvnni();
 const QuantRowKernels* quant_row_kernels_avx512vnni();
 // avx512vnni with the 512-bit tiles of matmul_packed_impl.h (Q8_0 and Q4_K in kRows8) for 5+ tokens.
 const QuantRowKernels* quant_row_kernels_avx512vnni_zmm();
-// avx512vnni-zmm with Q8_0 and Q4_K in kRows8 on AMX tiles from 16 tokens on (matmul_packed_impl.h's rows8_amx).
+// avx512vnni-zmm with Q8_0 and Q4_K in kRows8 on AMX tiles from 16 tokens on (matmul_amx_impl.h's rows8_amx).
 const QuantRowKernels* quant_row_kernels_avx512amx();
 
 // The kernel for `type` (one of Q8_0, Q4_0, Q4_K, Q6_K) stored in `layout`

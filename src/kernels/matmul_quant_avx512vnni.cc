@@ -1,13 +1,13 @@
 // The quantized matmul kernels (matmul_quant_impl.h) built for ISA level "avx512vnni"
 // (kernels/cpu_features.h), and the avx512amx level's, whose AMX kernels (Q8_0 and Q4_K
-// in kRows8, matmul_packed_impl.h) are the only code here with AMX instructions (the
+// in kRows8, matmul_amx_impl.h) are the only code here with AMX instructions (the
 // compiler emits them only for the tile intrinsics); its compile flags are set in
 // CMakeLists.txt.
 #define ECO_QUANT_ISA 2
-#define ECO_QUANT_AMX 1
 #define ECO_QUANT_NS isa_avx512vnni
 #include "kernels/matmul_quant_impl.h"
 #include "kernels/matmul_packed_impl.h"
+#include "kernels/matmul_amx_impl.h"
 
 namespace ecoserve::kernels::detail {
 
