@@ -329,6 +329,9 @@ void matmul_args(benchmark::internal::Benchmark* b) {
   // from L2 (768 x 768), L3 (2048 x 768) and DRAM (the vocabulary), and batched tiles.
   for (auto [rows, cols] : {std::pair{kDim, kDim}, {kFfn, kDim}, {kVocab, kDim}})
     for (std::int64_t n : {1, 32, 512}) b->Args({kQ4kRows8, rows, cols, n, 1});
+  // Q4_K batches on two threads, each side of the avx512amx level's switch to tiles (32).
+  for (auto [rows, cols] : {std::pair{kDim, kDim}, {kFfn, kDim}, {kDim, kFfn}})
+    for (std::int64_t n : {16, 32, 64}) b->Args({kQ4kRows8, rows, cols, n, 2});
   // The batch-1 GEMV of each decode type from DRAM: 262144 x 2048 (302 MB in Q4_K) is past
   // every L3 measured (260 MB on the Xeon), unlike the engine's synth 1b layers one by one.
   for (std::int64_t type : {kQ4kRows8, kQ8Rows8, kQ4_K, kQ8, kQ6_K, kF16})
