@@ -14,7 +14,9 @@
 //     {qkv, o, gate+up, down}, dim 2048, 4 KV heads of 64, ffn 5632, vocab 32000) called as
 //     the engine calls them (matmul_many for Q/K/V and for gate/up): 582 MB in Q4_K,
 //     past every L3 measured, so this is decode's weight reading with nothing else the
-//     step does; compare its tokens/s with `profile engine`'s for the same model.
+//     step does; compare its tokens/s with `profile engine`'s for the same model. n =
+//     32: a batch whose tiles and weight reads share one core (does the reading hide
+//     behind the multiplies?).
 //     Counters qkv_GBps, o_GBps, gate_up_GBps, down_GBps, out_GBps: the read speed of
 //     each kind of call (GB/s, 10^9), for the cost of a matrix's start and end.
 //   BM_OpenBlasSgemm / BM_OpenBlasSgemv: OpenBLAS on the same F32 shapes, for
@@ -351,7 +353,7 @@ void model_args(benchmark::internal::Benchmark* b) {
 void synth1b_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"type", "n", "threads"});
   for (std::int64_t type : {kQ4kRows8, kQ8Rows8})
-    for (std::int64_t n : {1, 4})
+    for (std::int64_t n : {1, 4, 32})
       for (std::int64_t threads : {1, 2}) b->Args({type, n, threads});
 }
 
