@@ -334,10 +334,11 @@ void matmul_args(benchmark::internal::Benchmark* b) {
   // Q4_K batches on two threads, each side of the avx512amx level's switch to tiles (32).
   for (auto [rows, cols] : {std::pair{kDim, kDim}, {kFfn, kDim}, {kDim, kFfn}})
     for (std::int64_t n : {16, 32, 64}) b->Args({kQ4kRows8, rows, cols, n, 2});
-  // The batch-1 GEMV of each decode type from DRAM: 262144 x 2048 (302 MB in Q4_K) is past
-  // every L3 measured (260 MB on the Xeon), unlike the engine's synth 1b layers one by one.
+  // The batch-1 GEMV of each decode type from DRAM: 524288 x 2048 (604 MB in Q4_K) is past
+  // every L3 measured (480 MB on the AMX Xeon, where 262144 rows of Q4_K read in part from
+  // it at 19.5 GB/s, above the read probe), unlike the engine's synth 1b layers one by one.
   for (std::int64_t type : {kQ4kRows8, kQ8Rows8, kQ4_K, kQ8, kQ6_K, kF16})
-    for (std::int64_t threads : {1, 2}) b->Args({type, 262144, 2048, 1, threads});
+    for (std::int64_t threads : {1, 2}) b->Args({type, 524288, 2048, 1, threads});
 }
 
 void model_args(benchmark::internal::Benchmark* b) {
