@@ -145,6 +145,18 @@ void amx_pair_tile(const std::uint8_t* pair, const QuantizedActs& a, std::int64_
   __m512 acc[T];
 #pragma GCC unroll 16
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  // Block b alone with tiles A (T rows) and C into sums[0], then its float step (a macro:
+  // the tile numbers must be literals).
+#define ECO_AMX_ONE_BLOCK(A, C, b)                          \
+  do {                                                      \
+    pf.issue((b) * pf_per, pf_per);                         \
+    _tile_loadd(A, xq + 32 * (b), q_stride);                \
+    _tile_loadd(ECO_AMX_B0, bq + kAmxBlockBytes * (b), 64); \
+    _tile_zero(C);                                          \
+    _tile_dpbssd(C, A, ECO_AMX_B0);                         \
+    _tile_stored(C, &sums[0][0][0], 64);                    \
+    amx_finish<T>(sums[0], scales, dx, nb, (b), acc);       \
+  } while (false)
   if constexpr (T == kAmxTokens) {
     // Blocks b, b + 1 into sums 2p, 2p + 1 (p = b / 2 % 2), while blocks b - 2, b - 1 are finished.
     std::int64_t b = 0;
@@ -171,26 +183,11 @@ void amx_pair_tile(const std::uint8_t* pair, const QuantizedActs& a, std::int64_
       amx_finish<T>(sums[2 * p], scales, dx, nb, b - 2, acc);
       amx_finish<T>(sums[2 * p + 1], scales, dx, nb, b - 1, acc);
     }
-    if (b < nb) {  // an odd last block
-      pf.issue(b * pf_per, pf_per);
-      _tile_loadd(ECO_AMX_A0, xq + 32 * b, q_stride);
-      _tile_loadd(ECO_AMX_B0, bq + kAmxBlockBytes * b, 64);
-      _tile_zero(ECO_AMX_C0);
-      _tile_dpbssd(ECO_AMX_C0, ECO_AMX_A0, ECO_AMX_B0);
-      _tile_stored(ECO_AMX_C0, &sums[0][0][0], 64);
-      amx_finish<T>(sums[0], scales, dx, nb, b, acc);
-    }
+    if (b < nb) ECO_AMX_ONE_BLOCK(ECO_AMX_A0, ECO_AMX_C0, b);  // an odd last block
   } else {
-    for (std::int64_t b = 0; b < nb; ++b) {
-      pf.issue(b * pf_per, pf_per);
-      _tile_loadd(ECO_AMX_AREM, xq + 32 * b, q_stride);
-      _tile_loadd(ECO_AMX_B0, bq + kAmxBlockBytes * b, 64);
-      _tile_zero(ECO_AMX_CREM);
-      _tile_dpbssd(ECO_AMX_CREM, ECO_AMX_AREM, ECO_AMX_B0);
-      _tile_stored(ECO_AMX_CREM, &sums[0][0][0], 64);
-      amx_finish<T>(sums[0], scales, dx, nb, b, acc);
-    }
+    for (std::int64_t b = 0; b < nb; ++b) ECO_AMX_ONE_BLOCK(ECO_AMX_AREM, ECO_AMX_CREM, b);
   }
+#undef ECO_AMX_ONE_BLOCK
 #pragma GCC unroll 16
   for (int t = 0; t < T; ++t) pair_store(y0 + (t0 + t) * y_stride, y1 + (t0 + t) * y_stride, acc[t]);
 }
