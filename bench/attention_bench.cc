@@ -306,7 +306,7 @@ BENCHMARK(BM_DecodeAttention)->Apply(decode_args)->UseRealTime()->Unit(benchmark
 
 // The ceiling of decode attention's reads, without its arithmetic: one thread reads a
 // sequence's K and V rows (shape 0's 8 KV heads x head_dim 128: 2 KiB per position in
-// an fp16 cache, 4 KiB in an f32 one) of n_ctx positions, a tile of kRowTile positions at
+// an fp16 cache, 4 KiB in an f32 one) of n_ctx positions, a tile of 8 positions at
 // a time (K, then V), summing them with integer adds and nothing else.
 //
 //   BM_KvRead/ctx/f16/consecutive/prefetch/interleaved: consecutive 0 = the sequence's

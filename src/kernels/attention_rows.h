@@ -21,8 +21,10 @@
 
 namespace ecoserve::kernels::detail {
 
-// Positions per tile of the position-major kernel.
-constexpr int32_t kRowTile = 8;
+// Positions per call of the position-major kernel (RowsFn). The 512-bit kernel (Lanes16)
+// runs them as one tile (one softmax update and one read-modify-write of the outputs per
+// 16 positions), the 256-bit one (Lanes8) as two tiles of 8 (see rows_step).
+constexpr int32_t kRowTile = 16;
 // Software prefetch, into L2 (_MM_HINT_T1), of every line of the K and V rows this many
 // positions ahead (4 tiles): measured on Zen 4, prefetching into L1 one tile ahead
 // evicted the tile in use (a tile's K rows alone fill L1), and the hardware prefetcher

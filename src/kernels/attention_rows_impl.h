@@ -376,6 +376,8 @@ struct Lanes8 {
   // Prefetch each line for the position kPrefetchAhead on as the same line of this
   // position is read (see RowPrefetch for the other order).
   static constexpr bool kRowOrderPrefetch = false;
+  // Positions per tile (one score pass, softmax update and value pass).
+  static constexpr int kTile = 8;
   // The weights p[h] (h < G) of one position, each in every lane: from one 128-bit
   // broadcast per 4 heads and in-register shuffles where G >= 4.
   template <int G>
@@ -435,14 +437,21 @@ struct Lanes16 {
     explicit Weights(const float* pj) : p(pj) {}
     Reg operator()(int h) const { return _mm512_set1_ps(p[h]); }
   };
-  // The score pass: scores_lanes for G = 8 (a tile's 8 positions per q register loaded),
+  // The score pass: scores_lanes for G = 8 (8 positions per q register loaded),
   // scores16 for G in {2, 4} (P * G = 16 accumulators, one transpose_sum16).
   static constexpr bool kScores16 = true;
   template <bool kF16, int G>
-  static constexpr int kPositions = zmm_query_lanes(G) != 0 ? kRowTile : 16 / G;
+  static constexpr int kPositions = zmm_query_lanes(G) != 0 ? 8 : 16 / G;
   template <int G>
   static constexpr int kValueRegs = G >= 8 ? 2 : 4;
   static constexpr bool kRowOrderPrefetch = true;
+  // Tiles of 16 positions: one softmax update and one read-modify-write of o per 16, not
+  // per 8. Intel Xeon with AMX (family 6 model 167), attention_bench, 4k positions, three
+  // rounds, us: K and V in L2, one thread, Llama shape f32 722-892 -> 686-723, fp16
+  // 634-668 -> 622-641; from DRAM, two threads, Llama fp16 926-941 -> 893-902, synth 1b
+  // f32 528-533 -> 480-499, fp16 331-350 -> 304-312; one thread within the noise. Lanes8
+  // with 16 measured 2-5% slower there (docs/kernels.md, thirty-third pass).
+  static constexpr int kTile = 16;
 };
 #endif
 
@@ -491,7 +500,7 @@ struct RowPrefetch {
   }
 };
 
-// The score pass of a tile: for the n <= kRowTile positions at off[0..n) in groups of
+// The score pass of a tile: for the n <= L::kTile positions at off[0..n) in groups of
 // P (then one at a time), and for each KV head in [kv0, kv1), core.template
 // operator()<Pn>(j0, h, head) stores the scores of positions j0..j0 + Pn of query heads
 // h..h + G (head = the KV head's first element in a row) into pbuf[j * Hp + h ...]; the
@@ -546,8 +555,8 @@ inline void values_pass(int32_t kv0, int32_t kv1, const int64_t* off, int32_t n,
   constexpr int W = L::W;
   constexpr bool kRowOrder = L::kRowOrderPrefetch;
   static_assert(kHd % (W * CH) == 0);
-  const char* vrow[kRowTile];    // each position's V row of KV head kv0
-  const char* vahead[kRowTile];  // its row kPrefetchAhead positions on, or null (!kRowOrder)
+  const char* vrow[L::kTile];    // each position's V row of KV head kv0
+  const char* vahead[L::kTile];  // its row kPrefetchAhead positions on, or null (!kRowOrder)
   for (int32_t j = 0; j < n; ++j) {
     vrow[j] = static_cast<const char*>(kv.v) + (off[j] + static_cast<int64_t>(kv0) * kHd) * kElem;
     if constexpr (!kRowOrder) {
@@ -606,13 +615,13 @@ inline void values_pass(int32_t kv0, int32_t kv1, const int64_t* off, int32_t n,
 
 // The position-major kernel: the H = G * (kv1 - kv0) query heads (G in {1, 2, 4, 8},
 // any H: a last partial vector of heads is masked; head_dim = 8 * NV) over the n <=
-// kRowTile positions whose head-0 row offsets are off[0..n), folded into st;
+// L::kTile positions whose head-0 row offsets are off[0..n), folded into st;
 // off[n..n_ahead) are the positions after them (prefetched). K and V rows are read
 // position by position, each front to back (this machine's prefetchers lose interleaved
 // streams): 8 heads are scored at a time, the softmax state is updated per tile with the
 // heads in vector lanes (a head's o and l are rescaled only when its max grows), and
 // every V vector is widened once for the G heads that share it. `pbuf` holds
-// kRowTile * Hp floats (Hp = H rounded up to 8).
+// L::kTile * Hp floats (Hp = H rounded up to 8).
 //
 // L = Lanes8 (256-bit registers) or Lanes16 (512-bit, G in {2, 4, 8}: half the FMAs;
 // the avx512vnni-zmm level runs it for fp16 caches, and for f32 ones where
@@ -637,7 +646,7 @@ inline void values_pass(int32_t kv0, int32_t kv1, const int64_t* off, int32_t n,
 // d 128 alike (2538 / 2592 us at 4k from DRAM). AttentionDims::f32_wide picks it by
 // CPU vendor.
 template <class L, int NV, bool kF16, int G>
-void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int32_t n, int32_t n_ahead,
+void rows_tile(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int32_t n, int32_t n_ahead,
                const PagedKvView& kv, OnlineState st, float* pbuf) {
   constexpr int kHd = 8 * NV;
   constexpr int kElem = kF16 ? 2 : 4;
@@ -705,6 +714,16 @@ void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
     tile_softmax<kHd>(H, Hp, n, pbuf, st);
   }
   values_pass<L, NV, kF16, G, L::template kValueRegs<G>>(kv0, kv1, off, n, n_ahead, kv, Hp, pbuf, st.o);
+}
+
+// rows_step: the n <= kRowTile positions as tiles of L::kTile (rows_tile each).
+template <class L, int NV, bool kF16, int G>
+void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int32_t n, int32_t n_ahead,
+               const PagedKvView& kv, OnlineState st, float* pbuf) {
+  static_assert(kRowTile % L::kTile == 0);
+  for (int32_t j = 0; j < n; j += L::kTile) {
+    rows_tile<L, NV, kF16, G>(q, kv0, kv1, off + j, n - j < L::kTile ? n - j : L::kTile, n_ahead - j, kv, st, pbuf);
+  }
 }
 
 // ---- attend_chunk's fused kernel (see ChunkBuffers, ChunkBlockFn) ----
