@@ -178,6 +178,7 @@ int run_info(const InfoArgs& a) {
                       {"gemv_prefetch", kernels::default_gemv_prefetch()},
                       {"q4k_tile_pairs", kernels::default_q4k_tile_pairs()},
                       {"attention_f32_wide", kernels::default_attention_f32_wide()},
+                      {"attention_row_prefetch", kernels::default_attention_row_prefetch()},
                       {"openblas_core", kernels::openblas_core()}};
     }
     if (a.all_metadata) {
@@ -250,6 +251,12 @@ int run_info(const InfoArgs& a) {
          fmt::format("on avx512vnni-zmm, fp16 KV on 512-bit registers, f32 KV on 512-bit for GQA groups of 8 and "
                      "{}-bit for groups of 2 and 4 ({}); GQA groups 2-8 and head_dim 64 or 128, else 256-bit",
                      kernels::default_attention_f32_wide() ? 512 : 256, chosen_by("ECOSERVE_ATTENTION_F32_WIDE")));
+    line("attention prefetch",
+         fmt::format("512-bit decode kernel, K/V rows 32 positions on: {} ({})",
+                     kernels::default_attention_row_prefetch() ? "line by line in row order"
+                                                               : "each line as the same line 32 positions before",
+                     std::getenv("ECOSERVE_ATTENTION_ROW_PREFETCH") != nullptr ? "ECOSERVE_ATTENTION_ROW_PREFETCH"
+                                                                               : "every CPU"));
     line("float matmul", kernels::float_matmul_kernels_summary(isa));
     line("openblas", fmt::format("{} kernels (prefill attention of head sizes not a multiple of 16)",
                                  kernels::openblas_core()));

@@ -254,9 +254,9 @@ TileFn pick_tile_fn(int32_t hd) {
 // (fp16; f32 for groups of 8, whose score pass has the heads in lanes, and for other
 // groups where f32_wide), else null. What attend_range runs and what
 // decode_attention_vector_bits reports.
-RowsFn wide_rows_fn(Isa isa, int32_t hd, int32_t g, bool f16, bool f32_wide) {
+RowsFn wide_rows_fn(Isa isa, int32_t hd, int32_t g, bool f16, bool f32_wide, bool row_prefetch = true) {
   if (isa < Isa::kAvx512VnniZmm || !(f16 || f32_wide || detail::zmm_query_lanes(g) != 0)) return nullptr;
-  return detail::isa_avx512::pick_rows_fn_zmm(hd, g, f16);
+  return detail::isa_avx512::pick_rows_fn_zmm(hd, g, f16, row_prefetch);
 }
 
 // The queries q (heads = g * KV heads, hd floats each) in the 512-bit kernel's layout
@@ -286,7 +286,7 @@ void interleave_query(const float* q, int32_t heads, int32_t g, int32_t hd, floa
 // kPrefetchAhead int64s.
 void attend_range(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t begin, int32_t end,
                   const PagedKvView& kv, int32_t hd, float scale, OnlineState st, float* p, float* buf,
-                  int64_t* rows, Isa isa, bool f32_wide, const DecodeStream& stream = {}) {
+                  int64_t* rows, Isa isa, bool f32_wide, bool row_prefetch, const DecodeStream& stream = {}) {
   const int32_t heads = g * (kv1 - kv0);
   // The kernels take the query times the score scale, as attend_chunk's do: decode and
   // prefill round the same products, so their scores differ only in the order of the sums.
@@ -298,7 +298,7 @@ void attend_range(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t b
   std::fill(st.o, st.o + static_cast<int64_t>(heads) * hd, 0.0f);
   const TileFn fn = hd % 8 != 0 ? nullptr : kv.f16 ? pick_tile_fn<true>(hd) : pick_tile_fn<false>(hd);
   if (begin < end) tile_offsets(kv, begin, end - begin, 0, hd, rows);
-  RowsFn rf = wide_rows_fn(isa, hd, g, kv.f16, f32_wide);
+  RowsFn rf = wide_rows_fn(isa, hd, g, kv.f16, f32_wide, row_prefetch);
   if (rf && detail::zmm_query_lanes(g) != 0) {
     interleave_query(q, heads, g, hd, buf);  // buf's first heads * hd floats: tile_step_generic's, unused here
     q = buf;
@@ -358,8 +358,8 @@ inline size_t p_floats(int32_t heads) {
 
 // attend_range over [0, n_ctx), normalised into out[heads * hd].
 void attend_heads(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t n_ctx, const PagedKvView& kv,
-                  int32_t hd, float scale, Isa isa, bool f32_wide, float* out, AttentionScratch& scratch,
-                  const DecodeStream& stream = {}) {
+                  int32_t hd, float scale, Isa isa, bool f32_wide, bool row_prefetch, float* out,
+                  AttentionScratch& scratch, const DecodeStream& stream = {}) {
   const int32_t heads = g * (kv1 - kv0);
   const size_t o_size = static_cast<size_t>(heads) * hd;
   scratch.scores.resize(2 * static_cast<size_t>(heads) + o_size + p_floats(heads) + 2 * o_size);
@@ -368,7 +368,7 @@ void attend_heads(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t n
   float* p = base + 2 * heads + o_size;
   scratch.rows.resize(static_cast<size_t>(n_ctx) + kPrefetchAhead);
   attend_range(q, g, kv0, kv1, 0, n_ctx, kv, hd, scale, st, p, p + p_floats(heads), scratch.rows.data(), isa,
-               f32_wide, stream);
+               f32_wide, row_prefetch, stream);
   for (int32_t h = 0; h < heads; ++h) {
     scale_inplace(st.o + static_cast<int64_t>(h) * hd, 1.0f / st.l[h], hd);
     std::memcpy(out + static_cast<int64_t>(h) * hd, st.o + static_cast<int64_t>(h) * hd, hd * sizeof(float));
@@ -379,13 +379,14 @@ void attend_heads(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t n
 
 void attend_one(const float* q, int32_t kv_head, int32_t n_ctx, const PagedKvView& kv, const AttentionDims& d,
                 float* out, AttentionScratch& scratch) {
-  attend_heads(q, 1, kv_head, kv_head + 1, n_ctx, kv, d.head_dim, score_scale(d), d.isa, d.f32_wide, out, scratch);
+  attend_heads(q, 1, kv_head, kv_head + 1, n_ctx, kv, d.head_dim, score_scale(d), d.isa, d.f32_wide,
+               d.row_prefetch, out, scratch);
 }
 
 void attend_group(const float* q, int32_t kv_head, int32_t n_ctx, const PagedKvView& kv, const AttentionDims& d,
                   float* out, AttentionScratch& scratch) {
   attend_heads(q, d.n_head / d.n_head_kv, kv_head, kv_head + 1, n_ctx, kv, d.head_dim, score_scale(d), d.isa,
-               d.f32_wide, out, scratch);
+               d.f32_wide, d.row_prefetch, out, scratch);
 }
 
 bool attention_f32_wide_for(const CpuFeatures& cpu) { return cpu.vendor == "GenuineIntel"; }
@@ -406,6 +407,24 @@ bool default_attention_f32_wide() {
   return kWide;
 }
 
+bool attention_row_prefetch_for(const CpuFeatures&) { return true; }
+
+StatusOr<bool> attention_row_prefetch_from_env() {
+  const int32_t fallback = attention_row_prefetch_for(detect_cpu_features()) ? 1 : 0;
+  StatusOr<int32_t> n = int_from_env(
+      "ECOSERVE_ATTENTION_ROW_PREFETCH", fallback, [](int32_t v) { return v == 0 || v == 1; }, "0 or 1");
+  if (!n.ok()) return n.status();
+  return *n == 1;
+}
+
+bool default_attention_row_prefetch() {
+  static const bool kRows = [] {
+    StatusOr<bool> r = attention_row_prefetch_from_env();
+    return r.ok() ? *r : attention_row_prefetch_for(detect_cpu_features());
+  }();
+  return kRows;
+}
+
 int32_t decode_attention_vector_bits(Isa isa, int32_t head_dim, int32_t group, bool f16, bool f32_wide) {
   return wide_rows_fn(isa, head_dim, group, f16, f32_wide) != nullptr ? 512 : 256;
 }
@@ -417,15 +436,15 @@ int32_t prefill_attention_vector_bits(Isa isa, int32_t head_dim) {
 void attend_token(const float* q, int32_t n_ctx, const PagedKvView& kv, const AttentionDims& d, float* out,
                   AttentionScratch& scratch, const DecodeStream& stream) {
   attend_heads(q, d.n_head / d.n_head_kv, 0, d.n_head_kv, n_ctx, kv, d.head_dim, score_scale(d), d.isa, d.f32_wide,
-               out, scratch, stream);
+               d.row_prefetch, out, scratch, stream);
 }
 
 void attend_kv_heads(const float* q, int32_t kv_begin, int32_t kv_end, int32_t n_ctx, const PagedKvView& kv,
                      const AttentionDims& d, float* out, AttentionScratch& scratch) {
   const int32_t g = d.n_head / d.n_head_kv;
   const int64_t first = static_cast<int64_t>(kv_begin) * g * d.head_dim;
-  attend_heads(q + first, g, kv_begin, kv_end, n_ctx, kv, d.head_dim, score_scale(d), d.isa, d.f32_wide, out + first,
-               scratch);
+  attend_heads(q + first, g, kv_begin, kv_end, n_ctx, kv, d.head_dim, score_scale(d), d.isa, d.f32_wide,
+               d.row_prefetch, out + first, scratch);
 }
 
 void attend_partial(const float* q, int32_t begin, int32_t end, const PagedKvView& kv, const AttentionDims& d,
@@ -438,7 +457,8 @@ void attend_partial(const float* q, int32_t begin, int32_t end, const PagedKvVie
   scratch.rows.resize(static_cast<size_t>(std::max(0, end - begin)) + kPrefetchAhead);
   attend_range(q, d.n_head / d.n_head_kv, 0, d.n_head_kv, begin, end, kv, hd, score_scale(d),
                OnlineState{part.max.data(), part.sum.data(), part.acc.data()}, scratch.scores.data(),
-               scratch.scores.data() + p_floats(d.n_head), scratch.rows.data(), d.isa, d.f32_wide);
+               scratch.scores.data() + p_floats(d.n_head), scratch.rows.data(), d.isa, d.f32_wide,
+               d.row_prefetch);
 }
 
 void merge_partials(std::span<const AttentionPartial> parts, int32_t n_head, int32_t head_dim, float* out) {

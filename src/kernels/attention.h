@@ -65,6 +65,20 @@ StatusOr<bool> attention_f32_wide_from_env();
 // fails; computed once per process.
 bool default_attention_f32_wide();
 
+// AttentionDims::row_prefetch for `cpu`: true (row order) on every CPU measured so far.
+// On Zen 5 a load loop in the 512-bit kernel's order read 28 GB/s on one thread with its
+// prefetches in row order, 22 with each line prefetched as the same line of the position
+// 32 before it is read; a Xeon (family 6 model 207) took row order too for f32 caches and
+// the synth 1b shape. A Xeon with AMX (family 6 model 167, thirty-third pass of
+// docs/kernels.md) ran the Llama shape 7-14% faster the other way: no CPU feature tells
+// these apart, so ECOSERVE_ATTENTION_ROW_PREFETCH=0 picks that order by hand.
+bool attention_row_prefetch_for(const CpuFeatures& cpu);
+// ECOSERVE_ATTENTION_ROW_PREFETCH (0 or 1), or attention_row_prefetch_for(
+// detect_cpu_features()) when it is unset; another value is an INVALID_ARGUMENT error.
+StatusOr<bool> attention_row_prefetch_from_env();
+// attention_row_prefetch_from_env(), or the CPU's default when it fails; once per process.
+bool default_attention_row_prefetch();
+
 struct AttentionDims {
   int32_t n_head = 0;
   int32_t n_head_kv = 0;
@@ -81,6 +95,11 @@ struct AttentionDims {
   // kernel too (groups of 8 always do; its scores agree with the 256-bit one's within
   // float rounding, as fp16 caches' do). Default: default_attention_f32_wide().
   bool f32_wide = default_attention_f32_wide();
+  // The 512-bit decode kernel's software prefetch of the K and V rows kPrefetchAhead (32)
+  // positions on: true = line by line in row order, spread over each tile's passes; false
+  // = each line as the same line of the position 32 before it is read. Speed only: the
+  // same bits either way. Default: default_attention_row_prefetch().
+  bool row_prefetch = default_attention_row_prefetch();
 };
 
 struct AttentionScratch {

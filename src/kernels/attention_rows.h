@@ -72,8 +72,9 @@ RowsFn pick_rows_fn(int32_t hd, int32_t g, bool f16);
 // CPU runs them at full rate), for g in {2, 4, 8} and hd in {64, 128} (else null), fp16
 // or f32 cache (the caller decides whether f32 runs it: groups of 8 always, the others
 // where AttentionDims::f32_wide). Its
-// scores agree with the 256-bit kernel's within float rounding.
-RowsFn pick_rows_fn_zmm(int32_t hd, int32_t g, bool f16);
+// scores agree with the 256-bit kernel's within float rounding. row_prefetch: its
+// software prefetch order (AttentionDims::row_prefetch; the same bits either way).
+RowsFn pick_rows_fn_zmm(int32_t hd, int32_t g, bool f16, bool row_prefetch);
 }
 
 // attend_chunk's fused kernel (head_dim a multiple of 16): flash attention of a tile of

@@ -397,7 +397,10 @@ struct Lanes8 {
 #if ECO_ATTN_WIDE
 // Lanes16 runs fp16 caches, f32 ones of GQA groups of 8, and the others' f32 ones where
 // AttentionDims::f32_wide (Intel).
-struct Lanes16 {
+// kRows: RowPrefetch's row order (kRowOrderPrefetch), else each line as the same line of
+// the position kPrefetchAhead before it is read (Lanes8's order): AttentionDims::row_prefetch.
+template <bool kRows>
+struct Lanes16T {
   using Reg = __m512;
   static constexpr int W = 16;
   static Reg zero() { return _mm512_setzero_ps(); }
@@ -444,7 +447,7 @@ struct Lanes16 {
   static constexpr int kPositions = zmm_query_lanes(G) != 0 ? 8 : 16 / G;
   template <int G>
   static constexpr int kValueRegs = G >= 8 ? 2 : 4;
-  static constexpr bool kRowOrderPrefetch = true;
+  static constexpr bool kRowOrderPrefetch = kRows;
   // Tiles of 16 positions: one softmax update and one read-modify-write of o per 16, not
   // per 8. Intel Xeon with AMX (family 6 model 167), attention_bench, 4k positions, three
   // rounds, us: K and V in L2, one thread, Llama shape f32 722-892 -> 686-723, fp16
@@ -453,6 +456,7 @@ struct Lanes16 {
   // with 16 measured 2-5% slower there (docs/kernels.md, thirty-third pass).
   static constexpr int kTile = 16;
 };
+using Lanes16 = Lanes16T<true>;  // attend_chunk's (it prefetches nothing)
 #endif
 
 // Prefetches into L2 the K or V rows (the bytes of heads [kv0, kv1)) of the positions
@@ -893,12 +897,12 @@ void chunk_block(const ChunkBuffers& b, int32_t hd, int32_t m, int32_t kb, int32
 }
 
 #if ECO_ATTN_WIDE
-template <int NV, bool kF16>
+template <int NV, bool kF16, bool kRows>
 RowsFn pick_rows_fn_zmm_g(int32_t g) {
   switch (g) {
-    case 2: return rows_step<Lanes16, NV, kF16, 2>;
-    case 4: return rows_step<Lanes16, NV, kF16, 4>;
-    case 8: return rows_step<Lanes16, NV, kF16, 8>;
+    case 2: return rows_step<Lanes16T<kRows>, NV, kF16, 2>;
+    case 4: return rows_step<Lanes16T<kRows>, NV, kF16, 4>;
+    case 8: return rows_step<Lanes16T<kRows>, NV, kF16, 8>;
     default: return nullptr;
   }
 }
@@ -938,12 +942,17 @@ RowsFn pick_rows_fn(int32_t hd, int32_t g, bool f16) {
 }
 
 #if ECO_ATTN_WIDE
-RowsFn pick_rows_fn_zmm(int32_t hd, int32_t g, bool f16) {
+template <bool kRows>
+RowsFn pick_rows_fn_zmm_order(int32_t hd, int32_t g, bool f16) {
   switch (hd) {
-    case 64: return f16 ? pick_rows_fn_zmm_g<8, true>(g) : pick_rows_fn_zmm_g<8, false>(g);
-    case 128: return f16 ? pick_rows_fn_zmm_g<16, true>(g) : pick_rows_fn_zmm_g<16, false>(g);
+    case 64: return f16 ? pick_rows_fn_zmm_g<8, true, kRows>(g) : pick_rows_fn_zmm_g<8, false, kRows>(g);
+    case 128: return f16 ? pick_rows_fn_zmm_g<16, true, kRows>(g) : pick_rows_fn_zmm_g<16, false, kRows>(g);
     default: return nullptr;
   }
+}
+
+RowsFn pick_rows_fn_zmm(int32_t hd, int32_t g, bool f16, bool row_prefetch) {
+  return row_prefetch ? pick_rows_fn_zmm_order<true>(hd, g, f16) : pick_rows_fn_zmm_order<false>(hd, g, f16);
 }
 #endif
 

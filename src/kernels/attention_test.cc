@@ -301,6 +301,57 @@ TEST(DecodeAttentionWidthTest, FiveTwelveBitsOnlyWhereTheZmmKernelRuns) {
   EXPECT_EQ(decode_attention_vector_bits(Isa::kAvx512Vnni, 64, 8, false, false), 256) << "f32 cache, group 8";
 }
 
+// The 512-bit decode kernel's two prefetch orders (AttentionDims::row_prefetch) read the
+// same rows in the same order and differ only in their prefetches: the same bits, for
+// every group it runs (2, 4, 8), both head sizes and both cache types, over a context
+// that is not a multiple of the tile (1000 positions: a last partial tile of 8).
+TEST(DecodeAttentionPrefetchTest, BothOrdersGiveTheSameBits) {
+  const std::vector<Isa> isas = supported_isas(detect_cpu_features());
+  if (std::find(isas.begin(), isas.end(), Isa::kAvx512VnniZmm) == isas.end()) {
+    GTEST_SKIP() << "this CPU has no avx512vnni-zmm level: the 512-bit decode kernel does not run here";
+  }
+  for (const DecodeCase c : {DecodeCase{8, 4, 64, true}, DecodeCase{16, 4, 128, false}, DecodeCase{16, 2, 64, true},
+                             DecodeCase{16, 2, 128, false}}) {
+    const TestCache cache(1000, c.n_head_kv, c.hd, 16, c.f16, 7);
+    const std::vector<float> q = random_query(c, 8);
+    std::vector<float> out[2];
+    for (bool rows : {false, true}) {
+      AttentionDims d = dims_of(c);
+      d.isa = Isa::kAvx512VnniZmm;
+      d.f32_wide = true;
+      d.row_prefetch = rows;
+      AttentionScratch scratch;
+      out[rows].assign(q.size(), NAN);
+      attend_token(q.data(), 1000, cache.view(), d, out[rows].data(), scratch);
+    }
+    ASSERT_EQ(decode_attention_vector_bits(Isa::kAvx512VnniZmm, c.hd, c.n_head / c.n_head_kv, c.f16, true), 512);
+    EXPECT_EQ(std::memcmp(out[0].data(), out[1].data(), q.size() * sizeof(float)), 0)
+        << c.n_head << "/" << c.n_head_kv << " d " << c.hd << (c.f16 ? " fp16" : " f32");
+    for (float x : out[0]) ASSERT_TRUE(std::isfinite(x));
+  }
+}
+
+// ECOSERVE_ATTENTION_ROW_PREFETCH sets the order (0 or 1; row order, 1, where unset);
+// anything else is an error naming the variable.
+TEST(DecodeAttentionPrefetchTest, EnvironmentSetsTheOrder) {
+  EXPECT_TRUE(attention_row_prefetch_for(detect_cpu_features()));
+  ASSERT_EQ(unsetenv("ECOSERVE_ATTENTION_ROW_PREFETCH"), 0);
+  EXPECT_TRUE(*attention_row_prefetch_from_env());
+  EXPECT_EQ(AttentionDims{}.row_prefetch, default_attention_row_prefetch());
+  for (auto [text, rows] : {std::pair{"0", false}, {"1", true}}) {
+    ASSERT_EQ(setenv("ECOSERVE_ATTENTION_ROW_PREFETCH", text, 1), 0);
+    EXPECT_EQ(*attention_row_prefetch_from_env(), rows) << text;
+  }
+  for (const char* text : {"2", "rows", ""}) {
+    ASSERT_EQ(setenv("ECOSERVE_ATTENTION_ROW_PREFETCH", text, 1), 0);
+    const StatusOr<bool> bad = attention_row_prefetch_from_env();
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(bad.status().message(), "ECOSERVE_ATTENTION_ROW_PREFETCH: '" + std::string(text) + "' is not 0 or 1");
+  }
+  ASSERT_EQ(unsetenv("ECOSERVE_ATTENTION_ROW_PREFETCH"), 0);
+}
+
 // f32 caches take the 512-bit kernel on Intel CPUs unless ECOSERVE_ATTENTION_F32_WIDE
 // says otherwise (0 or 1; anything else is an error naming the variable).
 TEST(DecodeAttentionWidthTest, VendorAndEnvironmentSetTheF32Width) {

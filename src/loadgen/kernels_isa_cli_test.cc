@@ -105,7 +105,7 @@ TEST(KernelsIsaCli, EveryLevelThisCpuRunsGeneratesTheSameText) {
 }
 
 // A bad ECOSERVE_GEMV_PREFETCH, ECOSERVE_GEMV_STREAMS, ECOSERVE_Q4K_TILE_PAIRS or
-// ECOSERVE_ATTENTION_F32_WIDE stops
+// ECOSERVE_ATTENTION_F32_WIDE or ECOSERVE_ATTENTION_ROW_PREFETCH stops
 // the binary with exit code 2 and a message naming the variable, before any command runs.
 TEST(KernelsIsaCli, BadKernelSettingIsAnError) {
   const std::string err = std::filesystem::temp_directory_path() / "ecoserve_gemv_env.err";
@@ -118,6 +118,9 @@ TEST(KernelsIsaCli, BadKernelSettingIsAnError) {
   const CliRun wide = run_cli({"ECOSERVE_ATTENTION_F32_WIDE=yes"}, {"model", "info", "/nonexistent.gguf"}, err);
   EXPECT_EQ(wide.exit_code, 2);
   EXPECT_EQ(read_file(err), "error: ECOSERVE_ATTENTION_F32_WIDE: 'yes' is not 0 or 1\n");
+  const CliRun order = run_cli({"ECOSERVE_ATTENTION_ROW_PREFETCH=2"}, {"model", "info", "/nonexistent.gguf"}, err);
+  EXPECT_EQ(order.exit_code, 2);
+  EXPECT_EQ(read_file(err), "error: ECOSERVE_ATTENTION_ROW_PREFETCH: '2' is not 0 or 1\n");
   const CliRun tile = run_cli({"ECOSERVE_Q4K_TILE_PAIRS=3"}, {"model", "info", "/nonexistent.gguf"}, err);
   EXPECT_EQ(tile.exit_code, 2);
   EXPECT_EQ(read_file(err), "error: ECOSERVE_Q4K_TILE_PAIRS: '3' is not 1 or 2\n");
