@@ -70,8 +70,9 @@ bool default_attention_f32_wide();
 // prefetches in row order, 22 with each line prefetched as the same line of the position
 // 32 before it is read; a Xeon (family 6 model 207) took row order too for f32 caches and
 // the synth 1b shape. A Xeon with AMX (family 6 model 167, thirty-third pass of
-// docs/kernels.md) ran the Llama shape 7-14% faster the other way: no CPU feature tells
-// these apart, so ECOSERVE_ATTENTION_ROW_PREFETCH=0 picks that order by hand.
+// docs/kernels.md) ran the Llama shape's f32 cache 8-14% faster the other way (fp16 and the
+// synth 1b shape mixed): no CPU feature tells these apart, so
+// ECOSERVE_ATTENTION_ROW_PREFETCH=0 picks that order by hand.
 bool attention_row_prefetch_for(const CpuFeatures& cpu);
 // ECOSERVE_ATTENTION_ROW_PREFETCH (0 or 1), or attention_row_prefetch_for(
 // detect_cpu_features()) when it is unset; another value is an INVALID_ARGUMENT error.
