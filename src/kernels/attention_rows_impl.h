@@ -906,6 +906,15 @@ RowsFn pick_rows_fn_zmm_g(int32_t g) {
     default: return nullptr;
   }
 }
+
+template <bool kRows>
+RowsFn pick_rows_fn_zmm_order(int32_t hd, int32_t g, bool f16) {
+  switch (hd) {
+    case 64: return f16 ? pick_rows_fn_zmm_g<8, true, kRows>(g) : pick_rows_fn_zmm_g<8, false, kRows>(g);
+    case 128: return f16 ? pick_rows_fn_zmm_g<16, true, kRows>(g) : pick_rows_fn_zmm_g<16, false, kRows>(g);
+    default: return nullptr;
+  }
+}
 #endif  // ECO_ATTN_WIDE
 
 template <int NV, bool kF16>
@@ -942,15 +951,6 @@ RowsFn pick_rows_fn(int32_t hd, int32_t g, bool f16) {
 }
 
 #if ECO_ATTN_WIDE
-template <bool kRows>
-RowsFn pick_rows_fn_zmm_order(int32_t hd, int32_t g, bool f16) {
-  switch (hd) {
-    case 64: return f16 ? pick_rows_fn_zmm_g<8, true, kRows>(g) : pick_rows_fn_zmm_g<8, false, kRows>(g);
-    case 128: return f16 ? pick_rows_fn_zmm_g<16, true, kRows>(g) : pick_rows_fn_zmm_g<16, false, kRows>(g);
-    default: return nullptr;
-  }
-}
-
 RowsFn pick_rows_fn_zmm(int32_t hd, int32_t g, bool f16, bool row_prefetch) {
   return row_prefetch ? pick_rows_fn_zmm_order<true>(hd, g, f16) : pick_rows_fn_zmm_order<false>(hd, g, f16);
 }
