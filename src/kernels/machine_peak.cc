@@ -148,31 +148,41 @@ void int8_avx512vnni_zmm_loop(std::int64_t n) {
       : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm14", "cc");
 }
 
-// AMX: 6 independent tdpbssd chains of the avx512amx level's Q8_0 tiles
-// (matmul_amx_impl.h: A = 16 rows x 32 bytes, B = 8 rows x 64 bytes, C = 16 x 16
-// int32), 6 x 8192 int8 multiply-adds. (4 chains give the same rate: the tile unit
-// pipelines a chain's accumulation.) Written as assembly: this file is built for the
-// baseline, and the assembler needs no -mamx flags.
+// Six independent chains of the AMX multiply `insn` (tdpbssd, tdpbf16ps) into tiles 2-7
+// from tiles 0 (A) and 1 (B), with the tile shapes of `cfg`, n times. Assembly: this file
+// is built for the baseline, and the assembler needs no -mamx flags.
+#define ECO_AMX_SIX_CHAINS(insn)                                                                   \
+  "ldtilecfg %1\n\t"                                                                               \
+  "tilezero %%tmm0\n\ttilezero %%tmm1\n\ttilezero %%tmm2\n\ttilezero %%tmm3\n\t"                     \
+  "tilezero %%tmm4\n\ttilezero %%tmm5\n\ttilezero %%tmm6\n\ttilezero %%tmm7\n\t"                     \
+  "1:\n\t" insn " %%tmm1, %%tmm0, %%tmm2\n\t" insn " %%tmm1, %%tmm0, %%tmm3\n\t" insn              \
+  " %%tmm1, %%tmm0, %%tmm4\n\t" insn " %%tmm1, %%tmm0, %%tmm5\n\t" insn " %%tmm1, %%tmm0, %%tmm6\n\t" \
+  insn " %%tmm1, %%tmm0, %%tmm7\n\t"                                                              \
+  "dec %0\n\tjnz 1b\n\t"                                                                          \
+  "tilerelease\n\t"
+
+struct alignas(64) AmxConfig {
+  std::uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  std::uint16_t colsb[16] = {};
+  std::uint8_t rows[16] = {};
+};
+
+// AMX: tdpbssd on the avx512amx level's Q8_0 tiles (matmul_amx_impl.h: A = 16 rows x 32
+// bytes, B = 8 rows x 64 bytes, C = 16 x 16 int32), 6 x 8192 int8 multiply-adds. (4
+// chains give the same rate: the tile unit pipelines a chain's accumulation.)
 void int8_amx_loop(std::int64_t n) {
-  struct alignas(64) Config {
-    std::uint8_t palette = 1, start_row = 0, reserved[14] = {};
-    std::uint16_t colsb[16] = {32, 64, 64, 64, 64, 64, 64, 64};
-    std::uint8_t rows[16] = {16, 8, 16, 16, 16, 16, 16, 16};
-  } cfg;
-  __asm__ volatile(
-      "ldtilecfg %1\n\t"
-      "tilezero %%tmm0\n\ttilezero %%tmm1\n\ttilezero %%tmm2\n\ttilezero %%tmm3\n\t"
-      "tilezero %%tmm4\n\ttilezero %%tmm5\n\ttilezero %%tmm6\n\ttilezero %%tmm7\n\t"
-      "1:\n\t"
-      "tdpbssd %%tmm1, %%tmm0, %%tmm2\n\ttdpbssd %%tmm1, %%tmm0, %%tmm3\n\t"
-      "tdpbssd %%tmm1, %%tmm0, %%tmm4\n\ttdpbssd %%tmm1, %%tmm0, %%tmm5\n\t"
-      "tdpbssd %%tmm1, %%tmm0, %%tmm6\n\ttdpbssd %%tmm1, %%tmm0, %%tmm7\n\t"
-      "dec %0\n\tjnz 1b\n\t"
-      "tilerelease\n\t"
-      : "+r"(n)
-      : "m"(cfg)
-      : "cc", "memory");
+  const AmxConfig cfg{1, 0, {}, {32, 64, 64, 64, 64, 64, 64, 64}, {16, 8, 16, 16, 16, 16, 16, 16}};
+  __asm__ volatile(ECO_AMX_SIX_CHAINS("tdpbssd") : "+r"(n) : "m"(cfg) : "cc", "memory");
 }
+
+// AMX-BF16: tdpbf16ps on the bf16 prompt kernel's tiles (matmul_amx_bf16_impl.h: A and B
+// 16 rows x 64 bytes, C 16 x 16 floats), 6 x 8192 bf16 multiply-adds. Zero tiles: the
+// rate does not depend on the values.
+void bf16_amx_loop(std::int64_t n) {
+  const AmxConfig cfg{1, 0, {}, {64, 64, 64, 64, 64, 64, 64, 64}, {16, 16, 16, 16, 16, 16, 16, 16}};
+  __asm__ volatile(ECO_AMX_SIX_CHAINS("tdpbf16ps") : "+r"(n) : "m"(cfg) : "cc", "memory");
+}
+#undef ECO_AMX_SIX_CHAINS
 
 // Seconds of the fastest of `runs` calls of body(iters).
 template <class F>
@@ -202,6 +212,8 @@ double measure_int8_dot_gmacs(Isa isa, double seconds) {
   }
   return 0.0;
 }
+
+double measure_amx_bf16_gmacs(double seconds) { return best_rate(seconds, 6.0 * 8192.0, bf16_amx_loop) / 1e9; }
 
 bool int8_512bit_full_rate() {
   static const bool kFull = [] {

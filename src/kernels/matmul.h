@@ -89,6 +89,12 @@ std::int32_t default_q4k_tile_pairs();
 // "1 pair of 8-row groups x 7 tokens" or "2 pairs of 8-row groups x 3 tokens", for `model info`.
 std::string q4k_tile_pairs_summary(std::int32_t pairs);
 
+// KernelContext::amx_bf16 from environment variable ECOSERVE_AMX_BF16 (0 or 1; unset: 0);
+// another value is an INVALID_ARGUMENT error naming the variable.
+StatusOr<bool> amx_bf16_from_env();
+// amx_bf16_from_env(), or false when it fails; computed once per process.
+bool default_amx_bf16();
+
 // isa: which kernel build runs (default: the best this CPU supports, capped by
 // ECOSERVE_ISA); it must be one the CPU supports (isa_supported).
 // gemv_streams: how many far-apart runs of weight rows the single-token GEMV of a
@@ -104,6 +110,13 @@ std::string q4k_tile_pairs_summary(std::int32_t pairs);
 // q4k_tile_pairs: the avx512vnni-zmm level's Q4_K tile for 5 or more tokens, 1 (pair of
 // 8-row groups x 7 tokens) or 2 (pairs x 3 tokens); both give the same bits, only timing
 // changes. Default: default_q4k_tile_pairs().
+// amx_bf16: on the avx512amx level of a CPU with AMX-BF16 and AVX-512 BF16, Q8_0 and Q4_K
+// weights in kRows8 times kAmxBf16MinTokens or more tokens take bf16 tiles
+// (amx_bf16_applies): prompts and large decode batches run faster, and their results are
+// no longer bitwise those of the same tokens decoded one by one (bf16 weights and
+// activations, 8 significant bits; see matmul_amx_bf16_impl.h); they still do not depend
+// on the batch, the token's place in it or the thread count. Default: default_amx_bf16()
+// (off, so that every batch gives the bits of batch 1).
 struct KernelContext {
   explicit KernelContext(ThreadPool* p, Isa i = default_isa()) : pool(p), isa(i) {}
   ThreadPool* pool;
@@ -111,6 +124,7 @@ struct KernelContext {
   std::int32_t gemv_streams = default_gemv_streams();
   std::int32_t gemv_prefetch = default_gemv_prefetch();
   std::int32_t q4k_tile_pairs = default_q4k_tile_pairs();
+  bool amx_bf16 = default_amx_bf16();
   std::vector<std::uint8_t> scratch;
   std::vector<float> tile_scratch;  // per thread: the int8 kernels' block scales and unpacked rows
 };
@@ -135,6 +149,21 @@ inline constexpr std::int64_t kAmxQ4kMinTokens = 32;
 constexpr std::int64_t amx_min_tokens(GgmlType type) {
   return type == GgmlType::kQ8_0 ? kAmxMinTokens : type == GgmlType::kQ4_K ? kAmxQ4kMinTokens : 0;
 }
+
+// With KernelContext::amx_bf16, the batches from which Q8_0 and Q4_K kRows8 weights take
+// bf16 tiles. Intel Xeon (family 6 model 167), synth 1b decode, tok/s, int8 -> bf16 tiles,
+// 1 / 2 threads: batch 32 Q8_0 154 -> 184 / 288-294 -> 333-343, Q4_K 155-159 -> 165 /
+// 290-304 -> 317-333; batch 16 Q8_0 101-113 -> 109-112, Q4_K 128-132 -> 102 (each
+// weight's bf16 copy is then shared by too few tokens).
+inline constexpr std::int64_t kAmxBf16MinTokens = 32;
+// Whether a matmul of w by n_tokens tokens with ctx runs the bf16 tiles: ctx.amx_bf16, the
+// avx512amx level on a CPU with AMX-BF16 and AVX-512 BF16, Q8_0 or Q4_K in kRows8,
+// kAmxBf16MinTokens or more tokens.
+bool amx_bf16_applies(const KernelContext& ctx, const WeightView& w, std::int64_t n_tokens);
+// Whether this CPU runs the bf16 tiles at all (AMX-BF16 and AVX-512 BF16 with the avx512amx level).
+bool amx_bf16_supported(const CpuFeatures& cpu);
+// For `model info`: whether prompts take the bf16 tiles (setting `on`) on `cpu`, and why.
+std::string amx_bf16_summary(bool on, const CpuFeatures& cpu);
 
 // The kernels of a float-weight (F32, F16, BF16) matmul of n_tokens tokens at ISA level
 // isa: up to 4 tokens the GEMV, then the tiles (256-bit FMAs), prompts included; on

@@ -76,18 +76,24 @@ static_assert((kAmxBlockBytes + kAmxScaleBytes) / 4 <= kQuantScratchFloatsPerBlo
 // thread, pp512 220-222 tok/s with it, 266-274 with 1 MiB (avx512vnni-zmm: 205-207).
 constexpr std::int64_t kAmxActChunkBytes = 1 << 20;
 
+// A tile configuration (LDTILECFG's 64 bytes, palette 1): set() gives tile `tile` `rows`
+// rows of `colsb` bytes; load() makes it this thread's.
+struct alignas(64) AmxTileConfig {
+  std::uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  std::uint16_t colsb[16] = {};
+  std::uint8_t rows[16] = {};
+  void set(int tile, int r, int c) {
+    rows[tile] = static_cast<std::uint8_t>(r);
+    colsb[tile] = static_cast<std::uint16_t>(c);
+  }
+  void load() const { _tile_loadconfig(this); }
+};
+
 // Loads this thread's tile configuration: the 16-token tiles, and `rem` (1-15) tokens'
 // A and C tiles (0: none).
 inline void amx_configure(int rem) {
-  struct alignas(64) Config {
-    std::uint8_t palette = 1, start_row = 0, reserved[14] = {};
-    std::uint16_t colsb[16] = {};
-    std::uint8_t rows[16] = {};
-  } cfg;
-  auto set = [&](int tile, int rows, int colsb) {
-    cfg.rows[tile] = static_cast<std::uint8_t>(rows);
-    cfg.colsb[tile] = static_cast<std::uint16_t>(colsb);
-  };
+  AmxTileConfig cfg;
+  auto set = [&](int tile, int rows, int colsb) { cfg.set(tile, rows, colsb); };
   for (int tile : {ECO_AMX_A0, ECO_AMX_A1}) set(tile, kAmxTokens, 32);
   for (int tile : {ECO_AMX_B0, ECO_AMX_B1}) set(tile, 8, 64);
   for (int tile : {ECO_AMX_C0, ECO_AMX_C1}) set(tile, kAmxTokens, 64);
@@ -95,7 +101,7 @@ inline void amx_configure(int rem) {
     set(ECO_AMX_AREM, rem, 32);
     set(ECO_AMX_CREM, rem, 64);
   }
-  _tile_loadconfig(&cfg);
+  cfg.load();
 }
 
 // A pair of groups' nb blocks copied into the B-tile layout at `out` (64-byte aligned):

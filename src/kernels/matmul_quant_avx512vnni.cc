@@ -1,6 +1,7 @@
 // The quantized matmul kernels (matmul_quant_impl.h) built for ISA level "avx512vnni"
 // (kernels/cpu_features.h), and the avx512amx level's, whose AMX kernels (Q8_0 and Q4_K
-// in kRows8, matmul_amx_impl.h) are the only code here with AMX instructions (the
+// in kRows8, matmul_amx_impl.h; Q8_0 on bf16 tiles, matmul_amx_bf16_impl.h) are the only
+// code here with AMX and AVX-512 BF16 instructions (the
 // compiler emits them only for the tile intrinsics); its compile flags are set in
 // CMakeLists.txt.
 #define ECO_QUANT_ISA 2
@@ -8,6 +9,7 @@
 #include "kernels/matmul_quant_impl.h"
 #include "kernels/matmul_packed_impl.h"
 #include "kernels/matmul_amx_impl.h"
+#include "kernels/matmul_amx_bf16_impl.h"
 
 namespace ecoserve::kernels::detail {
 
@@ -30,6 +32,22 @@ const QuantRowKernels* quant_row_kernels_avx512amx() {
   static constexpr QuantRowKernels kKernels{&k::rows_q8_0, &k::rows_q4_0, &k::rows_q4_k, &k::rows_q6_k,
                                               &k::rows_q8_0_rows8_amx, &k::rows_q4_k_rows8_amx};
   return &kKernels;
+}
+
+void amx_bf16_pack_acts(const float* x, std::int64_t cols, std::int64_t n_tokens, std::int64_t tile0,
+                        std::int64_t tile1, std::uint16_t* a) {
+  isa_avx512vnni::bf16_pack_acts(x, cols, n_tokens, tile0, tile1, a);
+}
+
+void amx_bf16_rows_rows8(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols,
+                         const std::uint16_t* a, std::int64_t n_tokens, std::int64_t r0, std::int64_t r1,
+                         std::int64_t run_blocks, float* y, std::int64_t y_stride, std::uint16_t* wbuf) {
+  namespace k = isa_avx512vnni;
+  if (type == GgmlType::kQ4_K) {
+    k::bf16_rows<k::Bf16Q4k>(w, row_bytes, cols, a, n_tokens, r0, r1, run_blocks, y, y_stride, wbuf);
+  } else {
+    k::bf16_rows<k::Bf16Q8>(w, row_bytes, cols, a, n_tokens, r0, r1, run_blocks, y, y_stride, wbuf);
+  }
 }
 
 }  // namespace ecoserve::kernels::detail

@@ -21,41 +21,9 @@
 namespace ecoserve::kernels {
 namespace {
 
-// A Q8_0 or Q4_K matrix in GGUF's layout and its kRows8 repacking.
-struct PackedMatrix {
-  GgmlType type;
-  std::int64_t rows, cols;
-  std::size_t row_bytes;
-  std::vector<std::uint8_t> gguf, packed;
-
-  WeightView gguf_view() const { return WeightView{type, gguf.data(), rows, cols, row_bytes}; }
-  WeightView packed_view() const {
-    return WeightView{type, packed.data(), rows, cols, row_bytes, WeightLayout::kRows8};
-  }
-};
-
-PackedMatrix make_matrix(std::int64_t rows, std::int64_t cols, std::uint32_t seed, GgmlType type = GgmlType::kQ8_0) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 0.5f);
-  PackedMatrix m{type, rows, cols, row_bytes(*type_traits(type), cols), {}, {}};
-  m.gguf.resize(m.row_bytes * rows);
-  std::vector<float> src(cols);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    for (auto& v : src) v = dist(rng);
-    if (r % 5 == 1) src[r % cols] = 6.0f;                 // an outlier: a q of +-127
-    if (r == 2) std::fill(src.begin(), src.end(), 0.0f);  // an all-zero row
-    if (r % 7 == 3) src[(r * 3) % cols] = -7.0f;          // and a -127
-    if (type == GgmlType::kQ4_K && r % 3 == 0) {  // uneven magnitudes: large 6-bit scales and mins
-      for (std::int64_t c = 0; c < cols; ++c) src[c] = src[c] * float(1 + c / 32 % 5) + float(c / 64 % 3);
-    }
-    quantize_row(type, src.data(), m.gguf.data() + r * m.row_bytes, cols);
-  }
-  m.packed.resize(m.gguf.size());
-  pack_rows8(type, m.gguf.data(), rows, cols, m.packed.data());
-  return m;
-}
-
 using testing::make_acts;
+using testing::make_matrix;
+using testing::PackedMatrix;
 
 TEST(PackedWeightsTest, LayoutIsAsDocumentedAndRoundTrips) {
   // 7 blocks per row: a run of 4 (1088 bytes), then a run of 3.
@@ -204,6 +172,7 @@ TEST(PackedWeightsTest, MatchesTheIntegerFormulaAtEveryIsaLevel) {
           for (ThreadPool* pool : {&pool1, &pool2}) {
             for (Isa isa : supported_isas(detect_cpu_features())) {
               KernelContext ctx(pool, isa);
+              ctx.amx_bf16 = false;
               std::vector<float> y(n * rows, NAN);
               matmul(m.packed_view(), x.data(), n, y.data(), ctx);
               for (std::int64_t i = 0; i < n * rows; ++i) {
@@ -242,10 +211,12 @@ TEST(PackedWeightsTest, BitwiseTheSameAcrossIsaLevelsBatchesAndThreads) {
     const std::vector<float> x = make_acts(n, cols, 78);
     std::vector<float> alone(n * rows);
     KernelContext base(&pool1, Isa::kAvx2);
+    base.amx_bf16 = false;
     for (std::int64_t t = 0; t < n; ++t) matmul(m.packed_view(), x.data() + t * cols, 1, alone.data() + t * rows, base);
     for (Isa isa : supported_isas(cpu)) {
       for (ThreadPool* pool : {&pool1, &pool2}) {
         KernelContext ctx(pool, isa);
+        ctx.amx_bf16 = false;  // the int8 levels' bits (matmul_amx_bf16_test.cc: the bf16 tiles)
         for (std::int64_t k : {1, 2, 3, 4, 5, 6, 13, 64, 131}) {
           // One token: also every count of weight streams (17 groups: 2 x 8 + 1, 4 x 4 + 1);
           // 1-4 tokens (the GEMV): also every prefetch distance, none to past the matrix;

@@ -1,0 +1,415 @@
+// The avx512amx level's bf16 prompt kernel (KernelContext::amx_bf16): Q8_0 and Q4_K weights
+// in kRows8 times batches of kAmxBf16MinTokens or more tokens on AMX-BF16 tiles. Included by
+// kernels/matmul_quant_avx512vnni.cc (built with -mamx-tile -mamx-bf16 -mavx512bf16)
+// after matmul_amx_impl.h; like it, internal linkage only.
+//
+// Why bf16 when the weights are int8: the int8 tiles (matmul_amx_impl.h) must take their
+// sums out of the tile unit once per block of 32 columns, where the weights' scale changes,
+// and that float step, not the multiplies, sets their speed (15-19% of the tile unit's
+// peak). Here each block's scales are multiplied into its weights first (Q8_0: w = q * d;
+// Q4_K: w = q * (d * scale) - dmin * min; rounded once to float, then to bf16), so a
+// 16 x 16 tile of sums stays in the tile unit for a whole run of columns (TDPBF16PS:
+// 16 x 16 x 32 multiply-adds into float, at the rate of the int8 tiles' 16 x 16 x 32
+// TDPBSSD) and leaves it once per run. A bf16 has 8 significant bits: each weight and
+// activation carries a relative error of at most 2^-9, against the int8 levels'
+// activations rounded to 1/254 of their block's largest value; the results are not the
+// int8 levels' bits.
+//
+// Layouts (all 64-byte aligned):
+// - activations: tiles of 16 tokens, [token tile][block of 32 columns][16 tokens][32 bf16]
+//   (one A tile = 1 KiB, contiguous), rows past the last token zero;
+// - weights, per call and thread: a slab of up to 32 rows (two pairs of 8-row groups) for
+//   a run of blocks, [pair][block][16 pairs of columns][16 rows][2 bf16] (one B tile),
+//   made while the tile unit works on the slab before (SlabRepack), two slabs ahead read
+//   into L2 (SlabPrefetch).
+// The output y is the accumulator: its tiles are zeroed at the first run of columns,
+// loaded and stored at the others (floats, exactly), so every element sums its blocks in
+// ascending order through one chain of tile multiplies whatever the tokens' and rows'
+// split and the run length: the bits depend on neither the batch, the token's place in
+// it, nor the thread count.
+//
+// Intel Xeon (family 6 model 167), kernels_bench BM_Synth1bMatmuls at 512 tokens (the
+// synth 1b's linear layers), ms, int8 tiles -> bf16, 1 / 2 threads: Q8_0 1966-2103 ->
+// 1018-1031 / 964-977 -> 504-513; Q4_K 2122-2278 -> 1141-1142 / 1029-1137 -> 526-539.
+// The copy made up front per slab instead of behind the previous slab's tiles: Q8_0
+// 1068-1200 ms; without the prefetch 1224-1235. A stand-alone loop of the tiles with
+// both operands in L2 reached 0.85-0.96 T multiply-adds per second (the peak: 1.76-1.88
+// T), the kernel's tiles without any copy about 0.6 T, with the copies 0.5 T.
+#pragma once
+
+#if ECO_QUANT_ISA != 2
+#error "matmul_amx_bf16_impl.h is built into the avx512vnni kernels only"
+#endif
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <utility>
+
+#include "kernels/matmul_amx_impl.h"
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+namespace ecoserve::kernels::detail::ECO_QUANT_NS {
+namespace {
+
+// Tile numbers (literals: see matmul_amx_impl.h). C_mn: token tile m times row pair n.
+#define ECO_BF_A0 0
+#define ECO_BF_A1 1
+#define ECO_BF_B0 2
+#define ECO_BF_B1 3
+#define ECO_BF_C00 4
+#define ECO_BF_C01 5
+#define ECO_BF_C10 6
+#define ECO_BF_C11 7
+
+constexpr std::int64_t kBf16TileElems = 16 * 32;  // one A or B tile: 16 rows of 32 bf16
+
+// Loads the tile configuration for token tiles of `m` rows (1-16) and row pairs of n0 and
+// n1 rows (8 or 16; the last group of a matrix may be alone).
+inline void amx_bf16_configure(int m, int n0, int n1) {
+  AmxTileConfig cfg;
+  cfg.set(ECO_BF_A0, m, 64);
+  cfg.set(ECO_BF_A1, m, 64);
+  cfg.set(ECO_BF_B0, 16, 4 * n0);
+  cfg.set(ECO_BF_B1, 16, 4 * n1);
+  cfg.set(ECO_BF_C00, m, 4 * n0);
+  cfg.set(ECO_BF_C01, m, 4 * n1);
+  cfg.set(ECO_BF_C10, m, 4 * n0);
+  cfg.set(ECO_BF_C11, m, 4 * n1);
+  cfg.load();
+}
+
+// Token tiles [tile0, tile1) of x [n_tokens][cols] as bf16 A tiles at `a` (the layout
+// above): each token's row read in order (16 rows read a block at a time from 16 places
+// were 2.5x slower), written 1 KiB apart.
+void bf16_pack_acts(const float* x, std::int64_t cols, std::int64_t n_tokens, std::int64_t tile0,
+                    std::int64_t tile1, std::uint16_t* a) {
+  const std::int64_t nb = cols / 32;
+  for (std::int64_t tile = tile0; tile < tile1; ++tile) {
+    for (int r = 0; r < 16; ++r) {
+      const std::int64_t t = 16 * tile + r;
+      std::uint16_t* out = a + tile * nb * kBf16TileElems + 32 * r;
+      if (t >= n_tokens) {
+        for (std::int64_t b = 0; b < nb; ++b) _mm512_store_si512(out + b * kBf16TileElems, _mm512_setzero_si512());
+        continue;
+      }
+      const float* src = x + t * cols;
+      for (std::int64_t b = 0; b < nb; ++b) {
+        const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + 32 * b + 16), _mm512_loadu_ps(src + 32 * b));
+        _mm512_store_si512(out + b * kBf16TileElems, reinterpret_cast<__m512i>(v));
+      }
+    }
+  }
+}
+
+// Block b of a pair of kRows8 Q8_0 groups as one bf16 B tile at `o`: w = (q - 128 + 128)
+// * d, the unbiased quant times its row's block scale in one fused multiply-add of the
+// biased byte (exact before its one float rounding), then rounded to bf16. g1 ==
+// nullptr: one group (rows 8-15 then repeat rows 0-7; the tiles read only 8 rows' columns).
+inline void bf16_repack_q8_block(const std::uint8_t* g0, const std::uint8_t* g1, std::int64_t nb, std::int64_t b,
+                                 std::uint16_t* o) {
+  if (g1 == nullptr) g1 = g0;
+  // Lane l of quarter q's floats is row 4q + l / 4, column 4c + l % 4 of chunk c.
+  const __m512i lane4 = _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2);
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  const Q8BlockOffsets at = q8_block_offsets(nb, b);
+  const __m512 d = pair_f16(g0 + at.scales, g1 + at.scales);
+  __m512 s[4], ms[4];
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) {
+    s[q] = _mm512_permutexvar_ps(_mm512_add_epi32(lane4, _mm512_set1_epi32(4 * q)), d);
+    ms[q] = _mm512_mul_ps(s[q], _mm512_set1_ps(-128.0f));
+  }
+#pragma GCC unroll 8
+  for (int c = 0; c < 8; ++c) {
+    const std::uint8_t* src[4] = {g0 + at.quants + 32 * c, g0 + at.quants + 32 * c + 16, g1 + at.quants + 32 * c,
+                                  g1 + at.quants + 32 * c + 16};
+    __m512 f[4];
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) {
+      const __m512i u = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src[q])));
+      f[q] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(u), s[q], ms[q]);
+    }
+    // Dword 2n + h of p0 (rows 0-7) and p1 (rows 8-15): row n's columns 4c + 2h, 4c + 2h + 1.
+    const __m512i p0 = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(f[1], f[0]));
+    const __m512i p1 = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(f[3], f[2]));
+    _mm512_store_si512(o + 32 * (2 * c), _mm512_permutex2var_epi32(p0, even, p1));
+    _mm512_store_si512(o + 32 * (2 * c + 1), _mm512_permutex2var_epi32(p0, odd, p1));
+  }
+}
+
+// Block b (sub-block b % 8 of super-block b / 8) of a pair of kRows8 Q4_K groups as one
+// bf16 B tile at `o`: w = q * (d * scale) - dmin * min, the two products rounded to float,
+// then one fused multiply-subtract, then bf16. g1 == nullptr: one group (as above).
+inline void bf16_repack_q4k_block(const std::uint8_t* g0, const std::uint8_t* g1, std::int64_t b,
+                                  std::uint16_t* o) {
+  if (g1 == nullptr) g1 = g0;
+  const std::int64_t sb = b % 8;
+  const std::uint8_t* s0 = g0 + b / 8 * kQ4kGroupSuperBytes;
+  const std::uint8_t* s1 = g1 + b / 8 * kQ4kGroupSuperBytes;
+  alignas(32) std::uint8_t sc[2][64], mn[2][64];
+  q4k_scales(s0, sc[0], mn[0]);
+  q4k_scales(s1, sc[1], mn[1]);
+  alignas(16) std::uint8_t mins[16];
+  for (int r = 0; r < 8; ++r) {
+    mins[r] = mn[0][sb / 2 * 16 + 2 * r + sb % 2];
+    mins[8 + r] = mn[1][sb / 2 * 16 + 2 * r + sb % 2];
+  }
+  const __m512 scale =
+      _mm512_mul_ps(pair_f16(s0, s1), _mm512_cvtepi32_ps(pair_u8_to_i32(sc[0] + 8 * sb, sc[1] + 8 * sb)));
+  const __m512 offset = _mm512_mul_ps(pair_f16(s0 + 16, s1 + 16),
+                                      _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(
+                                          reinterpret_cast<const __m128i*>(mins)))));
+  const __m512i lane4 = _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2);
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  __m512 sq[4], oq[4];
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) {
+    const __m512i idx = _mm512_add_epi32(lane4, _mm512_set1_epi32(4 * q));
+    sq[q] = _mm512_permutexvar_ps(idx, scale);
+    oq[q] = _mm512_permutexvar_ps(idx, offset);
+  }
+  const std::int64_t off = 128 + 256 * (sb / 2);
+  const bool high = sb % 2 != 0;
+#pragma GCC unroll 8
+  for (int c = 0; c < 8; ++c) {
+    const std::uint8_t* src[4] = {s0 + off + 32 * c, s0 + off + 32 * c + 16, s1 + off + 32 * c,
+                                  s1 + off + 32 * c + 16};
+    __m512 f[4];
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) {
+      const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src[q])));
+      const __m512i nib = high ? _mm512_srli_epi32(bytes, 4) : _mm512_and_si512(bytes, _mm512_set1_epi32(0x0F));
+      f[q] = _mm512_fmsub_ps(_mm512_cvtepi32_ps(nib), sq[q], oq[q]);
+    }
+    const __m512i p0 = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(f[1], f[0]));
+    const __m512i p1 = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(f[3], f[2]));
+    _mm512_store_si512(o + 32 * (2 * c), _mm512_permutex2var_epi32(p0, even, p1));
+    _mm512_store_si512(o + 32 * (2 * c + 1), _mm512_permutex2var_epi32(p0, odd, p1));
+  }
+}
+
+// The weight types of the bf16 tiles: a block's B tile, and the bytes of a group that
+// blocks [b0, b1) lie in (for the prefetch).
+struct Bf16Q8 {
+  static void block(const std::uint8_t* g0, const std::uint8_t* g1, std::int64_t nb, std::int64_t b,
+                    std::uint16_t* o) {
+    bf16_repack_q8_block(g0, g1, nb, b, o);
+  }
+  static std::int64_t offset(std::int64_t nb, std::int64_t b, std::int64_t gbytes) {
+    return b < nb ? q8_block_offsets(nb, b).scales : gbytes;
+  }
+};
+struct Bf16Q4k {
+  static void block(const std::uint8_t* g0, const std::uint8_t* g1, std::int64_t, std::int64_t b, std::uint16_t* o) {
+    bf16_repack_q4k_block(g0, g1, b, o);
+  }
+  static std::int64_t offset(std::int64_t nb, std::int64_t b, std::int64_t gbytes) {
+    return b < nb ? b / 8 * kQ4kGroupSuperBytes : gbytes;
+  }
+};
+
+// A slab's B tiles (one or two pairs of groups, blocks [b0, b1)) made a tile at a time,
+// spread over the k steps of the previous slab's tiles (step()), so that the vector units
+// copy while the tile unit multiplies; finish() makes the rest.
+template <class K>
+class SlabRepack {
+ public:
+  SlabRepack() = default;
+  // g: the groups (g[1], g[3] may be null: a lone last group), pairs 1 or 2; pair p's tile
+  // of block b at out + p * pair_stride + (b - b0) tiles; steps: the k steps to spread over.
+  SlabRepack(const std::uint8_t* const* g, int pairs, std::int64_t nb, std::int64_t b0, std::int64_t b1,
+             std::uint16_t* out, std::int64_t pair_stride, std::int64_t steps)
+      : nb_(nb), b0_(b0), blocks_(b1 - b0), units_(pairs * (b1 - b0)), steps_(steps > 0 ? steps : 1),
+        out_(out), pair_stride_(pair_stride) {
+    for (int i = 0; i < 4; ++i) g_[i] = g[i];
+  }
+  void step() {
+    credit_ += units_;
+    while (credit_ >= steps_ && next_ < units_) {
+      make(next_++);
+      credit_ -= steps_;
+    }
+  }
+  void finish() {
+    while (next_ < units_) make(next_++);
+  }
+
+ private:
+  void make(std::int64_t u) {
+    const std::int64_t p = u / blocks_, b = u - p * blocks_;
+    K::block(g_[2 * p], g_[2 * p + 1], nb_, b0_ + b, out_ + p * pair_stride_ + b * kBf16TileElems);
+  }
+  const std::uint8_t* g_[4] = {};
+  std::int64_t nb_ = 0, b0_ = 0, blocks_ = 1, units_ = 0, steps_ = 1, credit_ = 0, next_ = 0;
+  std::uint16_t* out_ = nullptr;
+  std::int64_t pair_stride_ = 0;
+};
+
+// A slab's weights for a run of blocks (up to four groups' byte ranges, 17 KB each for 64
+// Q8_0 blocks) into L2, spread over the k steps of the tiles two slabs before: its copy
+// then reads them from L2, not as short runs from DRAM, which the hardware prefetchers
+// hardly ramp up on (one burst per tile call was no faster than none).
+class SlabPrefetch {
+ public:
+  SlabPrefetch() = default;
+  // steps: the k steps of the slab's tile calls, over which the lines are spread.
+  SlabPrefetch(const std::uint8_t* g, std::int64_t gbytes, int groups, std::int64_t begin, std::int64_t bytes,
+               std::int64_t steps)
+      : groups_(groups), lines_((bytes + 63) / 64), per_step_((lines_ + steps - 1) / steps) {
+    for (int i = 0; i < groups; ++i) p_[i] = reinterpret_cast<const char*>(g + i * gbytes + begin);
+  }
+  void step() {
+    const std::int64_t end = imin(lines_, at_ + per_step_);
+    for (; at_ < end; ++at_) {
+      for (int i = 0; i < groups_; ++i) _mm_prefetch(p_[i] + 64 * at_, _MM_HINT_T1);
+    }
+  }
+
+ private:
+  const char* p_[4] = {};
+  int groups_ = 0;
+  std::int64_t lines_ = 0, per_step_ = 0, at_ = 0;
+};
+
+// MT (1, 2) token tiles from a0 (a1 = a0 + a_tile_stride) times NP (1, 2) B tiles from b
+// (the second at b + b_pair_stride), for kb blocks, into y's tiles at y (rows 16 apart
+// for the second pair, y_stride floats between tokens); first: zero them, else add.
+// Each k step also runs bg.step() (the next slab's copy and the one after's prefetch).
+template <int MT, int NP, class Bg>
+void bf16_tiles(const std::uint16_t* a0, std::int64_t a_tile_stride, const std::uint16_t* b,
+                std::int64_t b_pair_stride, std::int64_t kb, float* y, std::int64_t y_stride, bool first, Bg& bg) {
+  const std::uint16_t* a1 = a0 + a_tile_stride;
+  const std::uint16_t* b1 = b + b_pair_stride;
+  const std::int64_t ys = y_stride * 4;
+  float* y1 = y + 16 * y_stride;
+  if (first) {
+    _tile_zero(ECO_BF_C00);
+    if constexpr (NP == 2) _tile_zero(ECO_BF_C01);
+    if constexpr (MT == 2) _tile_zero(ECO_BF_C10);
+    if constexpr (MT == 2 && NP == 2) _tile_zero(ECO_BF_C11);
+  } else {
+    _tile_loadd(ECO_BF_C00, y, ys);
+    if constexpr (NP == 2) _tile_loadd(ECO_BF_C01, y + 16, ys);
+    if constexpr (MT == 2) _tile_loadd(ECO_BF_C10, y1, ys);
+    if constexpr (MT == 2 && NP == 2) _tile_loadd(ECO_BF_C11, y1 + 16, ys);
+  }
+  for (std::int64_t k = 0; k < kb; ++k) {
+    _tile_loadd(ECO_BF_A0, a0 + kBf16TileElems * k, 64);
+    _tile_loadd(ECO_BF_B0, b + kBf16TileElems * k, 64);
+    _tile_dpbf16ps(ECO_BF_C00, ECO_BF_A0, ECO_BF_B0);
+    if constexpr (NP == 2) {
+      _tile_loadd(ECO_BF_B1, b1 + kBf16TileElems * k, 64);
+      _tile_dpbf16ps(ECO_BF_C01, ECO_BF_A0, ECO_BF_B1);
+    }
+    if constexpr (MT == 2) {
+      _tile_loadd(ECO_BF_A1, a1 + kBf16TileElems * k, 64);
+      _tile_dpbf16ps(ECO_BF_C10, ECO_BF_A1, ECO_BF_B0);
+      if constexpr (NP == 2) _tile_dpbf16ps(ECO_BF_C11, ECO_BF_A1, ECO_BF_B1);
+    }
+    bg.step();
+  }
+  _tile_stored(ECO_BF_C00, y, ys);
+  if constexpr (NP == 2) _tile_stored(ECO_BF_C01, y + 16, ys);
+  if constexpr (MT == 2) _tile_stored(ECO_BF_C10, y1, ys);
+  if constexpr (MT == 2 && NP == 2) _tile_stored(ECO_BF_C11, y1 + 16, ys);
+}
+
+// Weight rows [r0, r1) (r0 % 16 == 0, r1 % 8 == 0) of a kRows8 matrix of K's type (Bf16Q8,
+// Bf16Q4k) times tokens [0, n_tokens) of the packed activations `a`, into y; runs of
+// kb_run blocks; wbuf: 4 * kb_run B tiles (64-byte aligned): the current slab's and the next's.
+template <class K>
+void bf16_rows(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const std::uint16_t* a,
+               std::int64_t n_tokens, std::int64_t r0, std::int64_t r1, std::int64_t kb_run, float* y,
+               std::int64_t y_stride, std::uint16_t* wbuf) {
+  const std::int64_t nb = cols / 32, gbytes = 8 * static_cast<std::int64_t>(row_bytes);
+  const std::int64_t full = n_tokens / 16 * 16, rem = n_tokens - full;
+  const std::int64_t a_tile = nb * kBf16TileElems;  // elements between token tiles
+  const std::int64_t pair_stride = kb_run * kBf16TileElems;
+  // Tile calls per slab: pairs of 16-token tiles, a lone one, the tokens left.
+  const std::int64_t calls = full / 32 + full / 16 % 2 + (rem > 0 ? 1 : 0);
+  int cfg_m = 0, cfg_n0 = 0, cfg_n1 = 0;
+  auto configure = [&](int m, int n0, int n1) {
+    if (m != cfg_m || n0 != cfg_n0 || n1 != cfg_n1) amx_bf16_configure(m, n0, n1);
+    cfg_m = m, cfg_n0 = n0, cfg_n1 = n1;
+  };
+  // The slab from row s: its groups (null past r1 or for a lone last group's pair) and pairs.
+  auto slab_groups = [&](std::int64_t s, const std::uint8_t** g) {
+    const std::int64_t groups = imin(4, (r1 - s) / 8);
+    for (int i = 0; i < 4; ++i) g[i] = i < groups ? w + (s / 8 + i) * gbytes : nullptr;
+    return static_cast<int>((groups + 1) / 2);
+  };
+  struct Background {
+    SlabRepack<K> copy;
+    SlabPrefetch prefetch;
+    void step() {
+      copy.step();
+      prefetch.step();
+    }
+  };
+  for (std::int64_t kc = 0; kc < nb; kc += kb_run) {
+    const std::int64_t kb = imin(kb_run, nb - kc);
+    std::uint16_t* cur = wbuf;
+    std::uint16_t* next = wbuf + 2 * pair_stride;
+    const std::uint8_t* g[4];
+    SlabRepack<K>(g, slab_groups(r0, g), nb, kc, kc + kb, cur, pair_stride, 1).finish();
+    const std::int64_t begin = K::offset(nb, kc, gbytes), end = K::offset(nb, kc + kb, gbytes);
+    for (std::int64_t s = r0; s < r1; s += 32) {
+      const std::int64_t srows = imin(32, r1 - s);
+      const int n0 = srows >= 16 ? 16 : 8, n1 = srows >= 32 ? 16 : 8;
+      Background bg;
+      if (s + 32 < r1) {
+        const std::uint8_t* gn[4];
+        const int pairs = slab_groups(s + 32, gn);
+        bg.copy = SlabRepack<K>(gn, pairs, nb, kc, kc + kb, next, pair_stride, calls * kb);
+      }
+      if (s + 64 < r1) {
+        bg.prefetch = SlabPrefetch(w + (s + 64) / 8 * gbytes, gbytes, static_cast<int>(imin(4, (r1 - s - 64) / 8)),
+                                   begin, end - begin, calls * kb);
+      }
+      const std::uint16_t* a0 = a + kc * kBf16TileElems;
+      const bool first = kc == 0;
+      auto run = [&](auto mt, std::int64_t t) {
+        constexpr int kMt = decltype(mt)::value;
+        float* yt = y + t * y_stride + s;
+        if (srows > 16) {
+          bf16_tiles<kMt, 2>(a0 + t / 16 * a_tile, a_tile, cur, pair_stride, kb, yt, y_stride, first, bg);
+        } else {
+          bf16_tiles<kMt, 1>(a0 + t / 16 * a_tile, a_tile, cur, 0, kb, yt, y_stride, first, bg);
+        }
+      };
+      if (full > 0) {
+        configure(16, n0, n1);
+        std::int64_t t = 0;
+        for (; t + 32 <= full; t += 32) run(std::integral_constant<int, 2>{}, t);
+        if (t < full) run(std::integral_constant<int, 1>{}, t);
+      }
+      if (rem > 0) {
+        configure(static_cast<int>(rem), n0, n1);
+        run(std::integral_constant<int, 1>{}, full);
+      }
+      bg.copy.finish();
+      std::swap(cur, next);
+    }
+  }
+  _tile_release();
+}
+
+#undef ECO_BF_A0
+#undef ECO_BF_A1
+#undef ECO_BF_B0
+#undef ECO_BF_B1
+#undef ECO_BF_C00
+#undef ECO_BF_C01
+#undef ECO_BF_C10
+#undef ECO_BF_C11
+
+}  // namespace
+}  // namespace ecoserve::kernels::detail::ECO_QUANT_NS
+
+#pragma GCC diagnostic pop

@@ -1,0 +1,176 @@
+// The avx512amx level's bf16 prompt tiles (KernelContext::amx_bf16, matmul_amx_bf16_impl.h):
+// within the bf16 bound of a double reference, the same bits whatever the batch, the
+// token's place in it, the thread count and the fused targets, and taken only where
+// amx_bf16_applies says. Skipped on a CPU without AMX-BF16.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/cpu_features.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_test_util.h"
+#include "kernels/packed_weights.h"
+#include "kernels/quant.h"
+
+namespace ecoserve::kernels {
+namespace {
+
+using testing::make_matrix;
+using testing::PackedMatrix;
+
+class AmxBf16Test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!amx_bf16_supported(detect_cpu_features())) {
+      GTEST_SKIP() << "this CPU has no AMX-BF16 and AVX-512 BF16 (or Linux did not grant the tile state): "
+                      "the avx512amx level's bf16 tiles cannot run here";
+    }
+  }
+  static KernelContext bf16_context(ThreadPool* pool) {
+    KernelContext ctx(pool, Isa::kAvx512Amx);
+    ctx.amx_bf16 = true;
+    return ctx;
+  }
+};
+
+// Each output within the bound of two bf16 roundings per product (2^-8 of sum |w x|,
+// plus the float sums') of the double product of the dequantized weights and x; the
+// int8 tiles' result is another rounding of the same product, so the two agree within it.
+TEST_F(AmxBf16Test, WithinTheBf16BoundOfTheExactProduct) {
+  ThreadPool pool(2);
+  struct Case {
+    GgmlType type;
+    std::int64_t rows, cols;
+  };
+  for (auto [type, rows, cols] : {Case{GgmlType::kQ8_0, 136, 800}, Case{GgmlType::kQ8_0, 64, 2048},
+                                  Case{GgmlType::kQ8_0, 24, 64}, Case{GgmlType::kQ4_K, 136, 768},
+                                  Case{GgmlType::kQ4_K, 40, 2304}}) {
+    const PackedMatrix m = make_matrix(rows, cols, 5, type);
+    const std::int64_t n = 131;
+    const std::vector<float> x = testing::make_acts(n, cols, 6);
+    std::vector<float> y(n * rows, NAN), yi(n * rows, NAN), w(cols);
+    KernelContext ctx = bf16_context(&pool);
+    ASSERT_TRUE(amx_bf16_applies(ctx, m.packed_view(), n));
+    matmul(m.packed_view(), x.data(), n, y.data(), ctx);
+    KernelContext int8(&pool, Isa::kAvx512Amx);
+    int8.amx_bf16 = false;
+    matmul(m.packed_view(), x.data(), n, yi.data(), int8);
+    double worst = 0;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      dequantize_weight_row(m.gguf_view(), r, w.data());
+      for (std::int64_t t = 0; t < n; ++t) {
+        double exact = 0, mag = 0;
+        for (std::int64_t c = 0; c < cols; ++c) {
+          exact += double(w[c]) * x[t * cols + c];
+          mag += std::fabs(double(w[c]) * x[t * cols + c]);
+        }
+        const double bound = mag * (1.0 / 256 + cols * 1.2e-7) + 1e-30;
+        const double err = std::fabs(y[t * rows + r] - exact);
+        ASSERT_LE(err, bound) << type_name(type) << " rows " << rows << " cols " << cols << " row " << r << " token "
+                              << t;
+        worst = std::max(worst, err / bound);
+        // The int8 tiles' activations are rounded to 1/254 of their block's largest value.
+        ASSERT_LE(std::fabs(y[t * rows + r] - yi[t * rows + r]), 2 * bound + mag / 64) << "row " << r << " token " << t;
+      }
+    }
+    std::printf("%s rows %lld cols %lld: worst error %.3f of the bound\n", std::string(type_name(type)).c_str(),
+                static_cast<long long>(rows),
+                static_cast<long long>(cols), worst);
+    // Not the int8 tiles' bits: the path ran.
+    EXPECT_NE(std::memcmp(y.data(), yi.data(), y.size() * 4), 0);
+  }
+}
+
+// A token's row is the same bits alone in a batch of 64, inside batches of 65 to 600 (one
+// or two chunks of tokens, runs of columns of several lengths), at its every place, on
+// one or two threads, and fused with other targets (matmul_many).
+TEST_F(AmxBf16Test, BitwiseTheSameAcrossBatchesPlacesThreadsAndFusion) {
+  ThreadPool pool1(1), pool2(2);
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_K}) {
+    const std::int64_t rows = 136, cols = 2048;  // 17 groups: an 8-row group at the end
+    const PackedMatrix m = make_matrix(rows, cols, 7, type);
+    const std::int64_t n = 600;
+    const std::vector<float> x = testing::make_acts(n, cols, 8);
+    // Reference: tokens in batches of 64 from every 64th (and the last 64), one thread.
+    std::vector<float> ref(n * rows, NAN);
+    KernelContext base = bf16_context(&pool1);
+    for (std::int64_t t0 = 0; t0 < n; t0 += 64) {
+      const std::int64_t first = std::min(t0, n - 64);
+      matmul(m.packed_view(), x.data() + first * cols, 64, ref.data() + first * rows, base);
+    }
+    for (ThreadPool* pool : {&pool1, &pool2}) {
+      KernelContext ctx = bf16_context(pool);
+      for (std::int64_t k : {65, 96, 131, 257, 600}) {
+        for (std::int64_t first : {std::int64_t{0}, n - k}) {
+          std::vector<float> y(k * rows, NAN);
+          matmul(m.packed_view(), x.data() + first * cols, k, y.data(), ctx);
+          ASSERT_EQ(std::memcmp(y.data(), ref.data() + first * rows, y.size() * 4), 0)
+              << type_name(type) << " tokens " << first << ".." << first + k << " threads " << pool->num_threads();
+        }
+      }
+      // Fused: the matrix's first 128 rows and a second matrix, one pass.
+      const PackedMatrix m2 = make_matrix(48, cols, 9, type);
+      WeightView top = m.packed_view();
+      top.rows = 128;
+      std::vector<float> y1(n * 128, NAN), y2(n * 48, NAN), y2ref(n * 48, NAN);
+      const WeightView v2 = m2.packed_view();
+      const MatmulTarget fused[] = {{&top, y1.data()}, {&v2, y2.data()}};
+      matmul_many(fused, x.data(), n, ctx);
+      matmul(v2, x.data(), n, y2ref.data(), base);
+      for (std::int64_t t = 0; t < n; ++t) {
+        ASSERT_EQ(std::memcmp(y1.data() + t * 128, ref.data() + t * rows, 128 * 4), 0)
+            << type_name(type) << " fused, token " << t;
+      }
+      EXPECT_EQ(std::memcmp(y2.data(), y2ref.data(), y2.size() * 4), 0) << type_name(type) << " fused second target";
+    }
+  }
+}
+
+TEST_F(AmxBf16Test, TakenOnlyWhereItApplies) {
+  ThreadPool pool(1);
+  const PackedMatrix m = make_matrix(16, 64, 3);
+  KernelContext ctx = bf16_context(&pool);
+  EXPECT_TRUE(amx_bf16_applies(ctx, m.packed_view(), kAmxBf16MinTokens));
+  EXPECT_FALSE(amx_bf16_applies(ctx, m.packed_view(), kAmxBf16MinTokens - 1));
+  EXPECT_FALSE(amx_bf16_applies(ctx, m.gguf_view(), 512)) << "GGUF layout";
+  const PackedMatrix q4k = make_matrix(16, 256, 3, GgmlType::kQ4_K);
+  EXPECT_TRUE(amx_bf16_applies(ctx, q4k.packed_view(), kAmxBf16MinTokens));
+  ctx.isa = Isa::kAvx512VnniZmm;
+  EXPECT_FALSE(amx_bf16_applies(ctx, m.packed_view(), 512)) << "a lower level";
+  ctx.isa = Isa::kAvx512Amx;
+  ctx.amx_bf16 = false;
+  EXPECT_FALSE(amx_bf16_applies(ctx, m.packed_view(), 512)) << "off";
+  // Below the threshold the int8 tiles run: the bits of the level without bf16.
+  const std::int64_t n = kAmxBf16MinTokens - 1;
+  const std::vector<float> x = testing::make_acts(n, 64, 4);
+  std::vector<float> a(n * 16), b(n * 16);
+  matmul(m.packed_view(), x.data(), n, a.data(), ctx);
+  ctx.amx_bf16 = true;
+  matmul(m.packed_view(), x.data(), n, b.data(), ctx);
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
+}
+
+TEST(AmxBf16EnvTest, ReadsZeroOrOne) {
+  ASSERT_EQ(setenv("ECOSERVE_AMX_BF16", "1", 1), 0);
+  EXPECT_TRUE(*amx_bf16_from_env());
+  ASSERT_EQ(setenv("ECOSERVE_AMX_BF16", "0", 1), 0);
+  EXPECT_FALSE(*amx_bf16_from_env());
+  ASSERT_EQ(setenv("ECOSERVE_AMX_BF16", "yes", 1), 0);
+  const StatusOr<bool> bad = amx_bf16_from_env();
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("ECOSERVE_AMX_BF16"), std::string::npos) << bad.status().to_string();
+  ASSERT_EQ(unsetenv("ECOSERVE_AMX_BF16"), 0);
+  EXPECT_FALSE(*amx_bf16_from_env());
+}
+
+}  // namespace
+}  // namespace ecoserve::kernels
