@@ -354,7 +354,7 @@ void model_args(benchmark::internal::Benchmark* b) {
 void synth1b_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"type", "n", "threads"});
   for (std::int64_t type : {kQ4kRows8, kQ8Rows8})
-    for (std::int64_t n : {1, 4, 32})
+    for (std::int64_t n : {1, 4, 32, 512})
       for (std::int64_t threads : {1, 2}) b->Args({type, n, threads});
 }
 

@@ -179,6 +179,7 @@ int run_info(const InfoArgs& a) {
                       {"q4k_tile_pairs", kernels::default_q4k_tile_pairs()},
                       {"attention_f32_wide", kernels::default_attention_f32_wide()},
                       {"attention_row_prefetch", kernels::default_attention_row_prefetch()},
+                      {"amx_bf16", kernels::default_amx_bf16() && kernels::amx_bf16_supported(cpu)},
                       {"openblas_core", kernels::openblas_core()}};
     }
     if (a.all_metadata) {
@@ -257,6 +258,7 @@ int run_info(const InfoArgs& a) {
                                                                : "each line as the same line 32 positions before",
                      std::getenv("ECOSERVE_ATTENTION_ROW_PREFETCH") != nullptr ? "ECOSERVE_ATTENTION_ROW_PREFETCH"
                                                                                : "every CPU"));
+    line("amx bf16", kernels::amx_bf16_summary(kernels::default_amx_bf16(), cpu));
     line("float matmul", kernels::float_matmul_kernels_summary(isa));
     line("openblas", fmt::format("{} kernels (prefill attention of head sizes not a multiple of 16)",
                                  kernels::openblas_core()));

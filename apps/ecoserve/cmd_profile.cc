@@ -83,12 +83,14 @@ ModelCost model_cost(const model::LlamaModel& m, engine::KvCacheType kv_type) {
 // weights: batched decode at long contexts.)
 // The instructions a part of a step is bounded by: int8 dots of the level (on
 // avx512amx: AMX tiles where its kernels run them, repacked Q8_0 or Q4_K weights and 16+
-// tokens, else the level's zmm vpdpbusd), or float FMAs on 256- or 512-bit registers.
-enum class Peak { kInt8, kAmx, kFma256, kFma512 };
+// tokens, else the level's zmm vpdpbusd; with ECOSERVE_AMX_BF16=1 bf16 tiles for those
+// from kAmxBf16MinTokens tokens), or float FMAs on 256- or 512-bit registers.
+enum class Peak { kInt8, kAmx, kAmxBf16, kFma256, kFma512 };
 const char* peak_name(Peak p) {
   switch (p) {
     case Peak::kInt8: return "int8";
     case Peak::kAmx: return "amx";
+    case Peak::kAmxBf16: return "amx-bf16";
     case Peak::kFma512: return "fma512";
     case Peak::kFma256: return "fma256";
   }
@@ -185,18 +187,23 @@ int run_profile(const ProfileArgs& a) {
   const kernels::WeightView& wq0 = (*model)->layers()[0].wq;
   // The batch from which the linear layers run AMX tiles (0: never).
   const int64_t amx_from = amx && wq0.layout == kernels::WeightLayout::kRows8 ? kernels::amx_min_tokens(wq0.type) : 0;
-  double fma_gmacs = 0, fma512_gmacs = 0, int8_gmacs = 0, amx_gmacs = 0;
+  // The batch from which they run bf16 tiles instead (0: never; KernelContext::amx_bf16).
+  const bool bf16_on = amx && kernels::default_amx_bf16() && kernels::amx_bf16_supported(cpu);
+  const int64_t bf16_from = amx_from > 0 && bf16_on ? kernels::kAmxBf16MinTokens : 0;
+  double fma_gmacs = 0, fma512_gmacs = 0, int8_gmacs = 0, amx_gmacs = 0, bf16_gmacs = 0;
   if (a.roofline) {
     fma_gmacs = kernels::measure_f32_fma_gmacs(0.5);
     fma512_gmacs = cpu.avx512f ? kernels::measure_f32_fma_gmacs(0.5, 512) : fma_gmacs;
     int8_gmacs = kernels::measure_int8_dot_gmacs(amx ? kernels::Isa::kAvx512VnniZmm : a.isa, 0.5);
     if (amx) amx_gmacs = kernels::measure_int8_dot_gmacs(kernels::Isa::kAvx512Amx, 0.5);
+    if (bf16_from > 0) bf16_gmacs = kernels::measure_amx_bf16_gmacs(0.5);
   }
   const bool attn512 = kernels::decode_attention_vector_bits(a.isa, c.head_dim, c.n_head / std::max(1, c.n_head_kv),
                                                              kv_type == engine::KvCacheType::kF16,
                                                              kernels::default_attention_f32_wide()) == 512;
   // The linear layers' peak for a step of `tokens` tokens, and decode attention's.
   auto linear_peak = [&](int64_t tokens) {
+    if (cost.int8 && bf16_from > 0 && tokens >= bf16_from) return Peak::kAmxBf16;
     if (cost.int8) return amx_from > 0 && tokens >= amx_from ? Peak::kAmx : Peak::kInt8;
     return kernels::float_matmul_vector_bits(a.isa, tokens) == 512 ? Peak::kFma512 : Peak::kFma256;
   };
@@ -204,6 +211,7 @@ int run_profile(const ProfileArgs& a) {
     switch (peak) {
       case Peak::kInt8: return th * int8_gmacs;
       case Peak::kAmx: return th * amx_gmacs;
+      case Peak::kAmxBf16: return th * bf16_gmacs;
       case Peak::kFma512: return th * fma512_gmacs;
       case Peak::kFma256: break;
     }
@@ -222,7 +230,11 @@ int run_profile(const ProfileArgs& a) {
                 kernels::gemv_streams_summary(kernels::default_gemv_streams()).c_str(),
                 kernels::gemv_prefetch_summary(kernels::default_gemv_prefetch()).c_str(),
                 a.isa >= kernels::Isa::kAvx512VnniZmm
-                    ? ("; Q4_K tiles: " + kernels::q4k_tile_pairs_summary(kernels::default_q4k_tile_pairs())).c_str()
+                    ? ("; Q4_K tiles: " + kernels::q4k_tile_pairs_summary(kernels::default_q4k_tile_pairs()) +
+                       (bf16_on ? "; bf16 tiles (ECOSERVE_AMX_BF16) for Q8_0 and Q4_K batches of " +
+                                      std::to_string(kernels::kAmxBf16MinTokens) + "+"
+                                : std::string()))
+                          .c_str()
                     : "",
                 kernels::openblas_core().c_str());
     std::printf("prefill: one %d-token prompt (best of %d); decode: %d steps per batch from context %d; KV cache %s\n",
@@ -235,8 +247,14 @@ int run_profile(const ProfileArgs& a) {
       if (amx) {
         std::printf(", %.1f G int8-dot MAC/s (vpdpbusd, zmm), %.1f G on AMX tiles (tdpbssd: counted for %s)\n",
                     int8_gmacs, amx_gmacs,
-                    amx_from > 0 ? ("batches of " + std::to_string(amx_from) + "+").c_str()
+                    amx_from > 0 ? ("batches of " + std::to_string(amx_from) + "+" +
+                                    (bf16_from > 0 ? " up to " + std::to_string(bf16_from - 1) : std::string()))
+                                       .c_str()
                                  : "nothing here: the model has no repacked Q8_0 or Q4_K");
+        if (bf16_from > 0) {
+          std::printf("bf16 tiles (ECOSERVE_AMX_BF16=1): %.1f G bf16 MAC/s (tdpbf16ps), counted for batches of %lld+\n",
+                      bf16_gmacs, static_cast<long long>(bf16_from));
+        }
       } else {
         std::printf(", %.1f G int8-dot MAC/s (%s)\n", int8_gmacs, std::string(kernels::isa_int8_dot(a.isa)).c_str());
       }
@@ -291,6 +309,7 @@ int run_profile(const ProfileArgs& a) {
                             {"gemv_streams", kernels::default_gemv_streams()},
                             {"gemv_prefetch", kernels::default_gemv_prefetch()},
                             {"q4k_tile_pairs", kernels::default_q4k_tile_pairs()},
+                            {"amx_bf16", bf16_on},
                             {"openblas_core", kernels::openblas_core()}};
         if (test.starts_with("decode")) {
           r["context"] = a.context;

@@ -52,6 +52,9 @@ struct EngineOptions {
   KvCacheType kv_cache_type = KvCacheType::kF32;
   // Kernel path (kernels/cpu_features.h): default the best this CPU has, capped by ECOSERVE_ISA.
   kernels::Isa isa = kernels::default_isa();
+  // kernels::KernelContext::amx_bf16: Q8_0 / Q4_K batches of 32+ tokens on AMX bf16 tiles
+  // (faster prompts, not the bits of batch 1). Default: ECOSERVE_AMX_BF16 (off).
+  bool amx_bf16 = kernels::default_amx_bf16();
 };
 
 // Header of an exported sequence's KV (little-endian, fixed layout).

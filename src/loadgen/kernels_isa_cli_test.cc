@@ -10,6 +10,7 @@
 
 #include "base/subprocess.h"
 #include "kernels/cpu_features.h"
+#include "kernels/matmul.h"
 
 namespace ecoserve::loadgen {
 namespace {
@@ -124,6 +125,9 @@ TEST(KernelsIsaCli, BadKernelSettingIsAnError) {
   const CliRun tile = run_cli({"ECOSERVE_Q4K_TILE_PAIRS=3"}, {"model", "info", "/nonexistent.gguf"}, err);
   EXPECT_EQ(tile.exit_code, 2);
   EXPECT_EQ(read_file(err), "error: ECOSERVE_Q4K_TILE_PAIRS: '3' is not 1 or 2\n");
+  const CliRun bf16 = run_cli({"ECOSERVE_AMX_BF16=on"}, {"model", "info", "/nonexistent.gguf"}, err);
+  EXPECT_EQ(bf16.exit_code, 2);
+  EXPECT_EQ(read_file(err), "error: ECOSERVE_AMX_BF16: 'on' is not 0 or 1\n");
   std::filesystem::remove(err);
 }
 
@@ -145,6 +149,43 @@ TEST(KernelsIsaCli, AttentionF32WidthFromTheEnvironmentIsReported) {
               std::string::npos)
         << text.out;
   }
+  std::filesystem::remove(err);
+}
+
+// ECOSERVE_AMX_BF16 as model info reports it: on only where the CPU has AMX-BF16 (else it
+// says why not), off by default; and a long prompt generates with it either way.
+TEST(KernelsIsaCli, AmxBf16FromTheEnvironmentIsReported) {
+  if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "shared data missing: " << kModel;
+  const std::string err = std::filesystem::temp_directory_path() / "ecoserve_bf16_info.err";
+  const bool supported = kernels::amx_bf16_supported(kernels::detect_cpu_features());
+  for (const char* value : {"0", "1"}) {
+    const std::vector<std::string> env = {std::string("ECOSERVE_AMX_BF16=") + value};
+    const CliRun json = run_cli(env, {"model", "info", "--json", kModel}, err);
+    ASSERT_EQ(json.exit_code, 0) << read_file(err);
+    const bool on = std::string(value) == "1" && supported;
+    EXPECT_EQ(nlohmann::json::parse(json.out).at("kernels").at("amx_bf16"), on) << value;
+    const CliRun text = run_cli(env, {"model", "info", kModel}, err);
+    const std::string expect = !supported ? "amx bf16:             not on this CPU"
+                               : on       ? "amx bf16:             on (ECOSERVE_AMX_BF16)"
+                                          : "amx bf16:             off (ECOSERVE_AMX_BF16=1:";
+    EXPECT_NE(text.out.find(expect), std::string::npos) << text.out;
+    // 32+ prompt tokens: the bf16 tiles run where the CPU has them.
+    const CliRun gen = run_cli(env,
+                               {"generate", "-m", kModel, "-n", "8", "-p",
+                                "Once upon a time, there was a little girl named Lily. She loved to play outside in "
+                                "the park with her mom and her dog. One day, she saw a big red ball under a tall "
+                                "tree near the"},
+                               err);
+    ASSERT_EQ(gen.exit_code, 0) << read_file(err);
+    const std::string log = read_file(err);
+    const size_t at = log.find("prompt ");
+    ASSERT_NE(at, std::string::npos) << log;
+    EXPECT_GE(std::stoi(log.substr(at + 7)), 32) << log;
+    EXPECT_GT(gen.out.size(), 150u) << gen.out;
+  }
+  const CliRun unset = run_cli({}, {"model", "info", "--json", kModel}, err);
+  ASSERT_EQ(unset.exit_code, 0) << read_file(err);
+  EXPECT_EQ(nlohmann::json::parse(unset.out).at("kernels").at("amx_bf16"), false);
   std::filesystem::remove(err);
 }
 
