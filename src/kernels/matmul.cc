@@ -398,17 +398,22 @@ void matmul_many(std::span<const MatmulTarget> targets, const float* x, std::int
   ECO_CHECK_MSG(x != nullptr, "matmul_many: null input");
   ECO_CHECK_MSG(ctx.pool != nullptr, "matmul_many: KernelContext without a thread pool");
   const std::int64_t cols = targets[0].w->cols;
-  bool bf16 = true;
+  // The targets the bf16 tiles take run on them together; the others (e.g. a Q4_K_M
+  // model's Q6_K value matrix beside Q4_K query and key) fused among themselves.
   std::array<Bf16Target, kMaxFused> bf16_targets{};
-  for (std::size_t i = 0; i < targets.size(); ++i) {
-    bf16 = bf16 && amx_bf16_applies(ctx, *targets[i].w, n_tokens);
-    bf16_targets[i] = {targets[i].w, targets[i].y};
-  }
-  if (bf16) {
-    for (const MatmulTarget& t : targets) {
-      ECO_CHECK_MSG(t.w->data != nullptr && t.y != nullptr, "matmul_many: null data pointer");
+  std::array<MatmulTarget, kMaxFused> int8_targets{};
+  std::size_t n_bf16 = 0, n_int8 = 0;
+  for (const MatmulTarget& t : targets) {
+    ECO_CHECK_MSG(t.w->data != nullptr && t.y != nullptr, "matmul_many: null data pointer");
+    if (amx_bf16_applies(ctx, *t.w, n_tokens)) {
+      bf16_targets[n_bf16++] = {t.w, t.y};
+    } else {
+      int8_targets[n_int8++] = t;
     }
-    amx_bf16_matmul({bf16_targets.data(), targets.size()}, x, n_tokens, ctx);
+  }
+  if (n_bf16 > 0) {
+    amx_bf16_matmul({bf16_targets.data(), n_bf16}, x, n_tokens, ctx);
+    if (n_int8 > 0) matmul_many({int8_targets.data(), n_int8}, x, n_tokens, ctx);
     return;
   }
   std::array<detail::QuantRowsFn, kMaxFused> kernels{};

@@ -135,6 +135,34 @@ TEST_F(AmxBf16Test, BitwiseTheSameAcrossBatchesPlacesThreadsAndFusion) {
   }
 }
 
+// Fused targets of which only some take the bf16 tiles (a Q4_K_M model's query and key in
+// Q4_K, its value in Q6_K): each target's rows are those of its own matmul.
+TEST_F(AmxBf16Test, FusedTargetsSplitByPath) {
+  ThreadPool pool(2);
+  KernelContext ctx = bf16_context(&pool);
+  const std::int64_t cols = 512, n = 70;
+  const PackedMatrix q = make_matrix(64, cols, 11, GgmlType::kQ4_K), k = make_matrix(32, cols, 12, GgmlType::kQ4_K);
+  std::vector<std::uint8_t> v_bytes(32 * row_bytes(*type_traits(GgmlType::kQ6_K), cols));
+  const std::vector<float> v_src = testing::make_acts(32, cols, 13);
+  for (std::int64_t r = 0; r < 32; ++r) {
+    quantize_row(GgmlType::kQ6_K, v_src.data() + r * cols, v_bytes.data() + r * (v_bytes.size() / 32), cols);
+  }
+  const WeightView qv = q.packed_view(), kv = k.packed_view();
+  const WeightView vv{GgmlType::kQ6_K, v_bytes.data(), 32, cols, v_bytes.size() / 32};
+  ASSERT_TRUE(amx_bf16_applies(ctx, qv, n));
+  ASSERT_FALSE(amx_bf16_applies(ctx, vv, n));
+  const std::vector<float> x = testing::make_acts(n, cols, 14);
+  std::vector<float> yq(n * 64), yk(n * 32), yv(n * 32), rq(n * 64), rk(n * 32), rv(n * 32);
+  const MatmulTarget fused[] = {{&qv, yq.data()}, {&vv, yv.data()}, {&kv, yk.data()}};
+  matmul_many(fused, x.data(), n, ctx);
+  matmul(qv, x.data(), n, rq.data(), ctx);
+  matmul(kv, x.data(), n, rk.data(), ctx);
+  matmul(vv, x.data(), n, rv.data(), ctx);
+  EXPECT_EQ(std::memcmp(yq.data(), rq.data(), yq.size() * 4), 0) << "Q4_K query (bf16 tiles)";
+  EXPECT_EQ(std::memcmp(yk.data(), rk.data(), yk.size() * 4), 0) << "Q4_K key (bf16 tiles)";
+  EXPECT_EQ(std::memcmp(yv.data(), rv.data(), yv.size() * 4), 0) << "Q6_K value (int8)";
+}
+
 TEST_F(AmxBf16Test, TakenOnlyWhereItApplies) {
   ThreadPool pool(1);
   const PackedMatrix m = make_matrix(16, 64, 3);
