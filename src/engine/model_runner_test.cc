@@ -636,10 +636,9 @@ TEST(ModelRunnerRealModel, TinyStoriesGreedyMatchesGolden) {
   EXPECT_NE(text.find("little girl named Lily"), std::string::npos) << text;
 }
 
-
 // With EngineOptions::amx_bf16 (on a CPU with AMX-BF16) TinyStories' Q8_0 prompts run on
 // bf16 tiles: a 96-token prompt's logits are those of its chunks of 32+ tokens (64 + 32),
-// close to the int8 tiles' (same top token), and decoding goes on from either.
+// close to the int8 tiles' (same top token).
 TEST(ModelRunnerRealModel, AmxBf16PromptsAreChunkInvariantAndCloseToInt8) {
   if (!kernels::amx_bf16_supported(kernels::detect_cpu_features())) {
     GTEST_SKIP() << "this CPU has no AMX-BF16 (or no tile state from Linux): no bf16 tiles to run";

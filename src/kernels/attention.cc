@@ -389,17 +389,6 @@ void attend_group(const float* q, int32_t kv_head, int32_t n_ctx, const PagedKvV
                d.f32_wide, d.row_prefetch, out, scratch);
 }
 
-namespace {
-
-// A 0-or-1 environment variable, or `fallback` when it is unset.
-StatusOr<bool> switch_from_env(const char* name, bool fallback) {
-  StatusOr<int32_t> n = int_from_env(name, fallback ? 1 : 0, [](int32_t v) { return v == 0 || v == 1; }, "0 or 1");
-  if (!n.ok()) return n.status();
-  return *n == 1;
-}
-
-}  // namespace
-
 bool attention_f32_wide_for(const CpuFeatures& cpu) { return cpu.vendor == "GenuineIntel"; }
 
 StatusOr<bool> attention_f32_wide_from_env() {

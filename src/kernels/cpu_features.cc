@@ -218,4 +218,11 @@ Isa default_isa() {
   return kIsa;
 }
 
+StatusOr<bool> switch_from_env(const char* name, bool fallback) {
+  StatusOr<std::int32_t> n =
+      int_from_env(name, fallback ? 1 : 0, [](std::int32_t v) { return v == 0 || v == 1; }, "0 or 1");
+  if (!n.ok()) return n.status();
+  return *n == 1;
+}
+
 }  // namespace ecoserve::kernels

@@ -85,5 +85,7 @@ Isa default_isa();
 // (ECOSERVE_GEMV_STREAMS, ECOSERVE_GEMV_PREFETCH, ECOSERVE_ATTENTION_F32_WIDE).
 StatusOr<std::int32_t> int_from_env(const char* name, std::int32_t fallback, bool (*valid)(std::int32_t),
                                     std::string_view what);
+// A 0-or-1 environment variable `name` (int_from_env), or `fallback` when it is unset.
+StatusOr<bool> switch_from_env(const char* name, bool fallback);
 
 }  // namespace ecoserve::kernels

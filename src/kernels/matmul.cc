@@ -219,12 +219,7 @@ void amx_bf16_matmul(std::span<const Bf16Target> targets, const float* x, std::i
 
 std::int32_t gemv_streams_for(const CpuFeatures& cpu) { return cpu.vendor == "GenuineIntel" ? 4 : 0; }
 
-StatusOr<bool> amx_bf16_from_env() {
-  StatusOr<std::int32_t> n = int_from_env(
-      "ECOSERVE_AMX_BF16", 0, [](std::int32_t v) { return v == 0 || v == 1; }, "0 or 1");
-  if (!n.ok()) return n.status();
-  return *n == 1;
-}
+StatusOr<bool> amx_bf16_from_env() { return switch_from_env("ECOSERVE_AMX_BF16", false); }
 
 bool default_amx_bf16() {
   static const bool kOn = [] {
