@@ -356,6 +356,9 @@ void synth1b_args(benchmark::internal::Benchmark* b) {
   for (std::int64_t type : {kQ4kRows8, kQ8Rows8})
     for (std::int64_t n : {1, 4, 32, 512})
       for (std::int64_t threads : {1, 2}) b->Args({type, n, threads});
+  // F16 and Q6_K (GGUF rows) prompts: float tiles and int8 K-quant kernels, or bf16 tiles.
+  for (std::int64_t type : {1, 14})
+    for (std::int64_t threads : {1, 2}) b->Args({type, 512, threads});
 }
 
 void prefill_args(benchmark::internal::Benchmark* b) {

@@ -83,8 +83,9 @@ ModelCost model_cost(const model::LlamaModel& m, engine::KvCacheType kv_type) {
 // weights: batched decode at long contexts.)
 // The instructions a part of a step is bounded by: int8 dots of the level (on
 // avx512amx: AMX tiles where its kernels run them, repacked Q8_0 or Q4_K weights and 16+
-// tokens, else the level's zmm vpdpbusd; with ECOSERVE_AMX_BF16=1 bf16 tiles for those
-// from kAmxBf16MinTokens tokens), or float FMAs on 256- or 512-bit registers.
+// tokens, else the level's zmm vpdpbusd), or float FMAs on 256- or 512-bit registers; with
+// ECOSERVE_AMX_BF16=1, bf16 tiles from kAmxBf16MinTokens tokens for the weights they take
+// (amx_bf16_takes: those two, and F32, F16, BF16 and Q6_K).
 enum class Peak { kInt8, kAmx, kAmxBf16, kFma256, kFma512 };
 const char* peak_name(Peak p) {
   switch (p) {
@@ -189,7 +190,7 @@ int run_profile(const ProfileArgs& a) {
   const int64_t amx_from = amx && wq0.layout == kernels::WeightLayout::kRows8 ? kernels::amx_min_tokens(wq0.type) : 0;
   // The batch from which they run bf16 tiles instead (0: never; KernelContext::amx_bf16).
   const bool bf16_on = amx && kernels::default_amx_bf16() && kernels::amx_bf16_supported(cpu);
-  const int64_t bf16_from = amx_from > 0 && bf16_on ? kernels::kAmxBf16MinTokens : 0;
+  const int64_t bf16_from = bf16_on && kernels::amx_bf16_takes(wq0) ? kernels::kAmxBf16MinTokens : 0;
   double fma_gmacs = 0, fma512_gmacs = 0, int8_gmacs = 0, amx_gmacs = 0, bf16_gmacs = 0;
   if (a.roofline) {
     fma_gmacs = kernels::measure_f32_fma_gmacs(0.5);
@@ -203,7 +204,7 @@ int run_profile(const ProfileArgs& a) {
                                                              kernels::default_attention_f32_wide()) == 512;
   // The linear layers' peak for a step of `tokens` tokens, and decode attention's.
   auto linear_peak = [&](int64_t tokens) {
-    if (cost.int8 && bf16_from > 0 && tokens >= bf16_from) return Peak::kAmxBf16;
+    if (bf16_from > 0 && tokens >= bf16_from) return Peak::kAmxBf16;
     if (cost.int8) return amx_from > 0 && tokens >= amx_from ? Peak::kAmx : Peak::kInt8;
     return kernels::float_matmul_vector_bits(a.isa, tokens) == 512 ? Peak::kFma512 : Peak::kFma256;
   };
@@ -216,6 +217,11 @@ int run_profile(const ProfileArgs& a) {
       case Peak::kFma256: break;
     }
     return th * fma_gmacs;
+  };
+  // The kernels a float-weight model's prompt of n tokens runs on.
+  auto float_prefill_name = [&](int64_t n) {
+    if (bf16_from > 0 && n >= bf16_from) return std::string("bf16 tiles");
+    return kernels::float_matmul_kernel_name(kernels::float_matmul_kernel(a.isa, n));
   };
   const Peak decode_attn_peak = attn512 ? Peak::kFma512 : Peak::kFma256;
   const bool prefill_attn512 = kernels::prefill_attention_vector_bits(a.isa, c.head_dim) == 512;
@@ -231,7 +237,7 @@ int run_profile(const ProfileArgs& a) {
                 kernels::gemv_prefetch_summary(kernels::default_gemv_prefetch()).c_str(),
                 a.isa >= kernels::Isa::kAvx512VnniZmm
                     ? ("; Q4_K tiles: " + kernels::q4k_tile_pairs_summary(kernels::default_q4k_tile_pairs()) +
-                       (bf16_on ? "; bf16 tiles (ECOSERVE_AMX_BF16) for Q8_0 and Q4_K batches of " +
+                       (bf16_from > 0 ? "; bf16 tiles (ECOSERVE_AMX_BF16) for batches of " +
                                       std::to_string(kernels::kAmxBf16MinTokens) + "+"
                                 : std::string()))
                           .c_str()
@@ -262,8 +268,7 @@ int run_profile(const ProfileArgs& a) {
       std::printf("float FMAs counted at: %s-bit for decode attention, %s-bit for prefill attention, %d-bit for "
                   "float-weight prefill (%s), 256-bit for the rest",
                   attn512 ? "512" : "256", prefill_attn512 ? "512" : "256",
-                  kernels::float_matmul_vector_bits(a.isa, n_prompt),
-                  kernels::float_matmul_kernel_name(kernels::float_matmul_kernel(a.isa, n_prompt)).c_str());
+                  kernels::float_matmul_vector_bits(a.isa, n_prompt), float_prefill_name(n_prompt).c_str());
       for (int64_t n = 5; n < a.prompt_len; ++n) {  // decode batches on 512-bit float kernels, if any
         if (kernels::float_matmul_vector_bits(a.isa, n) == 512) {
           std::printf(" (512-bit for float-weight decode batches of %lld+)", static_cast<long long>(n));
@@ -317,8 +322,7 @@ int run_profile(const ProfileArgs& a) {
         } else {
           r["prompt_len"] = a.prompt_len;
           // The kernels a float-weight model's prompt runs on (quantized weights: the int8 tiles).
-          r["float_matmul_kernel"] =
-              kernels::float_matmul_kernel_name(kernels::float_matmul_kernel(a.isa, a.prompt_len));
+          r["float_matmul_kernel"] = float_prefill_name(a.prompt_len);
         }
         if (a.roofline) {
           r["roofline_tokens_per_second"] = bound.tokens_per_second;

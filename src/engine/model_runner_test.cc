@@ -636,9 +636,40 @@ TEST(ModelRunnerRealModel, TinyStoriesGreedyMatchesGolden) {
   EXPECT_NE(text.find("little girl named Lily"), std::string::npos) << text;
 }
 
-// With EngineOptions::amx_bf16 (on a CPU with AMX-BF16) TinyStories' Q8_0 prompts run on
-// bf16 tiles: a 96-token prompt's logits are those of its chunks of 32+ tokens (64 + 32),
-// close to the int8 tiles' (same top token).
+// With EngineOptions::amx_bf16 (on a CPU with AMX-BF16) a model's prompts run on bf16
+// tiles: a 96-token prompt's logits are those of its chunks of 32+ tokens (64 + 32), close
+// to the level's own kernels' (int8 tiles, or float FMAs for float weights; same top token).
+void expect_bf16_prompts_chunk_invariant(const std::shared_ptr<const model::LlamaModel>& model) {
+  auto make = [&](bool bf16) {
+    EngineOptions opt;
+    opt.num_threads = 2;
+    opt.num_kv_blocks = 16;
+    opt.isa = kernels::Isa::kAvx512Amx;
+    opt.amx_bf16 = bf16;
+    auto r = ModelRunner::create(model, opt);
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    return r.ok() ? std::move(*r) : nullptr;
+  };
+  auto own = make(false), whole = make(true), chunked = make(true);
+  ASSERT_TRUE(own && whole && chunked);
+  const int32_t vocab = model->config().n_vocab;
+  const auto prompt = random_tokens(96, vocab, 31);
+  const auto table = range_ids(0, 8);
+  const std::vector<float> a = run_one(*own, make_step(1, 0, prompt, table)).seqs.at(0).logits;
+  const std::vector<float> b = run_one(*whole, make_step(1, 0, prompt, table)).seqs.at(0).logits;
+  run_one(*chunked, make_step(1, 0, {prompt.begin(), prompt.begin() + 64}, table));
+  const std::vector<float> c =
+      run_one(*chunked, make_step(1, 64, {prompt.begin() + 64, prompt.end()}, table)).seqs.at(0).logits;
+  ASSERT_EQ(b.size(), static_cast<size_t>(vocab));
+  EXPECT_LT(rel_diff(c, b), 1e-5) << "chunks of 64 + 32 against the whole prompt";
+  const double d = rel_diff(b, a);
+  EXPECT_GT(d, 0.0) << "the bf16 tiles ran";
+  EXPECT_LT(d, 0.05) << "bf16 tiles against the level's own kernels";
+  const auto top = [](const std::vector<float>& l) { return std::max_element(l.begin(), l.end()) - l.begin(); };
+  EXPECT_EQ(top(b), top(a));
+  std::printf("bf16 tiles against the level's own kernels: relative difference %.2e of the logits\n", d);
+}
+
 TEST(ModelRunnerRealModel, AmxBf16PromptsAreChunkInvariantAndCloseToInt8) {
   if (!kernels::amx_bf16_supported(kernels::detect_cpu_features())) {
     GTEST_SKIP() << "this CPU has no AMX-BF16 (or no tile state from Linux): no bf16 tiles to run";
@@ -648,34 +679,21 @@ TEST(ModelRunnerRealModel, AmxBf16PromptsAreChunkInvariantAndCloseToInt8) {
   auto model = model::LlamaModel::load(*path);
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   ASSERT_EQ((*model)->layers()[0].wq.layout, kernels::WeightLayout::kRows8);
-  auto make = [&](bool bf16) {
-    EngineOptions opt;
-    opt.num_threads = 2;
-    opt.num_kv_blocks = 16;
-    opt.isa = kernels::Isa::kAvx512Amx;
-    opt.amx_bf16 = bf16;
-    auto r = ModelRunner::create(*model, opt);
-    EXPECT_TRUE(r.ok()) << r.status().to_string();
-    return r.ok() ? std::move(*r) : nullptr;
-  };
-  auto int8 = make(false), whole = make(true), chunked = make(true);
-  ASSERT_TRUE(int8 && whole && chunked);
-  const int32_t vocab = (*model)->config().n_vocab;
-  const auto prompt = random_tokens(96, vocab, 31);
-  const auto table = range_ids(0, 8);
-  const std::vector<float> a = run_one(*int8, make_step(1, 0, prompt, table)).seqs.at(0).logits;
-  const std::vector<float> b = run_one(*whole, make_step(1, 0, prompt, table)).seqs.at(0).logits;
-  run_one(*chunked, make_step(1, 0, {prompt.begin(), prompt.begin() + 64}, table));
-  const std::vector<float> c =
-      run_one(*chunked, make_step(1, 64, {prompt.begin() + 64, prompt.end()}, table)).seqs.at(0).logits;
-  ASSERT_EQ(b.size(), static_cast<size_t>(vocab));
-  EXPECT_LT(rel_diff(c, b), 1e-5) << "chunks of 64 + 32 against the whole prompt";
-  const double d = rel_diff(b, a);
-  EXPECT_GT(d, 0.0) << "the bf16 tiles ran";
-  EXPECT_LT(d, 0.05) << "bf16 against int8 tiles";
-  const auto top = [](const std::vector<float>& l) { return std::max_element(l.begin(), l.end()) - l.begin(); };
-  EXPECT_EQ(top(b), top(a));
-  std::printf("bf16 against int8 tiles: relative difference %.2e of the logits\n", d);
+  expect_bf16_prompts_chunk_invariant(*model);
+}
+
+// Float weights (F32 here; F16 and BF16 take the same path) on the bf16 tiles.
+TEST(ModelRunnerRealModel, AmxBf16FloatWeightPromptsAreChunkInvariant) {
+  if (!kernels::amx_bf16_supported(kernels::detect_cpu_features())) {
+    GTEST_SKIP() << "this CPU has no AMX-BF16 (or no tile state from Linux): no bf16 tiles to run";
+  }
+  const auto vocab = testing::tiny_vocab_path();
+  if (!vocab) GTEST_SKIP() << missing_data_message("vocab/ggml-vocab-llama-spm.gguf");
+  auto model = build_tiny_llama(TinyLlamaSpec{}, *vocab);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  ASSERT_EQ((*model)->layers()[0].wq.type, kernels::GgmlType::kF32);
+  ASSERT_TRUE(kernels::amx_bf16_takes((*model)->layers()[0].w_down));
+  expect_bf16_prompts_chunk_invariant(*model);
 }
 
 }  // namespace

@@ -168,7 +168,7 @@ struct Bf16Target {
   float* y;
 };
 
-// The targets (Q8_0 or Q4_K in kRows8, the same cols) times x [n_tokens][cols] on the bf16
+// The targets (each amx_bf16_takes, the same cols) times x [n_tokens][cols] on the bf16
 // tiles: x packed once per chunk of tokens (token tiles split over the threads), then
 // each thread's share of the targets' rows laid end to end, in slabs of 32.
 void amx_bf16_matmul(std::span<const Bf16Target> targets, const float* x, std::int64_t n_tokens,
@@ -178,8 +178,8 @@ void amx_bf16_matmul(std::span<const Bf16Target> targets, const float* x, std::i
   for (const Bf16Target& t : targets) total_rows += t.w->rows;
   const std::int64_t chunk = std::min(n_tokens, kAmxBf16ChunkTokens);
   const std::int64_t chunk_tiles = (chunk + 15) / 16;
-  // Whole super-blocks of Q4_K (8 blocks; whole runs of Q8_0's, 4), so that a run's
-  // weights are one range of bytes per group.
+  // Whole super-blocks of Q4_K and Q6_K (8 blocks; whole runs of Q8_0's, 4), so that a
+  // run's weights are one range of bytes per group (per row for GGUF rows).
   const std::int64_t run_blocks =
       std::min(nb, std::max<std::int64_t>(8, kAmxBf16ActBytes / (chunk_tiles * 16 * 64) / 8 * 8));
   const std::size_t need = detail::amx_bf16_acts_bytes(chunk, cols) + 64;
@@ -205,9 +205,8 @@ void amx_bf16_matmul(std::span<const Bf16Target> targets, const float* x, std::i
       for (const Bf16Target& t : targets) {
         const std::int64_t lo = std::max(r0, base), hi = std::min(r1, base + t.w->rows);
         if (lo < hi) {
-          detail::amx_bf16_rows_rows8(t.w->type, static_cast<const std::uint8_t*>(t.w->data), t.w->row_bytes, cols,
-                                      acts, nt, lo - base, hi - base, run_blocks, t.y + tc * t.w->rows, t.w->rows,
-                                      wbuf);
+          detail::amx_bf16_rows(t.w->type, static_cast<const std::uint8_t*>(t.w->data), t.w->row_bytes, cols, acts,
+                                nt, lo - base, hi - base, run_blocks, t.y + tc * t.w->rows, t.w->rows, wbuf);
         }
         base += t.w->rows;
       }
@@ -236,19 +235,32 @@ bool amx_bf16_supported(const CpuFeatures& cpu) {
 std::string amx_bf16_summary(bool on, const CpuFeatures& cpu) {
   if (!amx_bf16_supported(cpu)) return "not on this CPU (AMX-BF16 and AVX-512 BF16 with the avx512amx level)";
   if (!on) {
-    return fmt::format("off (ECOSERVE_AMX_BF16=1: Q8_0 and Q4_K batches of {}+ tokens on bf16 tiles, prompts 1.6-1.7x "
-                       "faster, not the int8 levels' bits)",
+    return fmt::format("off (ECOSERVE_AMX_BF16=1: batches of {}+ tokens on bf16 tiles, prompts 1.6-1.7x faster in "
+                       "Q8_0 and Q4_K, several times in F16, not the int8 and float levels' bits)",
                        kAmxBf16MinTokens);
   }
-  return fmt::format("on (ECOSERVE_AMX_BF16): Q8_0 and Q4_K weights in rows of 8 times batches of {}+ tokens on "
-                     "bf16 tiles at the avx512amx level; weights and activations rounded to bf16",
+  return fmt::format("on (ECOSERVE_AMX_BF16): Q8_0 and Q4_K (rows of 8), F32, F16, BF16 and Q6_K weights times "
+                     "batches of {}+ tokens on bf16 tiles at the avx512amx level; weights and activations rounded "
+                     "to bf16",
                      kAmxBf16MinTokens);
+}
+
+bool amx_bf16_takes(const WeightView& w) {
+  if (w.rows % 8 != 0 || w.cols % 32 != 0) return false;
+  switch (w.type) {
+    case GgmlType::kQ8_0:
+    case GgmlType::kQ4_K: return w.layout == WeightLayout::kRows8;
+    case GgmlType::kF32:
+    case GgmlType::kF16:
+    case GgmlType::kBF16:
+    case GgmlType::kQ6_K: return w.layout == WeightLayout::kGguf;
+    default: return false;
+  }
 }
 
 bool amx_bf16_applies(const KernelContext& ctx, const WeightView& w, std::int64_t n_tokens) {
   static const bool kSupported = amx_bf16_supported(detect_cpu_features());
-  return ctx.amx_bf16 && kSupported && ctx.isa == Isa::kAvx512Amx &&
-         (w.type == GgmlType::kQ8_0 || w.type == GgmlType::kQ4_K) && w.layout == WeightLayout::kRows8 &&
+  return ctx.amx_bf16 && kSupported && ctx.isa == Isa::kAvx512Amx && amx_bf16_takes(w) &&
          n_tokens >= kAmxBf16MinTokens;
 }
 
@@ -325,6 +337,11 @@ void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y
   const int nthreads = pool.num_threads();
   auto run = [&](auto&& rows_fn) { run_shares(pool, w.rows, n_tokens, rows_fn); };
 
+  if (amx_bf16_applies(ctx, w, n_tokens)) {
+    const Bf16Target target{&w, y};
+    amx_bf16_matmul({&target, 1}, x, n_tokens, ctx);
+    return;
+  }
   const FloatMatmulKernel float_kernel =
       is_float_type(w.type) ? float_matmul_kernel(ctx.isa, n_tokens) : FloatMatmulKernel::kTiles;
   if (float_kernel == FloatMatmulKernel::kLanes) {
@@ -362,11 +379,6 @@ void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y
     return;
   }
 
-  if (amx_bf16_applies(ctx, w, n_tokens)) {
-    const Bf16Target target{&w, y};
-    amx_bf16_matmul({&target, 1}, x, n_tokens, ctx);
-    return;
-  }
   const detail::QuantizedActs acts = quantize_input(x, w.cols, n_tokens, detail::takes_k_format(w.type), ctx);
   const TileScratch scratch(w.cols, ctx);
   const detail::QuantRowsFn kernel = detail::quant_rows_kernel(ctx.isa, w.type, w.layout);
@@ -377,10 +389,34 @@ void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y
 
 void matmul_many(std::span<const MatmulTarget> targets, const float* x, std::int64_t n_tokens, KernelContext& ctx) {
   constexpr std::size_t kMaxFused = 8;
-  bool fused = targets.size() > 1 && targets.size() <= kMaxFused && n_tokens > 0;
   for (const MatmulTarget& t : targets) {
     ECO_CHECK_MSG(t.w != nullptr, "matmul_many: a target without weights");
     check_shape(*t.w, n_tokens);
+  }
+  if (targets.size() > 1 && targets.size() <= kMaxFused && n_tokens > 0) {
+    // The targets the bf16 tiles take (with the first one's cols) run on them together,
+    // with one packing of x; the others as they would alone or fused among themselves.
+    std::array<Bf16Target, kMaxFused> bf16_targets{};
+    std::array<MatmulTarget, kMaxFused> other_targets{};
+    std::size_t n_bf16 = 0, n_other = 0;
+    for (const MatmulTarget& t : targets) {
+      if (amx_bf16_applies(ctx, *t.w, n_tokens) && t.w->cols == targets[0].w->cols) {
+        ECO_CHECK_MSG(t.w->data != nullptr && t.y != nullptr && x != nullptr, "matmul_many: null data pointer");
+        bf16_targets[n_bf16++] = {t.w, t.y};
+      } else {
+        other_targets[n_other++] = t;
+      }
+    }
+    if (n_bf16 > 0) {
+      check_kernel_options(ctx);
+      ECO_CHECK_MSG(ctx.pool != nullptr, "matmul_many: KernelContext without a thread pool");
+      amx_bf16_matmul({bf16_targets.data(), n_bf16}, x, n_tokens, ctx);
+      if (n_other > 0) matmul_many({other_targets.data(), n_other}, x, n_tokens, ctx);
+      return;
+    }
+  }
+  bool fused = targets.size() > 1 && targets.size() <= kMaxFused && n_tokens > 0;
+  for (const MatmulTarget& t : targets) {
     const WeightView& w0 = *targets[0].w;
     fused = fused && is_quantized_type(t.w->type) && t.w->cols == w0.cols && t.w->rows % kRowUnit == 0 &&
             detail::takes_k_format(t.w->type) == detail::takes_k_format(w0.type);
@@ -393,24 +429,6 @@ void matmul_many(std::span<const MatmulTarget> targets, const float* x, std::int
   ECO_CHECK_MSG(x != nullptr, "matmul_many: null input");
   ECO_CHECK_MSG(ctx.pool != nullptr, "matmul_many: KernelContext without a thread pool");
   const std::int64_t cols = targets[0].w->cols;
-  // The targets the bf16 tiles take run on them together; the others (e.g. a Q4_K_M
-  // model's Q6_K value matrix beside Q4_K query and key) fused among themselves.
-  std::array<Bf16Target, kMaxFused> bf16_targets{};
-  std::array<MatmulTarget, kMaxFused> int8_targets{};
-  std::size_t n_bf16 = 0, n_int8 = 0;
-  for (const MatmulTarget& t : targets) {
-    ECO_CHECK_MSG(t.w->data != nullptr && t.y != nullptr, "matmul_many: null data pointer");
-    if (amx_bf16_applies(ctx, *t.w, n_tokens)) {
-      bf16_targets[n_bf16++] = {t.w, t.y};
-    } else {
-      int8_targets[n_int8++] = t;
-    }
-  }
-  if (n_bf16 > 0) {
-    amx_bf16_matmul({bf16_targets.data(), n_bf16}, x, n_tokens, ctx);
-    if (n_int8 > 0) matmul_many({int8_targets.data(), n_int8}, x, n_tokens, ctx);
-    return;
-  }
   std::array<detail::QuantRowsFn, kMaxFused> kernels{};
   std::int64_t total_rows = 0;
   for (std::size_t i = 0; i < targets.size(); ++i) {

@@ -110,11 +110,12 @@ bool default_amx_bf16();
 // q4k_tile_pairs: the avx512vnni-zmm level's Q4_K tile for 5 or more tokens, 1 (pair of
 // 8-row groups x 7 tokens) or 2 (pairs x 3 tokens); both give the same bits, only timing
 // changes. Default: default_q4k_tile_pairs().
-// amx_bf16: on the avx512amx level of a CPU with AMX-BF16 and AVX-512 BF16, Q8_0 and Q4_K
-// weights in kRows8 times kAmxBf16MinTokens or more tokens take bf16 tiles
-// (amx_bf16_applies): prompts and large decode batches run faster, and their results are
-// no longer bitwise those of the same tokens decoded one by one (bf16 weights and
-// activations, 8 significant bits; see matmul_amx_bf16_impl.h); they still do not depend
+// amx_bf16: on the avx512amx level of a CPU with AMX-BF16 and AVX-512 BF16, the weights
+// amx_bf16_takes (Q8_0 and Q4_K in kRows8; F32, F16, BF16 and Q6_K in GGUF rows) times
+// kAmxBf16MinTokens or more tokens take bf16 tiles (amx_bf16_applies): prompts and large
+// decode batches run faster, and their results are no longer bitwise those of the same
+// tokens decoded one by one (bf16 weights and activations, 8 significant bits; see
+// matmul_amx_bf16_impl.h); they still do not depend
 // on the batch, the token's place in it or the thread count. Default: default_amx_bf16()
 // (off, so that every batch gives the bits of batch 1).
 struct KernelContext {
@@ -150,14 +151,17 @@ constexpr std::int64_t amx_min_tokens(GgmlType type) {
   return type == GgmlType::kQ8_0 ? kAmxMinTokens : type == GgmlType::kQ4_K ? kAmxQ4kMinTokens : 0;
 }
 
-// With KernelContext::amx_bf16, the batches from which Q8_0 and Q4_K kRows8 weights take
+// With KernelContext::amx_bf16, the batches from which the weights amx_bf16_takes run on
 // bf16 tiles. Intel Xeon (family 6 model 167), synth 1b decode, tok/s, int8 -> bf16 tiles,
 // 1 / 2 threads: batch 32 Q8_0 154 -> 184 / 288-294 -> 333-343, Q4_K 155-159 -> 165 /
 // 290-304 -> 317-333; batch 16 Q8_0 101-113 -> 109-112, Q4_K 128-132 -> 102 (each
 // weight's bf16 copy is then shared by too few tokens).
 inline constexpr std::int64_t kAmxBf16MinTokens = 32;
+// Whether the bf16 tiles take weights w: Q8_0 or Q4_K in kRows8, or F32, F16, BF16 or Q6_K
+// in GGUF rows, with rows % 8 == 0 and cols % 32 == 0.
+bool amx_bf16_takes(const WeightView& w);
 // Whether a matmul of w by n_tokens tokens with ctx runs the bf16 tiles: ctx.amx_bf16, the
-// avx512amx level on a CPU with AMX-BF16 and AVX-512 BF16, Q8_0 or Q4_K in kRows8,
+// avx512amx level on a CPU with AMX-BF16 and AVX-512 BF16, amx_bf16_takes(w),
 // kAmxBf16MinTokens or more tokens.
 bool amx_bf16_applies(const KernelContext& ctx, const WeightView& w, std::int64_t n_tokens);
 // Whether this CPU runs the bf16 tiles at all (AMX-BF16 and AVX-512 BF16 with the avx512amx level).

@@ -1,5 +1,6 @@
 // The avx512amx level's bf16 prompt kernel (KernelContext::amx_bf16): Q8_0 and Q4_K weights
-// in kRows8 times batches of kAmxBf16MinTokens or more tokens on AMX-BF16 tiles. Included by
+// in kRows8, and F32, F16, BF16 and Q6_K weights in GGUF rows, times batches of
+// kAmxBf16MinTokens or more tokens on AMX-BF16 tiles. Included by
 // kernels/matmul_quant_avx512vnni.cc (built with -mamx-tile -mamx-bf16 -mavx512bf16)
 // after matmul_amx_impl.h; like it, internal linkage only.
 //
@@ -13,7 +14,10 @@
 // TDPBSSD) and leaves it once per run. A bf16 has 8 significant bits: each weight and
 // activation carries a relative error of at most 2^-9, against the int8 levels'
 // activations rounded to 1/254 of their block's largest value; the results are not the
-// int8 levels' bits.
+// int8 levels' bits. Float weights (F32, F16) lose the bits past bf16's 8 (BF16 weights
+// none), Q6_K's are d * scale * (q - 32) rounded once, then to bf16: 16 rows' weights are
+// converted a row at a time and transposed into the B tile's layout (Bf16Plain). F16
+// prompts: 4-6x the float FMA kernels' speed.
 //
 // Layouts (all 64-byte aligned):
 // - activations: tiles of 16 tokens, [token tile][block of 32 columns][16 tokens][32 bf16]
@@ -194,6 +198,86 @@ inline void bf16_repack_q4k_block(const std::uint8_t* g0, const std::uint8_t* g1
   }
 }
 
+// Rows 0-15 of 16 bf16 pairs each (row n: dword k holds its columns 2k, 2k + 1) as one B
+// tile at `o` (tile row k: the 16 rows' dword k): a 16 x 16 transpose of dwords in three
+// steps of shuffles (pairs of rows, then fours, then 128-bit lanes).
+inline void bf16_store_transposed(const __m512i* r, std::uint16_t* o) {
+  __m512i t[16], u[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  // u[4i + j], 128-bit lane l: rows 4i..4i+3 at dword 4l + j.
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    const __m512i v0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44), v1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xEE);
+    const __m512i v2 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44);
+    const __m512i v3 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xEE);
+    _mm512_store_si512(o + 32 * j, _mm512_shuffle_i32x4(v0, v2, 0x88));
+    _mm512_store_si512(o + 32 * (4 + j), _mm512_shuffle_i32x4(v0, v2, 0xDD));
+    _mm512_store_si512(o + 32 * (8 + j), _mm512_shuffle_i32x4(v1, v3, 0x88));
+    _mm512_store_si512(o + 32 * (12 + j), _mm512_shuffle_i32x4(v1, v3, 0xDD));
+  }
+}
+
+// Weight rows in the GGUF layout, one type each: a row's bytes for nb blocks of 32
+// columns, where block b starts in it, and block b as 32 bf16 (one rounding from the
+// type's value; bf16 weights as they are).
+struct F32Row {
+  static std::int64_t bytes(std::int64_t nb) { return nb * 128; }
+  static std::int64_t offset(std::int64_t b) { return b * 128; }
+  static __m512i pairs(const std::uint8_t* row, std::int64_t b) {
+    const auto* f = reinterpret_cast<const float*>(row) + 32 * b;
+    return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(_mm512_loadu_ps(f + 16), _mm512_loadu_ps(f)));
+  }
+};
+struct F16Row {
+  static std::int64_t bytes(std::int64_t nb) { return nb * 64; }
+  static std::int64_t offset(std::int64_t b) { return b * 64; }
+  static __m512i pairs(const std::uint8_t* row, std::int64_t b) {
+    const auto* h = reinterpret_cast<const __m256i*>(row + 64 * b);
+    const __m512 lo = _mm512_cvtph_ps(_mm256_loadu_si256(h)), hi = _mm512_cvtph_ps(_mm256_loadu_si256(h + 1));
+    return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
+  }
+};
+struct Bf16Row {
+  static std::int64_t bytes(std::int64_t nb) { return nb * 64; }
+  static std::int64_t offset(std::int64_t b) { return b * 64; }
+  static __m512i pairs(const std::uint8_t* row, std::int64_t b) { return _mm512_loadu_si512(row + 64 * b); }
+};
+// Q6_K: block b is sub-blocks 2j, 2j + 1 (j = b % 8) of super-block b / 8, value
+// d * scale * (q - 32) with q's low 4 bits from ql (32 bytes at 64 h + 32 (j % 2), the high
+// nibbles for j % 4 >= 2; h = j / 4) and its high 2 from qh (32 bytes at 32 h, shifted
+// by 2 (j % 4)); d * scale is exact in float, times q - 32 rounded once.
+struct Q6kRow {
+  static std::int64_t bytes(std::int64_t nb) { return nb / 8 * static_cast<std::int64_t>(sizeof(BlockQ6_K)); }
+  static std::int64_t offset(std::int64_t b) { return b / 8 * static_cast<std::int64_t>(sizeof(BlockQ6_K)); }
+  static __m512i pairs(const std::uint8_t* row, std::int64_t b) {
+    const auto& blk = reinterpret_cast<const BlockQ6_K*>(row)[b / 8];
+    const int j = static_cast<int>(b % 8), h = j / 4, jj = j % 4;
+    const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h + 32 * (jj % 2)));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
+    const __m256i low = _mm256_and_si256(jj >= 2 ? _mm256_srli_epi16(ql, 4) : ql, _mm256_set1_epi8(0x0F));
+    const __m256i high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * jj)), _mm256_set1_epi8(0x03));
+    const __m256i q = _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
+    const __m512i m32 = _mm512_set1_epi32(32);
+    const __m512i q0 = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(q)), m32);
+    const __m512i q1 = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(q, 1)), m32);
+    const float d = _cvtsh_ss(blk.d);
+    const __m512 f0 = _mm512_mul_ps(_mm512_cvtepi32_ps(q0), _mm512_set1_ps(d * blk.scales[8 * h + 2 * jj]));
+    const __m512 f1 = _mm512_mul_ps(_mm512_cvtepi32_ps(q1), _mm512_set1_ps(d * blk.scales[8 * h + 2 * jj + 1]));
+    return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(f1, f0));
+  }
+};
+
 // The weight types of the bf16 tiles: a block's B tile, and the bytes of a group that
 // blocks [b0, b1) lie in (for the prefetch).
 struct Bf16Q8 {
@@ -204,6 +288,7 @@ struct Bf16Q8 {
   static std::int64_t offset(std::int64_t nb, std::int64_t b, std::int64_t gbytes) {
     return b < nb ? q8_block_offsets(nb, b).scales : gbytes;
   }
+  static constexpr int kRanges = 1;  // one range of bytes per group
 };
 struct Bf16Q4k {
   static void block(const std::uint8_t* g0, const std::uint8_t* g1, std::int64_t, std::int64_t b, std::uint16_t* o) {
@@ -212,6 +297,29 @@ struct Bf16Q4k {
   static std::int64_t offset(std::int64_t nb, std::int64_t b, std::int64_t gbytes) {
     return b < nb ? b / 8 * kQ4kGroupSuperBytes : gbytes;
   }
+  static constexpr int kRanges = 1;
+};
+// Rows in the GGUF layout (Row: F32Row, F16Row, Bf16Row, Q6kRow), a "group" being 8
+// consecutive rows: 16 rows' block b converted a row at a time, then transposed; the
+// prefetch's ranges are the 8 rows' (offsets within a row).
+template <class Row>
+struct Bf16Plain {
+  static void block(const std::uint8_t* g0, const std::uint8_t* g1, std::int64_t nb, std::int64_t b,
+                    std::uint16_t* o) {
+    if (g1 == nullptr) g1 = g0;
+    const std::int64_t rb = Row::bytes(nb);
+    __m512i r[16];
+#pragma GCC unroll 8
+    for (int n = 0; n < 8; ++n) {
+      r[n] = Row::pairs(g0 + n * rb, b);
+      r[8 + n] = Row::pairs(g1 + n * rb, b);
+    }
+    bf16_store_transposed(r, o);
+  }
+  static std::int64_t offset(std::int64_t nb, std::int64_t b, std::int64_t) {
+    return b < nb ? Row::offset(b) : Row::bytes(nb);
+  }
+  static constexpr int kRanges = 8;  // one per row
 };
 
 // A slab's B tiles (one or two pairs of groups, blocks [b0, b1)) made a tile at a time,
@@ -252,28 +360,34 @@ class SlabRepack {
 };
 
 // A slab's weights for a run of blocks (up to four groups' byte ranges, 17 KB each for 64
-// Q8_0 blocks) into L2, spread over the k steps of the tiles two slabs before: its copy
-// then reads them from L2, not as short runs from DRAM, which the hardware prefetchers
-// hardly ramp up on (one burst per tile call was no faster than none).
+// Q8_0 blocks; rows in the GGUF layout: a range per row) into L2, spread over the k steps
+// of the tiles two slabs before: its copy then reads them from L2, not as short runs from
+// DRAM, which the hardware prefetchers hardly ramp up on (one burst per tile call was no
+// faster than none).
 class SlabPrefetch {
  public:
   SlabPrefetch() = default;
-  // steps: the k steps of the slab's tile calls, over which the lines are spread.
-  SlabPrefetch(const std::uint8_t* g, std::int64_t gbytes, int groups, std::int64_t begin, std::int64_t bytes,
-               std::int64_t steps)
-      : groups_(groups), lines_((bytes + 63) / 64), per_step_((lines_ + steps - 1) / steps) {
-    for (int i = 0; i < groups; ++i) p_[i] = reinterpret_cast<const char*>(g + i * gbytes + begin);
-  }
+  // Groups of gbytes from g, `ranges` ranges gbytes / ranges apart in each, bytes [begin,
+  // begin + bytes) of each range; steps: the k steps of the slab's tile calls, over which
+  // the lines are spread.
+  SlabPrefetch(const std::uint8_t* g, std::int64_t gbytes, int groups, int ranges, std::int64_t begin,
+               std::int64_t bytes, std::int64_t steps)
+      : base_(reinterpret_cast<const char*>(g + begin)), gbytes_(gbytes), range_stride_(gbytes / ranges),
+        groups_(groups), ranges_(ranges), lines_((bytes + 63) / 64), per_step_((lines_ + steps - 1) / steps) {}
   void step() {
     const std::int64_t end = imin(lines_, at_ + per_step_);
     for (; at_ < end; ++at_) {
-      for (int i = 0; i < groups_; ++i) _mm_prefetch(p_[i] + 64 * at_, _MM_HINT_T1);
+      for (int i = 0; i < groups_; ++i) {
+        const char* group = base_ + i * gbytes_ + 64 * at_;
+        for (int r = 0; r < ranges_; ++r) _mm_prefetch(group + r * range_stride_, _MM_HINT_T1);
+      }
     }
   }
 
  private:
-  const char* p_[4] = {};
-  int groups_ = 0;
+  const char* base_ = nullptr;
+  std::int64_t gbytes_ = 0, range_stride_ = 0;
+  int groups_ = 0, ranges_ = 1;
   std::int64_t lines_ = 0, per_step_ = 0, at_ = 0;
 };
 
@@ -320,8 +434,8 @@ void bf16_tiles(const std::uint16_t* a0, std::int64_t a_tile_stride, const std::
   if constexpr (MT == 2 && NP == 2) _tile_stored(ECO_BF_C11, y1 + 16, ys);
 }
 
-// Weight rows [r0, r1) (r0 % 16 == 0, r1 % 8 == 0) of a kRows8 matrix of K's type (Bf16Q8,
-// Bf16Q4k) times tokens [0, n_tokens) of the packed activations `a`, into y; runs of
+// Weight rows [r0, r1) (r0 % 16 == 0, r1 % 8 == 0) of a matrix of K's type (Bf16Q8, Bf16Q4k:
+// kRows8; Bf16Plain<Row>: GGUF rows) times tokens [0, n_tokens) of the packed activations `a`, into y; runs of
 // kb_run blocks; wbuf: 4 * kb_run B tiles (64-byte aligned): the current slab's and the next's.
 template <class K>
 void bf16_rows(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const std::uint16_t* a,
@@ -370,7 +484,7 @@ void bf16_rows(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, 
       }
       if (s + 64 < r1) {
         bg.prefetch = SlabPrefetch(w + (s + 64) / 8 * gbytes, gbytes, static_cast<int>(imin(4, (r1 - s - 64) / 8)),
-                                   begin, end - begin, calls * kb);
+                                   K::kRanges, begin, end - begin, calls * kb);
       }
       const std::uint16_t* a0 = a + kc * kBf16TileElems;
       const bool first = kc == 0;

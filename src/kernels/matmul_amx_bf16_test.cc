@@ -1,4 +1,5 @@
-// The avx512amx level's bf16 prompt tiles (KernelContext::amx_bf16, matmul_amx_bf16_impl.h):
+// The avx512amx level's bf16 prompt tiles (KernelContext::amx_bf16, matmul_amx_bf16_impl.h;
+// Q8_0 and Q4_K in kRows8, Q6_K, F32, F16 and BF16 in GGUF rows):
 // within the bf16 bound of a double reference, the same bits whatever the batch, the
 // token's place in it, the thread count and the fused targets, and taken only where
 // amx_bf16_applies says. Skipped on a CPU without AMX-BF16.
@@ -51,19 +52,22 @@ TEST_F(AmxBf16Test, WithinTheBf16BoundOfTheExactProduct) {
     GgmlType type;
     std::int64_t rows, cols;
   };
-  for (auto [type, rows, cols] : {Case{GgmlType::kQ8_0, 136, 800}, Case{GgmlType::kQ8_0, 64, 2048},
-                                  Case{GgmlType::kQ8_0, 24, 64}, Case{GgmlType::kQ4_K, 136, 768},
-                                  Case{GgmlType::kQ4_K, 40, 2304}}) {
+  for (auto [type, rows, cols] :
+       {Case{GgmlType::kQ8_0, 136, 800}, Case{GgmlType::kQ8_0, 64, 2048}, Case{GgmlType::kQ8_0, 24, 64},
+        Case{GgmlType::kQ4_K, 136, 768}, Case{GgmlType::kQ4_K, 40, 2304}, Case{GgmlType::kQ6_K, 136, 768},
+        Case{GgmlType::kQ6_K, 24, 2304}, Case{GgmlType::kF16, 136, 800}, Case{GgmlType::kF16, 40, 2048},
+        Case{GgmlType::kF32, 56, 352}, Case{GgmlType::kBF16, 72, 1056}}) {
     const PackedMatrix m = make_matrix(rows, cols, 5, type);
     const std::int64_t n = 131;
     const std::vector<float> x = testing::make_acts(n, cols, 6);
     std::vector<float> y(n * rows, NAN), yi(n * rows, NAN), w(cols);
     KernelContext ctx = bf16_context(&pool);
-    ASSERT_TRUE(amx_bf16_applies(ctx, m.packed_view(), n));
-    matmul(m.packed_view(), x.data(), n, y.data(), ctx);
+    ASSERT_TRUE(amx_bf16_applies(ctx, m.engine_view(), n)) << type_name(type);
+    matmul(m.engine_view(), x.data(), n, y.data(), ctx);
+    // The level's own kernels: int8 tiles, or float FMAs for float weights.
     KernelContext int8(&pool, Isa::kAvx512Amx);
     int8.amx_bf16 = false;
-    matmul(m.packed_view(), x.data(), n, yi.data(), int8);
+    matmul(m.engine_view(), x.data(), n, yi.data(), int8);
     double worst = 0;
     for (std::int64_t r = 0; r < rows; ++r) {
       dequantize_weight_row(m.gguf_view(), r, w.data());
@@ -78,15 +82,17 @@ TEST_F(AmxBf16Test, WithinTheBf16BoundOfTheExactProduct) {
         ASSERT_LE(err, bound) << type_name(type) << " rows " << rows << " cols " << cols << " row " << r << " token "
                               << t;
         worst = std::max(worst, err / bound);
-        // The int8 tiles' activations are rounded to 1/254 of their block's largest value.
-        ASSERT_LE(std::fabs(y[t * rows + r] - yi[t * rows + r]), 2 * bound + mag / 64) << "row " << r << " token " << t;
+        // The int8 tiles' activations are rounded to 1/254 of their block's largest value
+        // (float weights: the level's float kernels, within the float sums' bound).
+        ASSERT_LE(std::fabs(y[t * rows + r] - yi[t * rows + r]), 2 * bound + mag / 64)
+            << type_name(type) << " row " << r << " token " << t;
       }
     }
     std::printf("%s rows %lld cols %lld: worst error %.3f of the bound\n", std::string(type_name(type)).c_str(),
                 static_cast<long long>(rows),
                 static_cast<long long>(cols), worst);
-    // Not the int8 tiles' bits: the path ran.
-    EXPECT_NE(std::memcmp(y.data(), yi.data(), y.size() * 4), 0);
+    // Not the level's own bits: the path ran.
+    EXPECT_NE(std::memcmp(y.data(), yi.data(), y.size() * 4), 0) << type_name(type);
   }
 }
 
@@ -95,7 +101,7 @@ TEST_F(AmxBf16Test, WithinTheBf16BoundOfTheExactProduct) {
 // one or two threads, and fused with other targets (matmul_many).
 TEST_F(AmxBf16Test, BitwiseTheSameAcrossBatchesPlacesThreadsAndFusion) {
   ThreadPool pool1(1), pool2(2);
-  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_K}) {
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kF16}) {
     const std::int64_t rows = 136, cols = 2048;  // 17 groups: an 8-row group at the end
     const PackedMatrix m = make_matrix(rows, cols, 7, type);
     const std::int64_t n = 600;
@@ -105,24 +111,24 @@ TEST_F(AmxBf16Test, BitwiseTheSameAcrossBatchesPlacesThreadsAndFusion) {
     KernelContext base = bf16_context(&pool1);
     for (std::int64_t t0 = 0; t0 < n; t0 += 64) {
       const std::int64_t first = std::min(t0, n - 64);
-      matmul(m.packed_view(), x.data() + first * cols, 64, ref.data() + first * rows, base);
+      matmul(m.engine_view(), x.data() + first * cols, 64, ref.data() + first * rows, base);
     }
     for (ThreadPool* pool : {&pool1, &pool2}) {
       KernelContext ctx = bf16_context(pool);
       for (std::int64_t k : {65, 96, 131, 257, 600}) {
         for (std::int64_t first : {std::int64_t{0}, n - k}) {
           std::vector<float> y(k * rows, NAN);
-          matmul(m.packed_view(), x.data() + first * cols, k, y.data(), ctx);
+          matmul(m.engine_view(), x.data() + first * cols, k, y.data(), ctx);
           ASSERT_EQ(std::memcmp(y.data(), ref.data() + first * rows, y.size() * 4), 0)
               << type_name(type) << " tokens " << first << ".." << first + k << " threads " << pool->num_threads();
         }
       }
       // Fused: the matrix's first 128 rows and a second matrix, one pass.
       const PackedMatrix m2 = make_matrix(48, cols, 9, type);
-      WeightView top = m.packed_view();
+      WeightView top = m.engine_view();
       top.rows = 128;
       std::vector<float> y1(n * 128, NAN), y2(n * 48, NAN), y2ref(n * 48, NAN);
-      const WeightView v2 = m2.packed_view();
+      const WeightView v2 = m2.engine_view();
       const MatmulTarget fused[] = {{&top, y1.data()}, {&v2, y2.data()}};
       matmul_many(fused, x.data(), n, ctx);
       matmul(v2, x.data(), n, y2ref.data(), base);
@@ -135,55 +141,63 @@ TEST_F(AmxBf16Test, BitwiseTheSameAcrossBatchesPlacesThreadsAndFusion) {
   }
 }
 
-// Fused targets of which only some take the bf16 tiles (a Q4_K_M model's query and key in
-// Q4_K, its value in Q6_K): each target's rows are those of its own matmul.
+// Fused targets of which only some take the bf16 tiles (here a Q4_0 value matrix beside
+// Q4_K query and key, and a Q6_K one that does take them): each target's rows are those
+// of its own matmul.
 TEST_F(AmxBf16Test, FusedTargetsSplitByPath) {
   ThreadPool pool(2);
   KernelContext ctx = bf16_context(&pool);
   const std::int64_t cols = 512, n = 70;
   const PackedMatrix q = make_matrix(64, cols, 11, GgmlType::kQ4_K), k = make_matrix(32, cols, 12, GgmlType::kQ4_K);
-  std::vector<std::uint8_t> v_bytes(32 * row_bytes(*type_traits(GgmlType::kQ6_K), cols));
-  const std::vector<float> v_src = testing::make_acts(32, cols, 13);
-  for (std::int64_t r = 0; r < 32; ++r) {
-    quantize_row(GgmlType::kQ6_K, v_src.data() + r * cols, v_bytes.data() + r * (v_bytes.size() / 32), cols);
-  }
-  const WeightView qv = q.packed_view(), kv = k.packed_view();
-  const WeightView vv{GgmlType::kQ6_K, v_bytes.data(), 32, cols, v_bytes.size() / 32};
+  const PackedMatrix v = make_matrix(32, cols, 13, GgmlType::kQ4_0), o = make_matrix(40, cols, 15, GgmlType::kQ6_K);
+  const WeightView qv = q.packed_view(), kv = k.packed_view(), vv = v.gguf_view(), ov = o.gguf_view();
   ASSERT_TRUE(amx_bf16_applies(ctx, qv, n));
+  ASSERT_TRUE(amx_bf16_applies(ctx, ov, n));
   ASSERT_FALSE(amx_bf16_applies(ctx, vv, n));
   const std::vector<float> x = testing::make_acts(n, cols, 14);
-  std::vector<float> yq(n * 64), yk(n * 32), yv(n * 32), rq(n * 64), rk(n * 32), rv(n * 32);
-  const MatmulTarget fused[] = {{&qv, yq.data()}, {&vv, yv.data()}, {&kv, yk.data()}};
+  std::vector<float> yq(n * 64), yk(n * 32), yv(n * 32), yo(n * 40), rq(n * 64), rk(n * 32), rv(n * 32), ro(n * 40);
+  const MatmulTarget fused[] = {{&qv, yq.data()}, {&vv, yv.data()}, {&kv, yk.data()}, {&ov, yo.data()}};
   matmul_many(fused, x.data(), n, ctx);
   matmul(qv, x.data(), n, rq.data(), ctx);
   matmul(kv, x.data(), n, rk.data(), ctx);
   matmul(vv, x.data(), n, rv.data(), ctx);
+  matmul(ov, x.data(), n, ro.data(), ctx);
   EXPECT_EQ(std::memcmp(yq.data(), rq.data(), yq.size() * 4), 0) << "Q4_K query (bf16 tiles)";
   EXPECT_EQ(std::memcmp(yk.data(), rk.data(), yk.size() * 4), 0) << "Q4_K key (bf16 tiles)";
-  EXPECT_EQ(std::memcmp(yv.data(), rv.data(), yv.size() * 4), 0) << "Q6_K value (int8)";
+  EXPECT_EQ(std::memcmp(yv.data(), rv.data(), yv.size() * 4), 0) << "Q4_0 value (int8)";
+  EXPECT_EQ(std::memcmp(yo.data(), ro.data(), yo.size() * 4), 0) << "Q6_K (bf16 tiles)";
 }
 
 TEST_F(AmxBf16Test, TakenOnlyWhereItApplies) {
   ThreadPool pool(1);
   const PackedMatrix m = make_matrix(16, 64, 3);
   KernelContext ctx = bf16_context(&pool);
-  EXPECT_TRUE(amx_bf16_applies(ctx, m.packed_view(), kAmxBf16MinTokens));
-  EXPECT_FALSE(amx_bf16_applies(ctx, m.packed_view(), kAmxBf16MinTokens - 1));
+  EXPECT_TRUE(amx_bf16_applies(ctx, m.engine_view(), kAmxBf16MinTokens));
+  EXPECT_FALSE(amx_bf16_applies(ctx, m.engine_view(), kAmxBf16MinTokens - 1));
   EXPECT_FALSE(amx_bf16_applies(ctx, m.gguf_view(), 512)) << "GGUF layout";
   const PackedMatrix q4k = make_matrix(16, 256, 3, GgmlType::kQ4_K);
   EXPECT_TRUE(amx_bf16_applies(ctx, q4k.packed_view(), kAmxBf16MinTokens));
+  EXPECT_FALSE(amx_bf16_applies(ctx, q4k.gguf_view(), 512)) << "Q4_K in the GGUF layout";
+  const PackedMatrix q6k = make_matrix(16, 256, 3, GgmlType::kQ6_K);
+  EXPECT_TRUE(amx_bf16_applies(ctx, q6k.gguf_view(), kAmxBf16MinTokens));
+  EXPECT_FALSE(amx_bf16_applies(ctx, make_matrix(16, 64, 3, GgmlType::kQ4_0).gguf_view(), 512)) << "Q4_0";
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16}) {
+    EXPECT_TRUE(amx_bf16_applies(ctx, make_matrix(24, 96, 3, type).gguf_view(), kAmxBf16MinTokens)) << type_name(type);
+    EXPECT_FALSE(amx_bf16_applies(ctx, make_matrix(24, 80, 3, type).gguf_view(), 512)) << "cols % 32 != 0";
+    EXPECT_FALSE(amx_bf16_applies(ctx, make_matrix(20, 96, 3, type).gguf_view(), 512)) << "rows % 8 != 0";
+  }
   ctx.isa = Isa::kAvx512VnniZmm;
-  EXPECT_FALSE(amx_bf16_applies(ctx, m.packed_view(), 512)) << "a lower level";
+  EXPECT_FALSE(amx_bf16_applies(ctx, m.engine_view(), 512)) << "a lower level";
   ctx.isa = Isa::kAvx512Amx;
   ctx.amx_bf16 = false;
-  EXPECT_FALSE(amx_bf16_applies(ctx, m.packed_view(), 512)) << "off";
+  EXPECT_FALSE(amx_bf16_applies(ctx, m.engine_view(), 512)) << "off";
   // Below the threshold the int8 tiles run: the bits of the level without bf16.
   const std::int64_t n = kAmxBf16MinTokens - 1;
   const std::vector<float> x = testing::make_acts(n, 64, 4);
   std::vector<float> a(n * 16), b(n * 16);
-  matmul(m.packed_view(), x.data(), n, a.data(), ctx);
+  matmul(m.engine_view(), x.data(), n, a.data(), ctx);
   ctx.amx_bf16 = true;
-  matmul(m.packed_view(), x.data(), n, b.data(), ctx);
+  matmul(m.engine_view(), x.data(), n, b.data(), ctx);
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
 }
 

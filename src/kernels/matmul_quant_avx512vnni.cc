@@ -1,6 +1,6 @@
 // The quantized matmul kernels (matmul_quant_impl.h) built for ISA level "avx512vnni"
 // (kernels/cpu_features.h), and the avx512amx level's, whose AMX kernels (Q8_0 and Q4_K
-// in kRows8, matmul_amx_impl.h; Q8_0 on bf16 tiles, matmul_amx_bf16_impl.h) are the only
+// in kRows8, matmul_amx_impl.h; the bf16 tiles, matmul_amx_bf16_impl.h) are the only
 // code here with AMX and AVX-512 BF16 instructions (the
 // compiler emits them only for the tile intrinsics); its compile flags are set in
 // CMakeLists.txt.
@@ -39,15 +39,23 @@ void amx_bf16_pack_acts(const float* x, std::int64_t cols, std::int64_t n_tokens
   isa_avx512vnni::bf16_pack_acts(x, cols, n_tokens, tile0, tile1, a);
 }
 
-void amx_bf16_rows_rows8(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols,
-                         const std::uint16_t* a, std::int64_t n_tokens, std::int64_t r0, std::int64_t r1,
-                         std::int64_t run_blocks, float* y, std::int64_t y_stride, std::uint16_t* wbuf) {
+void amx_bf16_rows(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols,
+                   const std::uint16_t* a, std::int64_t n_tokens, std::int64_t r0, std::int64_t r1,
+                   std::int64_t run_blocks, float* y, std::int64_t y_stride, std::uint16_t* wbuf) {
   namespace k = isa_avx512vnni;
-  if (type == GgmlType::kQ4_K) {
-    k::bf16_rows<k::Bf16Q4k>(w, row_bytes, cols, a, n_tokens, r0, r1, run_blocks, y, y_stride, wbuf);
-  } else {
-    k::bf16_rows<k::Bf16Q8>(w, row_bytes, cols, a, n_tokens, r0, r1, run_blocks, y, y_stride, wbuf);
+  auto run = [&](auto source) {
+    k::bf16_rows<decltype(source)>(w, row_bytes, cols, a, n_tokens, r0, r1, run_blocks, y, y_stride, wbuf);
+  };
+  switch (type) {
+    case GgmlType::kQ8_0: return run(k::Bf16Q8{});
+    case GgmlType::kQ4_K: return run(k::Bf16Q4k{});
+    case GgmlType::kQ6_K: return run(k::Bf16Plain<k::Q6kRow>{});
+    case GgmlType::kF32: return run(k::Bf16Plain<k::F32Row>{});
+    case GgmlType::kF16: return run(k::Bf16Plain<k::F16Row>{});
+    case GgmlType::kBF16: return run(k::Bf16Plain<k::Bf16Row>{});
+    default: break;
   }
+  ECO_CHECK_MSG(false, "amx_bf16_rows: a type the bf16 tiles do not take");
 }
 
 }  // namespace ecoserve::kernels::detail

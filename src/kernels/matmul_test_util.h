@@ -26,7 +26,7 @@ inline std::vector<float> make_acts(std::int64_t n, std::int64_t cols, std::uint
   return x;
 }
 
-// A Q8_0 or Q4_K matrix in GGUF's layout and its kRows8 repacking.
+// A matrix in GGUF's layout and, for Q8_0 and Q4_K, its kRows8 repacking.
 struct PackedMatrix {
   GgmlType type;
   std::int64_t rows, cols;
@@ -37,6 +37,8 @@ struct PackedMatrix {
   WeightView packed_view() const {
     return WeightView{type, packed.data(), rows, cols, row_bytes, WeightLayout::kRows8};
   }
+  // kRows8 where the type has it, else GGUF's rows.
+  WeightView engine_view() const { return packed.empty() ? gguf_view() : packed_view(); }
 };
 
 inline PackedMatrix make_matrix(std::int64_t rows, std::int64_t cols, std::uint32_t seed,
@@ -56,6 +58,7 @@ inline PackedMatrix make_matrix(std::int64_t rows, std::int64_t cols, std::uint3
     }
     quantize_row(type, src.data(), m.gguf.data() + r * m.row_bytes, cols);
   }
+  if (type != GgmlType::kQ8_0 && type != GgmlType::kQ4_K) return m;
   m.packed.resize(m.gguf.size());
   pack_rows8(type, m.gguf.data(), rows, cols, m.packed.data());
   return m;
