@@ -84,8 +84,8 @@ ModelCost model_cost(const model::LlamaModel& m, engine::KvCacheType kv_type) {
 // The instructions a part of a step is bounded by: int8 dots of the level (on
 // avx512amx: AMX tiles where its kernels run them, repacked Q8_0 or Q4_K weights and 16+
 // tokens, else the level's zmm vpdpbusd), or float FMAs on 256- or 512-bit registers; with
-// ECOSERVE_AMX_BF16=1, bf16 tiles from kAmxBf16MinTokens tokens for the weights they take
-// (amx_bf16_takes: those two, and F32, F16, BF16 and Q6_K).
+// the bf16 tiles (ECOSERVE_AMX_BF16, on by default), bf16 tiles from kAmxBf16MinTokens
+// tokens for the weights they take (amx_bf16_takes: those two, and F32, F16, BF16, Q6_K).
 enum class Peak { kInt8, kAmx, kAmxBf16, kFma256, kFma512 };
 const char* peak_name(Peak p) {
   switch (p) {
@@ -258,7 +258,7 @@ int run_profile(const ProfileArgs& a) {
                                        .c_str()
                                  : "nothing here: the model has no repacked Q8_0 or Q4_K");
         if (bf16_from > 0) {
-          std::printf("bf16 tiles (ECOSERVE_AMX_BF16=1): %.1f G bf16 MAC/s (tdpbf16ps), counted for batches of %lld+\n",
+          std::printf("bf16 tiles (ECOSERVE_AMX_BF16): %.1f G bf16 MAC/s (tdpbf16ps), counted for batches of %lld+\n",
                       bf16_gmacs, static_cast<long long>(bf16_from));
         }
       } else {

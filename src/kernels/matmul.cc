@@ -218,12 +218,12 @@ void amx_bf16_matmul(std::span<const Bf16Target> targets, const float* x, std::i
 
 std::int32_t gemv_streams_for(const CpuFeatures& cpu) { return cpu.vendor == "GenuineIntel" ? 4 : 0; }
 
-StatusOr<bool> amx_bf16_from_env() { return switch_from_env("ECOSERVE_AMX_BF16", false); }
+StatusOr<bool> amx_bf16_from_env() { return switch_from_env("ECOSERVE_AMX_BF16", true); }
 
 bool default_amx_bf16() {
   static const bool kOn = [] {
     StatusOr<bool> on = amx_bf16_from_env();
-    return on.ok() && *on;
+    return !on.ok() || *on;
   }();
   return kOn;
 }
@@ -235,13 +235,14 @@ bool amx_bf16_supported(const CpuFeatures& cpu) {
 std::string amx_bf16_summary(bool on, const CpuFeatures& cpu) {
   if (!amx_bf16_supported(cpu)) return "not on this CPU (AMX-BF16 and AVX-512 BF16 with the avx512amx level)";
   if (!on) {
-    return fmt::format("off (ECOSERVE_AMX_BF16=1: batches of {}+ tokens on bf16 tiles, prompts 1.6-1.7x faster in "
-                       "Q8_0 and Q4_K, several times in F16, not the int8 and float levels' bits)",
+    return fmt::format("off (ECOSERVE_AMX_BF16=0: every batch gives the int8 and float levels' bits, those of "
+                       "batch 1; unset or 1: batches of {}+ tokens on bf16 tiles, prompts 1.6-1.7x faster in Q8_0 "
+                       "and Q4_K, 4-6x in F16 and Q6_K)",
                        kAmxBf16MinTokens);
   }
-  return fmt::format("on (ECOSERVE_AMX_BF16): Q8_0 and Q4_K (rows of 8), F32, F16, BF16 and Q6_K weights times "
-                     "batches of {}+ tokens on bf16 tiles at the avx512amx level; weights and activations rounded "
-                     "to bf16",
+  return fmt::format("on (ECOSERVE_AMX_BF16 unset or 1; 0 for the int8 and float levels' bits): Q8_0 and Q4_K (rows "
+                     "of 8), F32, F16, BF16 and Q6_K weights times batches of {}+ tokens on bf16 tiles at the "
+                     "avx512amx level; weights and activations rounded to bf16",
                      kAmxBf16MinTokens);
 }
 

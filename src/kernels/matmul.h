@@ -89,10 +89,10 @@ std::int32_t default_q4k_tile_pairs();
 // "1 pair of 8-row groups x 7 tokens" or "2 pairs of 8-row groups x 3 tokens", for `model info`.
 std::string q4k_tile_pairs_summary(std::int32_t pairs);
 
-// KernelContext::amx_bf16 from environment variable ECOSERVE_AMX_BF16 (0 or 1; unset: 0);
+// KernelContext::amx_bf16 from environment variable ECOSERVE_AMX_BF16 (0 or 1; unset: 1);
 // another value is an INVALID_ARGUMENT error naming the variable.
 StatusOr<bool> amx_bf16_from_env();
-// amx_bf16_from_env(), or false when it fails; computed once per process.
+// amx_bf16_from_env(), or true when it fails; computed once per process.
 bool default_amx_bf16();
 
 // isa: which kernel build runs (default: the best this CPU supports, capped by
@@ -117,7 +117,7 @@ bool default_amx_bf16();
 // tokens decoded one by one (bf16 weights and activations, 8 significant bits; see
 // matmul_amx_bf16_impl.h); they still do not depend
 // on the batch, the token's place in it or the thread count. Default: default_amx_bf16()
-// (off, so that every batch gives the bits of batch 1).
+// (on; ECOSERVE_AMX_BF16=0, or false here, so that every batch gives the bits of batch 1).
 struct KernelContext {
   explicit KernelContext(ThreadPool* p, Isa i = default_isa()) : pool(p), isa(i) {}
   ThreadPool* pool;

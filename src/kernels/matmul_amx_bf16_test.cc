@@ -211,7 +211,7 @@ TEST(AmxBf16EnvTest, ReadsZeroOrOne) {
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("ECOSERVE_AMX_BF16"), std::string::npos) << bad.status().to_string();
   ASSERT_EQ(unsetenv("ECOSERVE_AMX_BF16"), 0);
-  EXPECT_FALSE(*amx_bf16_from_env());
+  EXPECT_TRUE(*amx_bf16_from_env()) << "on by default";
 }
 
 }  // namespace
