@@ -265,11 +265,16 @@ int run_profile(const ProfileArgs& a) {
         std::printf(", %.1f G int8-dot MAC/s (%s)\n", int8_gmacs, std::string(kernels::isa_int8_dot(a.isa)).c_str());
       }
       const int64_t n_prompt = a.prompt_len;
-      std::printf("float FMAs counted at: %s-bit for decode attention, %s-bit for prefill attention, %d-bit for "
-                  "float-weight prefill (%s), 256-bit for the rest",
-                  attn512 ? "512" : "256", prefill_attn512 ? "512" : "256",
-                  kernels::float_matmul_vector_bits(a.isa, n_prompt), float_prefill_name(n_prompt).c_str());
-      for (int64_t n = 5; n < a.prompt_len; ++n) {  // decode batches on 512-bit float kernels, if any
+      std::printf("float FMAs counted at: %s-bit for decode attention, %s-bit for prefill attention, ",
+                  attn512 ? "512" : "256", prefill_attn512 ? "512" : "256");
+      if (bf16_from > 0) {
+        std::printf("256-bit for the rest (linear layers of %lld+ tokens: the bf16 tiles)",
+                    static_cast<long long>(bf16_from));
+      } else {
+        std::printf("%d-bit for float-weight prefill (%s), 256-bit for the rest",
+                    kernels::float_matmul_vector_bits(a.isa, n_prompt), float_prefill_name(n_prompt).c_str());
+      }
+      for (int64_t n = 5; bf16_from == 0 && n < a.prompt_len; ++n) {  // decode batches on 512-bit float kernels
         if (kernels::float_matmul_vector_bits(a.isa, n) == 512) {
           std::printf(" (512-bit for float-weight decode batches of %lld+)", static_cast<long long>(n));
           break;
