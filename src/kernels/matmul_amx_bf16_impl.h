@@ -201,7 +201,7 @@ inline void bf16_repack_q4k_block(const std::uint8_t* g0, const std::uint8_t* g1
 // Rows 0-15 of 16 bf16 pairs each (row n: dword k holds its columns 2k, 2k + 1) as one B
 // tile at `o` (tile row k: the 16 rows' dword k): a 16 x 16 transpose of dwords in three
 // steps of shuffles (pairs of rows, then fours, then 128-bit lanes).
-inline void bf16_store_transposed(const __m512i* r, std::uint16_t* o) {
+__attribute__((always_inline)) inline void bf16_store_transposed(const __m512i* r, std::uint16_t* o) {
   __m512i t[16], u[16];
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {
