@@ -191,13 +191,15 @@ int run_profile(const ProfileArgs& a) {
   // The batch from which they run bf16 tiles instead (0: never; KernelContext::amx_bf16).
   const bool bf16_on = amx && kernels::default_amx_bf16() && kernels::amx_bf16_supported(cpu);
   const int64_t bf16_from = bf16_on && kernels::amx_bf16_takes(wq0) ? kernels::kAmxBf16MinTokens : 0;
+  // Whether the prompt's attention runs on bf16 tiles (AttentionDims::amx_bf16).
+  const bool attn_bf16 = kernels::prefill_attention_amx_bf16(bf16_on, a.isa, c.head_dim, a.prompt_len);
   double fma_gmacs = 0, fma512_gmacs = 0, int8_gmacs = 0, amx_gmacs = 0, bf16_gmacs = 0;
   if (a.roofline) {
     fma_gmacs = kernels::measure_f32_fma_gmacs(0.5);
     fma512_gmacs = cpu.avx512f ? kernels::measure_f32_fma_gmacs(0.5, 512) : fma_gmacs;
     int8_gmacs = kernels::measure_int8_dot_gmacs(amx ? kernels::Isa::kAvx512VnniZmm : a.isa, 0.5);
     if (amx) amx_gmacs = kernels::measure_int8_dot_gmacs(kernels::Isa::kAvx512Amx, 0.5);
-    if (bf16_from > 0) bf16_gmacs = kernels::measure_amx_bf16_gmacs(0.5);
+    if (bf16_from > 0 || attn_bf16) bf16_gmacs = kernels::measure_amx_bf16_gmacs(0.5);
   }
   const bool attn512 = kernels::decode_attention_vector_bits(a.isa, c.head_dim, c.n_head / std::max(1, c.n_head_kv),
                                                              kv_type == engine::KvCacheType::kF16,
@@ -225,7 +227,7 @@ int run_profile(const ProfileArgs& a) {
   };
   const Peak decode_attn_peak = attn512 ? Peak::kFma512 : Peak::kFma256;
   const bool prefill_attn512 = kernels::prefill_attention_vector_bits(a.isa, c.head_dim) == 512;
-  const Peak prefill_attn_peak = prefill_attn512 ? Peak::kFma512 : Peak::kFma256;
+  const Peak prefill_attn_peak = attn_bf16 ? Peak::kAmxBf16 : prefill_attn512 ? Peak::kFma512 : Peak::kFma256;
   if (!a.json) {
     std::printf("model: %s (%s, %.1fM params, %s)\n", a.model.c_str(), c.arch.c_str(), c.num_params / 1e6,
                 std::string(kernels::type_name((*model)->layers()[0].wq.type)).c_str());
@@ -257,16 +259,17 @@ int run_profile(const ProfileArgs& a) {
                                     (bf16_from > 0 ? " up to " + std::to_string(bf16_from - 1) : std::string()))
                                        .c_str()
                                  : "nothing here: the model has no repacked Q8_0 or Q4_K");
-        if (bf16_from > 0) {
-          std::printf("bf16 tiles (ECOSERVE_AMX_BF16): %.1f G bf16 MAC/s (tdpbf16ps), counted for batches of %lld+\n",
-                      bf16_gmacs, static_cast<long long>(bf16_from));
+        if (bf16_from > 0 || attn_bf16) {
+          std::printf("bf16 tiles (ECOSERVE_AMX_BF16): %.1f G bf16 MAC/s (tdpbf16ps), counted for %s%s\n", bf16_gmacs,
+                      bf16_from > 0 ? ("batches of " + std::to_string(bf16_from) + "+").c_str() : "",
+                      attn_bf16 ? (bf16_from > 0 ? " and the prompt's attention" : "the prompt's attention") : "");
         }
       } else {
         std::printf(", %.1f G int8-dot MAC/s (%s)\n", int8_gmacs, std::string(kernels::isa_int8_dot(a.isa)).c_str());
       }
       const int64_t n_prompt = a.prompt_len;
-      std::printf("float FMAs counted at: %s-bit for decode attention, %s-bit for prefill attention, ",
-                  attn512 ? "512" : "256", prefill_attn512 ? "512" : "256");
+      std::printf("float FMAs counted at: %s-bit for decode attention, %s for prefill attention, ",
+                  attn512 ? "512" : "256", attn_bf16 ? "bf16 tiles" : prefill_attn512 ? "512-bit" : "256-bit");
       if (bf16_from > 0) {
         std::printf("256-bit for the rest (linear layers of %lld+ tokens: the bf16 tiles)",
                     static_cast<long long>(bf16_from));

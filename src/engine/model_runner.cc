@@ -358,7 +358,8 @@ StatusOr<StepOutput> ModelRunner::execute(const StepPlan& plan) {
     // prefetch runs on into the next token's context (kernels::DecodeStream), except
     // for the last 2 units per thread (claimed as they are reached, so no thread waits
     // with a unit claimed by one still busy).
-    const kernels::AttentionDims dims{c.n_head, c.n_head_kv, static_cast<int32_t>(hd), scale, options_.isa};
+    kernels::AttentionDims dims{c.n_head, c.n_head_kv, static_cast<int32_t>(hd), scale, options_.isa};
+    dims.amx_bf16 = options_.amx_bf16;
     std::atomic<size_t> next_unit{0};
     const size_t n_units = m.attn_units.size();
     const size_t tail = 2 * static_cast<size_t>(pool.num_threads());

@@ -52,9 +52,11 @@ struct EngineOptions {
   KvCacheType kv_cache_type = KvCacheType::kF32;
   // Kernel path (kernels/cpu_features.h): default the best this CPU has, capped by ECOSERVE_ISA.
   kernels::Isa isa = kernels::default_isa();
-  // kernels::KernelContext::amx_bf16: batches of 32+ tokens on AMX bf16 tiles where the CPU
-  // has them (faster prompts, not the bits of batch 1). Default: ECOSERVE_AMX_BF16 (unset:
-  // on; false where a caller needs every batch to give the bits of batch 1).
+  // kernels::KernelContext::amx_bf16 and kernels::AttentionDims::amx_bf16: batches of 32+
+  // tokens through the linear layers, and prompt chunks of 32+ tokens through attention, on
+  // AMX bf16 tiles where the CPU has them (faster prompts, not the bits of batch 1).
+  // Default: ECOSERVE_AMX_BF16 (unset: on; false where a caller needs every batch to give
+  // the bits of batch 1).
   bool amx_bf16 = kernels::default_amx_bf16();
 };
 

@@ -699,5 +699,24 @@ TEST(ModelRunnerRealModel, AmxBf16FloatWeightPromptsAreChunkInvariant) {
   expect_bf16_prompts_chunk_invariant(*model);
 }
 
+// Head size 64 (a multiple of 32): the prompt's attention takes the bf16 tiles too
+// (kernels::AttentionDims::amx_bf16), chunks of 64 + 32 as the whole prompt.
+TEST(ModelRunnerRealModel, AmxBf16AttentionPromptsAreChunkInvariant) {
+  if (!kernels::amx_bf16_supported(kernels::detect_cpu_features())) {
+    GTEST_SKIP() << "this CPU has no AMX-BF16 (or no tile state from Linux): no bf16 tiles to run";
+  }
+  const auto vocab = testing::tiny_vocab_path();
+  if (!vocab) GTEST_SKIP() << missing_data_message("vocab/ggml-vocab-llama-spm.gguf");
+  TinyLlamaSpec spec;
+  spec.n_embd = 256;
+  spec.n_head = 4;
+  spec.n_head_kv = 2;
+  spec.n_ff = 256;
+  auto model = build_tiny_llama(spec, *vocab);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  ASSERT_EQ((*model)->config().head_dim, 64);
+  expect_bf16_prompts_chunk_invariant(*model);
+}
+
 }  // namespace
 }  // namespace ecoserve::engine

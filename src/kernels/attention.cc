@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "kernels/attention_rows.h"
+#include "kernels/matmul.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/ops.h"
 #include "kernels/vec_math.h"
@@ -425,6 +426,11 @@ int32_t prefill_attention_vector_bits(Isa isa, int32_t head_dim) {
   return isa >= Isa::kAvx512VnniZmm && head_dim % 16 == 0 ? 512 : 256;
 }
 
+bool prefill_attention_amx_bf16(bool amx_bf16, Isa isa, int32_t head_dim, int32_t n_q) {
+  static const bool kCpu = amx_bf16_supported(detect_cpu_features());
+  return amx_bf16 && kCpu && isa == Isa::kAvx512Amx && head_dim % 32 == 0 && n_q >= kAmxBf16MinTokens;
+}
+
 void attend_token(const float* q, int32_t n_ctx, const PagedKvView& kv, const AttentionDims& d, float* out,
                   AttentionScratch& scratch, const DecodeStream& stream) {
   attend_heads(q, d.n_head / d.n_head_kv, 0, d.n_head_kv, n_ctx, kv, d.head_dim, score_scale(d), d.isa, d.f32_wide,
@@ -480,6 +486,35 @@ void attend_chunk(const float* q, int64_t q_stride, int32_t n_q, int32_t start, 
   // rows (row = token * group + head; a token's heads are adjacent in q and out).
   const int32_t tile = std::max<int32_t>(1, kQueryRows / group);
   const int64_t head0 = static_cast<int64_t>(kv_head) * group * hd;  // this KV head's first query head
+  if (prefill_attention_amx_bf16(d.amx_bf16, d.isa, hd, n_q)) {
+    const int64_t n_pad = (static_cast<int64_t>(n_ctx) + 31) / 32 * 32;
+    // Buffers carved from scratch.k, each rounded up to 64 bytes (16 floats).
+    auto floats = [](int64_t n) { return (n + 15) / 16 * 16; };
+    const int64_t kv_floats = floats(n_pad * hd / 2), q_floats = floats(16 * hd / 2), p_floats16 = floats(16 * 32 / 2);
+    const int64_t total = 2 * kv_floats + q_floats + p_floats16 + 16 * hd + 16 * 32;
+    scratch.k.resize(static_cast<size_t>(total + 16));
+    float* base = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch.k.data()) + 63) / 64 * 64);
+    scratch.rows.resize(static_cast<size_t>(n_ctx));
+    for (int32_t j = 0; j < n_ctx; ++j) scratch.rows[j] = offset_of(kv, j, kv_head, hd);
+    detail::AmxChunkArgs a{};
+    a.q = q, a.q_stride = q_stride, a.n_q = n_q, a.start = start, a.head0 = head0;
+    a.k = kv.k, a.v = kv.v, a.f16 = kv.f16, a.off = scratch.rows.data();
+    a.hd = hd, a.group = group, a.scale = score_scale(d), a.out = out, a.out_stride = out_stride;
+    float* at = base;
+    auto take = [&](int64_t n) {
+      float* p = at;
+      at += n;
+      return p;
+    };
+    a.buf.k = reinterpret_cast<uint16_t*>(take(kv_floats));
+    a.buf.v = reinterpret_cast<uint16_t*>(take(kv_floats));
+    a.buf.q = reinterpret_cast<uint16_t*>(take(q_floats));
+    a.buf.p = reinterpret_cast<uint16_t*>(take(p_floats16));
+    a.buf.o = take(16 * hd);
+    a.buf.s = take(16 * 32);
+    detail::isa_avx512amx::chunk_amx_bf16(a);
+    return;
+  }
   if (hd % 16 == 0) {
     using detail::ChunkBuffers;
     using detail::kKeyBlock;

@@ -101,6 +101,14 @@ struct AttentionDims {
   // = each line as the same line of the position 32 before it is read. Speed only: the
   // same bits either way. Default: default_attention_row_prefetch().
   bool row_prefetch = default_attention_row_prefetch();
+  // Prefill (attend_chunk) of kAmxBf16MinTokens or more tokens on AMX-BF16 tiles where isa
+  // is avx512amx on a CPU with AMX-BF16 (amx_bf16_supported) and head_dim is a multiple of
+  // 32 (else the fused float kernel), as KernelContext::amx_bf16 does for the linear
+  // layers: the query, K, V and the softmax weights rounded to bf16 (8 significant bits),
+  // sums in float. A token's result depends on neither the chunk it is in nor the tokens
+  // beside it (chunks of kAmxBf16MinTokens or more give the bits of the whole prompt), but
+  // it is not the float kernels'. The engine sets it from ModelRunner's amx_bf16.
+  bool amx_bf16 = false;
 };
 
 struct AttentionScratch {
@@ -153,6 +161,12 @@ int32_t decode_attention_vector_bits(Isa isa, int32_t head_dim, int32_t group, b
 // 256-bit build's), else 256 (the fused kernel on 256-bit registers, or OpenBLAS's sgemm
 // for other head sizes, counted at 256 bits).
 int32_t prefill_attention_vector_bits(Isa isa, int32_t head_dim);
+
+// Whether attend_chunk runs a chunk of n_q tokens on AMX-BF16 tiles: amx_bf16 set
+// (AttentionDims::amx_bf16), the avx512amx level on a CPU with AMX-BF16 (amx_bf16_supported),
+// head_dim a multiple of 32 and n_q >= kAmxBf16MinTokens (kernels/matmul.h). `profile
+// engine --roofline` counts such prompts' attention against the bf16 tiles' peak.
+bool prefill_attention_amx_bf16(bool amx_bf16, Isa isa, int32_t head_dim, int32_t n_q);
 
 // All n_head query heads of one token (q and out: [n_head][head_dim] rows) against
 // positions [0, n_ctx), n_ctx >= 1: attend_group for every KV head, in one pass over the

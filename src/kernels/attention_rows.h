@@ -113,4 +113,35 @@ void chunk_key_block_zmm(const ChunkBuffers& b, int32_t hd, int32_t m, int32_t k
                          int32_t group);
 }
 
+// attend_chunk on AMX-BF16 tiles (the avx512amx level, AttentionDims::amx_bf16, head_dim a
+// multiple of 32): one KV head's query rows (row = token * group + head) against positions
+// [0, start + n_q), each token at position start + its index seeing positions <= its own.
+// See attention_rows_avx512amx.cc. Every buffer 64-byte aligned, sizes from
+// amx_chunk_buffer_bytes.
+struct AmxChunkArgs {
+  const float* q;            // token t's query heads at q + t * q_stride + head0 (+ h * hd for head h)
+  int64_t q_stride;
+  int32_t n_q, start;
+  int64_t head0;             // this KV head's first query head, in floats from a row's start
+  const void* k;             // the cache (float32, or fp16 when f16)
+  const void* v;
+  bool f16;
+  const int64_t* off;        // start + n_q element offsets: position j's row of this KV head
+  int32_t hd, group;
+  float scale;               // the score scale (times log2(e))
+  float* out;                // written like q (out_stride, head0)
+  int64_t out_stride;
+  struct Buffers {
+    uint16_t* k;             // K as A tiles: n_pad * hd bf16 (n_pad: start + n_q rounded up to 32)
+    uint16_t* v;             // V^T as A tiles: n_pad * hd bf16
+    uint16_t* q;             // a query tile's Q^T (B tiles): 16 * hd bf16
+    uint16_t* p;             // a step's P^T (a B tile): 16 * 32 bf16
+    float* o;                // a query tile's O^T: hd * 16
+    float* s;                // a step's S^T: 32 * 16
+  } buf;
+};
+namespace isa_avx512amx {
+void chunk_amx_bf16(const AmxChunkArgs& a);
+}
+
 }  // namespace ecoserve::kernels::detail

@@ -237,13 +237,14 @@ std::string amx_bf16_summary(bool on, const CpuFeatures& cpu) {
   if (!on) {
     return fmt::format("off (ECOSERVE_AMX_BF16=0: every batch gives the int8 and float levels' bits, those of "
                        "batch 1; unset or 1: batches of {}+ tokens on bf16 tiles, prompts 1.6-1.7x faster in Q8_0 "
-                       "and Q4_K, 4-6x in F16 and Q6_K)",
+                       "and Q4_K, 4-6x in F16 and Q6_K, their attention 2-3x)",
                        kAmxBf16MinTokens);
   }
   return fmt::format("on (ECOSERVE_AMX_BF16 unset or 1; 0 for the int8 and float levels' bits): Q8_0 and Q4_K (rows "
-                     "of 8), F32, F16, BF16 and Q6_K weights times batches of {}+ tokens on bf16 tiles at the "
-                     "avx512amx level; weights and activations rounded to bf16",
-                     kAmxBf16MinTokens);
+                     "of 8), F32, F16, BF16 and Q6_K weights times batches of {}+ tokens, and the attention of "
+                     "prompt chunks of {}+ tokens (head sizes a multiple of 32), on bf16 tiles at the avx512amx "
+                     "level; weights, activations, queries, keys, values and softmax weights rounded to bf16",
+                     kAmxBf16MinTokens, kAmxBf16MinTokens);
 }
 
 bool amx_bf16_takes(const WeightView& w) {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "kernels/amx_tiles.h"
 #include "kernels/matmul_packed_impl.h"
 
 // GCC 12's AVX-512 headers (GCC bug 105593): see matmul_packed_impl.h.
@@ -75,19 +76,6 @@ static_assert((kAmxBlockBytes + kAmxScaleBytes) / 4 <= kQuantScratchFloatsPerBlo
 // gave an FFN down matrix of 5632 columns one 16-token tile per copy: synth 1b Q8_0, one
 // thread, pp512 220-222 tok/s with it, 266-274 with 1 MiB (avx512vnni-zmm: 205-207).
 constexpr std::int64_t kAmxActChunkBytes = 1 << 20;
-
-// A tile configuration (LDTILECFG's 64 bytes, palette 1): set() gives tile `tile` `rows`
-// rows of `colsb` bytes; load() makes it this thread's.
-struct alignas(64) AmxTileConfig {
-  std::uint8_t palette = 1, start_row = 0, reserved[14] = {};
-  std::uint16_t colsb[16] = {};
-  std::uint8_t rows[16] = {};
-  void set(int tile, int r, int c) {
-    rows[tile] = static_cast<std::uint8_t>(r);
-    colsb[tile] = static_cast<std::uint16_t>(c);
-  }
-  void load() const { _tile_loadconfig(this); }
-};
 
 // Loads this thread's tile configuration: the 16-token tiles, and `rem` (1-15) tokens'
 // A and C tiles (0: none).

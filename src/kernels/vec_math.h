@@ -117,4 +117,24 @@ static inline void transpose8(const __m256 (&r)[8], __m256 (&out)[8]) {
   }
 }
 
+#ifdef __AVX512F__
+// softmax_exp2_8's arithmetic on 16 lanes (the same operations in the same order: the
+// same bits per lane). Only in objects built with AVX-512 (attention_rows_avx512.cc,
+// attention_rows_avx512amx.cc); internal linkage, as exp8.
+static inline __m512 softmax_exp2_16(__m512 x) {
+  using C = SoftmaxExp2Constants;
+  const __m512 lo = _mm512_set1_ps(C::kLo);
+  const __mmask16 underflow = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+  const __m512 u = _mm512_max_ps(x, lo);
+  const __m512 t = _mm512_add_ps(u, _mm512_set1_ps(C::kRound));
+  const __m512 f = _mm512_sub_ps(u, _mm512_sub_ps(t, _mm512_set1_ps(C::kRound)));
+  __m512 q = _mm512_set1_ps(C::kQ[0]);
+#pragma GCC unroll 5
+  for (int k = 1; k < 6; ++k) q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(C::kQ[k]));
+  const __m512 y = _mm512_fmadd_ps(q, f, _mm512_set1_ps(1.0f));
+  const __m512i scaled = _mm512_add_epi32(_mm512_castps_si512(y), _mm512_slli_epi32(_mm512_castps_si512(t), 23));
+  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~underflow), _mm512_castsi512_ps(scaled));
+}
+#endif  // __AVX512F__
+
 }  // namespace ecoserve::kernels

@@ -1,0 +1,221 @@
+// attend_chunk on AMX-BF16 tiles (AttentionDims::amx_bf16; attention_rows_avx512amx.cc):
+// within bf16's bound of a double reference, the same bits whatever the chunking, fp16
+// caches as their float values, and the float kernels wherever the tiles do not apply.
+// Skipped, saying why, on CPUs without AMX-BF16.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/fp16.h"
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+
+namespace ecoserve::kernels {
+namespace {
+
+bool amx_here() { return amx_bf16_supported(detect_cpu_features()); }
+
+// A paged cache (blocks in a shuffled physical order) of n_ctx positions of N(0, 1) keys
+// and values, with queries of `q_sd` standard deviation for n_ctx tokens.
+struct Case {
+  int n_head, n_head_kv, hd, block, n_ctx;
+  bool f16;
+  float q_sd;
+};
+
+struct Data {
+  std::vector<BlockId> table;
+  std::vector<float> k, v, q;           // float caches (for f16: the fp16 values widened)
+  std::vector<uint16_t> k16, v16;
+  int kv_dim = 0, q_dim = 0;
+  PagedKvView view(bool f16) const {
+    if (f16) return PagedKvView{k16.data(), v16.data(), kv_dim, block, table, true};
+    return PagedKvView{k.data(), v.data(), kv_dim, block, table, false};
+  }
+  int block = 0;
+  // Position p's row of KV head h (float values).
+  const float* krow(int p, int h, int hd) const { return k.data() + slot(p) * kv_dim + h * hd; }
+  const float* vrow(int p, int h, int hd) const { return v.data() + slot(p) * kv_dim + h * hd; }
+  size_t slot(int p) const { return static_cast<size_t>(table[p / block].value) * block + p % block; }
+};
+
+Data make_data(const Case& c, unsigned seed) {
+  Data d;
+  d.block = c.block;
+  d.kv_dim = c.n_head_kv * c.hd;
+  d.q_dim = c.n_head * c.hd;
+  const int n_blocks = (c.n_ctx + c.block - 1) / c.block;
+  for (int b = 0; b < n_blocks; ++b) d.table.push_back(BlockId((b * 5 + 3) % n_blocks));
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const size_t n = static_cast<size_t>(n_blocks) * c.block * d.kv_dim;
+  d.k.resize(n);
+  d.v.resize(n);
+  d.k16.resize(n);
+  d.v16.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    d.k16[i] = fp32_to_fp16(nd(rng));
+    d.v16[i] = fp32_to_fp16(nd(rng));
+    d.k[i] = fp16_to_fp32(d.k16[i]);
+    d.v[i] = fp16_to_fp32(d.v16[i]);
+  }
+  d.q.resize(static_cast<size_t>(c.n_ctx) * d.q_dim);
+  for (auto& x : d.q) x = c.q_sd * nd(rng);
+  return d;
+}
+
+AttentionDims dims_of(const Case& c, bool amx) {
+  AttentionDims d{c.n_head, c.n_head_kv, c.hd, 1.0f / std::sqrt(static_cast<float>(c.hd))};
+  d.amx_bf16 = amx;
+  if (amx) d.isa = Isa::kAvx512Amx;
+  return d;
+}
+
+// Chunks [0, cuts[0]), [cuts[0], cuts[1]), ... of the prompt through attend_chunk.
+std::vector<float> run(const Case& c, const Data& data, const AttentionDims& d, const std::vector<int>& cuts) {
+  std::vector<float> out(data.q.size(), NAN);
+  AttentionScratch scratch;
+  const PagedKvView kv = data.view(c.f16);
+  int start = 0;
+  for (int end : cuts) {
+    for (int kvh = 0; kvh < c.n_head_kv; ++kvh) {
+      attend_chunk(data.q.data() + static_cast<size_t>(start) * data.q_dim, data.q_dim, end - start, start, kvh, kv,
+                   d, out.data() + static_cast<size_t>(start) * data.q_dim, data.q_dim, scratch);
+    }
+    start = end;
+  }
+  return out;
+}
+
+// Every element of the AMX result within the bound of bf16's roundings of the double
+// reference: a score's error is at most 2^-8 * scale * sum_i |q_i k_i| (q and k each
+// rounded to bf16, relative 2^-9; the sum in float adds far less), a weight's relative error
+// then at most that (natural log units; with the weights' own bf16 rounding, 2^-9, and V's,
+// 2^-9, on top). The output, a weighted mean of the values, moves by at most 2 * (the
+// largest score error + 2^-8) * max |v| (the mean of |v|-bounded values whose weights change
+// by a relative eps moves by at most 2 eps max |v|).
+void expect_within_bf16_bound(const Case& c, const Data& data, const std::vector<float>& out, const char* what) {
+  const int g = c.n_head / c.n_head_kv;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
+  double worst = 0.0;
+  for (int t = 0; t < c.n_ctx; t += 9) {
+    for (int h = 0; h < c.n_head; ++h) {
+      const int kvh = h / g;
+      const float* q = data.q.data() + static_cast<size_t>(t) * data.q_dim + h * c.hd;
+      std::vector<double> s(t + 1), o(c.hd, 0.0);
+      double mx = -1e300, sum = 0.0, score_err = 0.0, vmax = 0.0;
+      for (int j = 0; j <= t; ++j) {
+        const float* k = data.krow(j, kvh, c.hd);
+        double dot = 0.0, mag = 0.0;
+        for (int i = 0; i < c.hd; ++i) {
+          dot += static_cast<double>(q[i]) * k[i];
+          mag += std::fabs(static_cast<double>(q[i]) * k[i]);
+        }
+        s[j] = dot * scale;
+        score_err = std::max(score_err, std::ldexp(mag * scale, -8));
+        mx = std::max(mx, s[j]);
+        for (int i = 0; i < c.hd; ++i) vmax = std::max(vmax, std::fabs(static_cast<double>(data.vrow(j, kvh, c.hd)[i])));
+      }
+      for (int j = 0; j <= t; ++j) sum += (s[j] = std::exp(s[j] - mx));
+      for (int j = 0; j <= t; ++j) {
+        for (int i = 0; i < c.hd; ++i) o[i] += s[j] / sum * data.vrow(j, kvh, c.hd)[i];
+      }
+      const double bound = 2.0 * (score_err + std::ldexp(1.0, -8)) * vmax;
+      for (int i = 0; i < c.hd; ++i) {
+        const double err = std::fabs(out[static_cast<size_t>(t) * data.q_dim + h * c.hd + i] - o[i]);
+        ASSERT_LE(err, bound) << what << " token " << t << " head " << h << " dim " << i;
+        worst = std::max(worst, err / bound);
+      }
+    }
+  }
+  ::testing::Test::RecordProperty(std::string("worst_fraction_of_bound_") + what, std::to_string(worst));
+}
+
+class AmxBf16AttentionTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(AmxBf16AttentionTest, WithinBf16BoundOfTheReference) {
+  if (!amx_here()) GTEST_SKIP() << "this CPU has no AMX-BF16: attend_chunk's bf16 tiles do not run here";
+  const Case c = GetParam();
+  const Data data = make_data(c, 5);
+  const std::vector<float> out = run(c, data, dims_of(c, true), {c.n_ctx});
+  expect_within_bf16_bound(c, data, out, c.f16 ? "f16" : "f32");
+  // Not the float kernels' bits (the tiles ran), but near them.
+  const std::vector<float> flt = run(c, data, dims_of(c, false), {c.n_ctx});
+  EXPECT_NE(out, flt);
+}
+
+// Chunks of 32+ tokens cut anywhere (query tiles of 16 rows cut in different places, steps
+// of 32 positions) give the whole prompt's bits.
+TEST_P(AmxBf16AttentionTest, ChunksOfThirtyTwoOrMoreGiveTheWholePromptsBits) {
+  if (!amx_here()) GTEST_SKIP() << "this CPU has no AMX-BF16: attend_chunk's bf16 tiles do not run here";
+  const Case c = GetParam();
+  const Data data = make_data(c, 9);
+  const AttentionDims d = dims_of(c, true);
+  const std::vector<float> whole = run(c, data, d, {c.n_ctx});
+  for (const std::vector<int>& cuts : {std::vector<int>{32, c.n_ctx}, std::vector<int>{33, 65, c.n_ctx},
+                                       std::vector<int>{c.n_ctx - 33, c.n_ctx}}) {
+    const std::vector<float> parts = run(c, data, d, cuts);
+    for (size_t i = 0; i < whole.size(); ++i) {
+      ASSERT_EQ(parts[i], whole[i]) << cuts.size() << " chunks, token " << i / data.q_dim << " element "
+                                    << i % data.q_dim;
+    }
+  }
+}
+
+// The tiles read an fp16 cache as its float values: the same bits as a float cache of them.
+TEST_P(AmxBf16AttentionTest, F16CacheGivesTheBitsOfItsFloatValues) {
+  if (!amx_here()) GTEST_SKIP() << "this CPU has no AMX-BF16: attend_chunk's bf16 tiles do not run here";
+  Case c = GetParam();
+  const Data data = make_data(c, 13);
+  c.f16 = true;
+  const std::vector<float> a = run(c, data, dims_of(c, true), {c.n_ctx});
+  c.f16 = false;
+  const std::vector<float> b = run(c, data, dims_of(c, true), {c.n_ctx});
+  EXPECT_EQ(a, b);
+}
+
+// Chunks under 32 tokens, head sizes not a multiple of 32, amx_bf16 off and levels below
+// avx512amx run the float kernels: their bits exactly.
+TEST(AmxBf16AttentionGateTest, ShortChunksOtherHeadSizesAndOtherLevelsRunTheFloatKernels) {
+  if (!amx_here()) GTEST_SKIP() << "this CPU has no AMX-BF16: attend_chunk's bf16 tiles do not run here";
+  for (int hd : {16, 48, 64}) {
+    const Case c{8, 2, hd, 16, 31, false, 1.0f};
+    const Data data = make_data(c, 17);
+    const std::vector<float> flt = run(c, data, dims_of(c, false), {c.n_ctx});
+    EXPECT_EQ(run(c, data, dims_of(c, true), {c.n_ctx}), flt) << "31 tokens, head_dim " << hd;
+    const Case longer{8, 2, hd, 16, 64, false, 1.0f};
+    const Data data2 = make_data(longer, 17);
+    AttentionDims below = dims_of(longer, true);
+    below.isa = Isa::kAvx512VnniZmm;
+    EXPECT_EQ(run(longer, data2, below, {64}), run(longer, data2, dims_of(longer, false), {64}))
+        << "avx512vnni-zmm, head_dim " << hd;
+    const std::vector<float> tiles = run(longer, data2, dims_of(longer, true), {64});
+    if (hd % 32 == 0) {
+      EXPECT_NE(tiles, run(longer, data2, dims_of(longer, false), {64})) << "head_dim " << hd;
+    } else {
+      EXPECT_EQ(tiles, run(longer, data2, dims_of(longer, false), {64})) << "head_dim " << hd;
+    }
+  }
+}
+
+// Peaked scores (queries of standard deviation 6: many rows' weights dominated by one
+// position, the running max raised often) stay within the bound and finite.
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AmxBf16AttentionTest,
+    ::testing::Values(Case{8, 1, 64, 16, 203, false, 1.0f}, Case{4, 2, 64, 7, 150, true, 1.0f},
+                      Case{32, 4, 64, 16, 170, false, 1.0f}, Case{16, 2, 128, 16, 181, true, 1.0f},
+                      Case{3, 3, 128, 5, 97, false, 1.0f}, Case{8, 2, 64, 16, 160, false, 6.0f},
+                      Case{32, 8, 128, 16, 140, true, 3.0f}),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      const Case& c = info.param;
+      return "heads" + std::to_string(c.n_head) + "_" + std::to_string(c.n_head_kv) + "_hd" + std::to_string(c.hd) +
+             "_block" + std::to_string(c.block) + "_ctx" + std::to_string(c.n_ctx) + (c.f16 ? "_f16" : "_f32") +
+             "_qsd" + std::to_string(static_cast<int>(c.q_sd));
+    });
+
+}  // namespace
+}  // namespace ecoserve::kernels
