@@ -491,7 +491,7 @@ void attend_chunk(const float* q, int64_t q_stride, int32_t n_q, int32_t start, 
     // Buffers carved from scratch.k, each rounded up to 64 bytes (16 floats).
     auto floats = [](int64_t n) { return (n + 15) / 16 * 16; };
     const int64_t kv_floats = floats(n_pad * hd / 2), q_floats = floats(16 * hd / 2), p_floats16 = floats(16 * 32 / 2);
-    const int64_t total = 2 * kv_floats + q_floats + p_floats16 + 16 * hd + 16 * 32;
+    const int64_t total = 2 * kv_floats + q_floats + p_floats16 + 16 * hd + 2 * 16 * 32;
     scratch.k.resize(static_cast<size_t>(total + 16));
     float* base = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch.k.data()) + 63) / 64 * 64);
     scratch.rows.resize(static_cast<size_t>(n_ctx));
@@ -511,7 +511,7 @@ void attend_chunk(const float* q, int64_t q_stride, int32_t n_q, int32_t start, 
     a.buf.q = reinterpret_cast<uint16_t*>(take(q_floats));
     a.buf.p = reinterpret_cast<uint16_t*>(take(p_floats16));
     a.buf.o = take(16 * hd);
-    a.buf.s = take(16 * 32);
+    a.buf.s = take(2 * 16 * 32);
     detail::isa_avx512amx::chunk_amx_bf16(a);
     return;
   }

@@ -137,7 +137,7 @@ struct AmxChunkArgs {
     uint16_t* q;             // a query tile's Q^T (B tiles): 16 * hd bf16
     uint16_t* p;             // a step's P^T (a B tile): 16 * 32 bf16
     float* o;                // a query tile's O^T: hd * 16
-    float* s;                // a step's S^T: 32 * 16
+    float* s;                // two steps' S^T: 2 * 32 * 16
   } buf;
 };
 namespace isa_avx512amx {

@@ -148,7 +148,8 @@ void chunk_amx_bf16(const AmxChunkArgs& a) {
     const int32_t first_pos = pos_of[0], last_pos = pos_of[15];
     __m512 m = neg_inf, l = _mm512_setzero_ps();
     std::fill(ot, ot + 16 * static_cast<int64_t>(hd), 0.0f);
-    for (int32_t ks = 0; ks <= last_pos; ks += kStep) {
+    // S^T of step ks into the score tiles (stored by the caller once it needs them).
+    auto scores = [&](int32_t ks) {
       _tile_zero(ECO_AT_S0);
       _tile_zero(ECO_AT_S1);
       for (int32_t dc = 0; dc < dc_n; ++dc) {
@@ -158,32 +159,44 @@ void chunk_amx_bf16(const AmxChunkArgs& a) {
         _tile_loadd(ECO_AT_K, kt + ((ks / 16 + 1) * dc_n + dc) * kTileElems, 64);
         _tile_dpbf16ps(ECO_AT_S1, ECO_AT_K, ECO_AT_Q);
       }
-      _tile_stored(ECO_AT_S0, s, 64);
-      _tile_stored(ECO_AT_S1, s + 256, 64);
+    };
+    // Software-pipelined: step ks + 32's scores are multiplied in the tile unit while the
+    // vector units run step ks's softmax (s holds two steps' scores, alternately).
+    scores(0);
+    _tile_stored(ECO_AT_S0, s, 64);
+    _tile_stored(ECO_AT_S1, s + 256, 64);
+    for (int32_t ks = 0, cur = 0; ks <= last_pos; ks += kStep, cur ^= 1) {
+      const bool more = ks + kStep <= last_pos;
+      if (more) scores(ks + kStep);
+      float* const sc = s + 512 * cur;
       // Lane i of s[j]: row i's score for position ks + j, visible where ks + j <= pos[i]
       // (every lane of every position when the step ends before the tile's first row).
       const bool full = ks + kStep - 1 <= first_pos;
       __mmask16 vis[kStep];
-      __m512 mx = neg_inf;
+      // Four independent maxima (a max is exact: any order gives the same).
+      __m512 mx4[4] = {neg_inf, neg_inf, neg_inf, neg_inf};
       for (int j = 0; j < kStep; ++j) {
         vis[j] = full ? __mmask16(0xffff) : _mm512_cmpge_epi32_mask(pos, _mm512_set1_epi32(ks + j));
-        mx = _mm512_mask_max_ps(mx, vis[j], mx, _mm512_load_ps(s + 16 * j));
+        mx4[j % 4] = _mm512_mask_max_ps(mx4[j % 4], vis[j], mx4[j % 4], _mm512_load_ps(sc + 16 * j));
       }
+      const __m512 mx = _mm512_max_ps(_mm512_max_ps(mx4[0], mx4[1]), _mm512_max_ps(mx4[2], mx4[3]));
       // Rows with no visible position keep m (alpha = 2^0 = 1 exactly), add zero weights,
       // so o * 1 + 0 and l * 1 + 0 leave them as they were.
       const __m512 m_new = _mm512_max_ps(m, mx);
       const __m512 alpha = softmax_exp2_16(_mm512_sub_ps(m, m_new));
       m = m_new;
-      __m512 sum = _mm512_setzero_ps();
+      // The weights' sum in four chains (positions k % 4), added pairwise at the end.
+      __m512 sum4[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
       for (int k = 0; k < 16; ++k) {
-        const __m512 e0 = _mm512_maskz_mov_ps(vis[2 * k], softmax_exp2_16(_mm512_sub_ps(_mm512_load_ps(s + 32 * k), m)));
+        const __m512 e0 = _mm512_maskz_mov_ps(vis[2 * k], softmax_exp2_16(_mm512_sub_ps(_mm512_load_ps(sc + 32 * k), m)));
         const __m512 e1 =
-            _mm512_maskz_mov_ps(vis[2 * k + 1], softmax_exp2_16(_mm512_sub_ps(_mm512_load_ps(s + 32 * k + 16), m)));
+            _mm512_maskz_mov_ps(vis[2 * k + 1], softmax_exp2_16(_mm512_sub_ps(_mm512_load_ps(sc + 32 * k + 16), m)));
         const __m512i w = bf16x32(e0, e1);
         _mm512_store_si512(pt + 32 * k, _mm512_permutexvar_epi16(interleave, w));
-        sum = _mm512_add_ps(sum, _mm512_add_ps(widen_bf16(_mm512_castsi512_si256(w)),
-                                               widen_bf16(_mm512_extracti64x4_epi64(w, 1))));
+        sum4[k % 4] = _mm512_add_ps(sum4[k % 4], _mm512_add_ps(widen_bf16(_mm512_castsi512_si256(w)),
+                                                               widen_bf16(_mm512_extracti64x4_epi64(w, 1))));
       }
+      const __m512 sum = _mm512_add_ps(_mm512_add_ps(sum4[0], sum4[1]), _mm512_add_ps(sum4[2], sum4[3]));
       l = _mm512_fmadd_ps(l, alpha, sum);
       if (_mm512_cmpneq_ps_mask(alpha, _mm512_set1_ps(1.0f)) != 0) {
         for (int32_t d = 0; d < hd; ++d) _mm512_store_ps(ot + 16 * d, _mm512_mul_ps(_mm512_load_ps(ot + 16 * d), alpha));
@@ -200,6 +213,10 @@ void chunk_amx_bf16(const AmxChunkArgs& a) {
         _tile_dpbf16ps(ECO_AT_O1, ECO_AT_V, ECO_AT_P);
         _tile_stored(ECO_AT_O0, ot + 256 * dn, 64);
         _tile_stored(ECO_AT_O1, ot + 256 * (dn + 1), 64);
+      }
+      if (more) {
+        _tile_stored(ECO_AT_S0, s + 512 * (cur ^ 1), 64);
+        _tile_stored(ECO_AT_S1, s + 512 * (cur ^ 1) + 256, 64);
       }
     }
     // o / l, back from lanes to rows 16 dimensions at a time (a 16 x 16 transpose).
