@@ -427,7 +427,8 @@ void BM_PrefillAttention(benchmark::State& state) {
   Cache& cache = cache_for(f16, kKvDim);  // only the first blocks are read
   const int64_t kv_dim = int64_t{shape.n_head_kv} * shape.head_dim;
   const int64_t q_dim = int64_t{shape.n_head} * shape.head_dim;
-  AttentionDims dims{shape.n_head, shape.n_head_kv, shape.head_dim, 1.0f / std::sqrt(static_cast<float>(shape.head_dim))};
+  AttentionDims dims{shape.n_head, shape.n_head_kv, shape.head_dim,
+                     1.0f / std::sqrt(static_cast<float>(shape.head_dim))};
   const bool amx = state.range(3) != 0;
   if (amx) {
     if (!amx_bf16_supported(detect_cpu_features())) {

@@ -118,7 +118,8 @@ void expect_within_bf16_bound(const Case& c, const Data& data, const std::vector
         s[j] = dot * scale;
         score_err = std::max(score_err, std::ldexp(mag * scale, -8));
         mx = std::max(mx, s[j]);
-        for (int i = 0; i < c.hd; ++i) vmax = std::max(vmax, std::fabs(static_cast<double>(data.vrow(j, kvh, c.hd)[i])));
+        const float* v = data.vrow(j, kvh, c.hd);
+        for (int i = 0; i < c.hd; ++i) vmax = std::max(vmax, std::fabs(static_cast<double>(v[i])));
       }
       for (int j = 0; j <= t; ++j) sum += (s[j] = std::exp(s[j] - mx));
       for (int j = 0; j <= t; ++j) {

@@ -62,7 +62,8 @@ void configure() {
 // 16 cache values at element `off` as float (fp16 widened exactly).
 inline __m512 load16(const void* base, bool f16, int64_t off) {
   if (f16) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(base) + off)));
+    const auto* h = static_cast<const uint16_t*>(base) + off;
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h)));
   }
   return _mm512_loadu_ps(static_cast<const float*>(base) + off);
 }
@@ -188,7 +189,8 @@ void chunk_amx_bf16(const AmxChunkArgs& a) {
       // The weights' sum in four chains (positions k % 4), added pairwise at the end.
       __m512 sum4[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
       for (int k = 0; k < 16; ++k) {
-        const __m512 e0 = _mm512_maskz_mov_ps(vis[2 * k], softmax_exp2_16(_mm512_sub_ps(_mm512_load_ps(sc + 32 * k), m)));
+        const __m512 e0 =
+            _mm512_maskz_mov_ps(vis[2 * k], softmax_exp2_16(_mm512_sub_ps(_mm512_load_ps(sc + 32 * k), m)));
         const __m512 e1 =
             _mm512_maskz_mov_ps(vis[2 * k + 1], softmax_exp2_16(_mm512_sub_ps(_mm512_load_ps(sc + 32 * k + 16), m)));
         const __m512i w = bf16x32(e0, e1);
@@ -199,7 +201,9 @@ void chunk_amx_bf16(const AmxChunkArgs& a) {
       const __m512 sum = _mm512_add_ps(_mm512_add_ps(sum4[0], sum4[1]), _mm512_add_ps(sum4[2], sum4[3]));
       l = _mm512_fmadd_ps(l, alpha, sum);
       if (_mm512_cmpneq_ps_mask(alpha, _mm512_set1_ps(1.0f)) != 0) {
-        for (int32_t d = 0; d < hd; ++d) _mm512_store_ps(ot + 16 * d, _mm512_mul_ps(_mm512_load_ps(ot + 16 * d), alpha));
+        for (int32_t d = 0; d < hd; ++d) {
+          _mm512_store_ps(ot + 16 * d, _mm512_mul_ps(_mm512_load_ps(ot + 16 * d), alpha));
+        }
       }
       // O^T += V^T P^T, 16 dimensions per tile, accumulated in the tile unit from memory.
       _tile_loadd(ECO_AT_P, pt, 64);
