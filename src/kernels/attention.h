@@ -107,7 +107,7 @@ struct AttentionDims {
   // layers: the query, K, V and the softmax weights rounded to bf16 (8 significant bits),
   // sums in float. A token's result depends on neither the chunk it is in nor the tokens
   // beside it (chunks of kAmxBf16MinTokens or more give the bits of the whole prompt), but
-  // it is not the float kernels'. The engine sets it from ModelRunner's amx_bf16.
+  // it is not the float kernels'. The engine sets it from EngineOptions::amx_bf16.
   bool amx_bf16 = false;
 };
 

@@ -116,8 +116,8 @@ void chunk_key_block_zmm(const ChunkBuffers& b, int32_t hd, int32_t m, int32_t k
 // attend_chunk on AMX-BF16 tiles (the avx512amx level, AttentionDims::amx_bf16, head_dim a
 // multiple of 32): one KV head's query rows (row = token * group + head) against positions
 // [0, start + n_q), each token at position start + its index seeing positions <= its own.
-// See attention_rows_avx512amx.cc. Every buffer 64-byte aligned, sizes from
-// amx_chunk_buffer_bytes.
+// See attention_rows_avx512amx.cc. Every buffer 64-byte aligned, of the sizes Buffers
+// gives (attend_chunk carves them from AttentionScratch::k).
 struct AmxChunkArgs {
   const float* q;            // token t's query heads at q + t * q_stride + head0 (+ h * hd for head h)
   int64_t q_stride;
