@@ -150,10 +150,12 @@ TEST_P(AmxBf16AttentionTest, WithinBf16BoundOfTheReference) {
 }
 
 // Chunks of 32+ tokens cut anywhere (query tiles of 16 rows cut in different places, steps
-// of 32 positions) give the whole prompt's bits.
+// of 32 positions) give the whole prompt's bits. Every case has 97+ tokens, so that each
+// chunk below has 32+ (a shorter one runs the float kernel).
 TEST_P(AmxBf16AttentionTest, ChunksOfThirtyTwoOrMoreGiveTheWholePromptsBits) {
   if (!amx_here()) GTEST_SKIP() << "this CPU has no AMX-BF16: attend_chunk's bf16 tiles do not run here";
   const Case c = GetParam();
+  ASSERT_GE(c.n_ctx, 97);
   const Data data = make_data(c, 9);
   const AttentionDims d = dims_of(c, true);
   const std::vector<float> whole = run(c, data, d, {c.n_ctx});
@@ -210,7 +212,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{8, 1, 64, 16, 203, false, 1.0f}, Case{4, 2, 64, 7, 150, true, 1.0f},
                       Case{32, 4, 64, 16, 170, false, 1.0f}, Case{16, 2, 128, 16, 181, true, 1.0f},
                       Case{3, 3, 128, 5, 97, false, 1.0f}, Case{8, 2, 64, 16, 160, false, 6.0f},
-                      Case{32, 8, 128, 16, 140, true, 3.0f}),
+                      Case{32, 8, 128, 16, 140, true, 3.0f}, Case{6, 2, 96, 16, 110, false, 1.0f},
+                      Case{4, 1, 256, 16, 100, true, 2.0f}),
     [](const ::testing::TestParamInfo<Case>& info) {
       const Case& c = info.param;
       return "heads" + std::to_string(c.n_head) + "_" + std::to_string(c.n_head_kv) + "_hd" + std::to_string(c.hd) +
