@@ -4,7 +4,8 @@
 // forbids weak symbols in those objects.
 #pragma once
 
-#if !defined(__AMX_TILE__) || !defined(__AVX512BF16__)
+// GCC names the AMX-TILE macro __AMX_TILE__, clang __AMXTILE__.
+#if !(defined(__AMX_TILE__) || defined(__AMXTILE__)) || !defined(__AVX512BF16__)
 #error "amx_tiles.h is built only into objects compiled with -mamx-tile and -mavx512bf16"
 #endif
 
