@@ -1,6 +1,7 @@
 // attend_chunk on AMX-BF16 tiles (AttentionDims::amx_bf16): the avx512amx level's prefill
 // attention. Built with the avx512vnni object's flags (AVX-512, AMX-TILE, AMX-BF16,
-// AVX-512 BF16; CMakeLists.txt); internal linkage apart from chunk_amx_bf16.
+// AVX-512 BF16; CMakeLists.txt); internal linkage apart from chunk_amx_bf16, and no call to an
+// inline function with external linkage (scripts/check_isa_objects.sh).
 //
 // Flash attention with the two products on tiles and the online softmax on vectors, the
 // query rows in lanes. A query tile is 16 rows (row = token * group + head, the chunk's rows
@@ -24,9 +25,7 @@
 // the weights carry bf16's 8 significant bits (attention_amx_bf16_test.cc checks the bound).
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cstdint>
-#include <limits>
 
 #include "kernels/amx_tiles.h"
 #include "kernels/attention_rows.h"
@@ -122,13 +121,13 @@ void chunk_amx_bf16(const AmxChunkArgs& a) {
   configure();
   const int64_t m_total = static_cast<int64_t>(a.n_q) * group;
   const __m512 vscale = _mm512_set1_ps(a.scale);
-  const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
   uint16_t* qt = a.buf.q;  // Q^T: [dc_n] B tiles (16 pairs of dimensions x 16 rows)
   uint16_t* pt = a.buf.p;  // P^T: one B tile (16 pairs of positions x 16 rows)
   float* ot = a.buf.o;     // O^T: [hd][16 rows]
   float* s = a.buf.s;      // S^T: [32 positions][16 rows]
   for (int64_t r0 = 0; r0 < m_total; r0 += 16) {
-    const int32_t rows = static_cast<int32_t>(std::min<int64_t>(16, m_total - r0));
+    const int32_t rows = static_cast<int32_t>(m_total - r0 < 16 ? m_total - r0 : 16);
     // The query rows times the score scale, transposed into B tiles; rows past the last
     // are zero and see what the last row sees.
     alignas(64) int32_t pos_of[16];
@@ -144,11 +143,13 @@ void chunk_amx_bf16(const AmxChunkArgs& a) {
       }
       bf16_store_transposed(r, qt + dc * kTileElems);
     }
-    for (int32_t i = 0; i < 16; ++i) pos_of[i] = a.start + static_cast<int32_t>((r0 + std::min(i, rows - 1)) / group);
+    for (int32_t i = 0; i < 16; ++i) {
+      pos_of[i] = a.start + static_cast<int32_t>((r0 + (i < rows ? i : rows - 1)) / group);
+    }
     const __m512i pos = _mm512_load_si512(pos_of);
     const int32_t first_pos = pos_of[0], last_pos = pos_of[15];
     __m512 m = neg_inf, l = _mm512_setzero_ps();
-    std::fill(ot, ot + 16 * static_cast<int64_t>(hd), 0.0f);
+    for (int32_t d = 0; d < hd; ++d) _mm512_store_ps(ot + 16 * d, _mm512_setzero_ps());
     // S^T of step ks into the score tiles (stored by the caller once it needs them).
     auto scores = [&](int32_t ks) {
       _tile_zero(ECO_AT_S0);
