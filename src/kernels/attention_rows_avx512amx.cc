@@ -125,7 +125,7 @@ void chunk_amx_bf16(const AmxChunkArgs& a) {
   uint16_t* qt = a.buf.q;  // Q^T: [dc_n] B tiles (16 pairs of dimensions x 16 rows)
   uint16_t* pt = a.buf.p;  // P^T: one B tile (16 pairs of positions x 16 rows)
   float* ot = a.buf.o;     // O^T: [hd][16 rows]
-  float* s = a.buf.s;      // S^T: [32 positions][16 rows]
+  float* s = a.buf.s;      // S^T of two steps: [2][32 positions][16 rows]
   for (int64_t r0 = 0; r0 < m_total; r0 += 16) {
     const int32_t rows = static_cast<int32_t>(m_total - r0 < 16 ? m_total - r0 : 16);
     // The query rows times the score scale, transposed into B tiles; rows past the last
@@ -187,7 +187,7 @@ void chunk_amx_bf16(const AmxChunkArgs& a) {
       const __m512 m_new = _mm512_max_ps(m, mx);
       const __m512 alpha = softmax_exp2_16(_mm512_sub_ps(m, m_new));
       m = m_new;
-      // The weights' sum in four chains (positions k % 4), added pairwise at the end.
+      // The weights' sum in four chains (pairs of positions k, k % 4), added pairwise at the end.
       __m512 sum4[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
       for (int k = 0; k < 16; ++k) {
         const __m512 e0 =
