@@ -199,7 +199,8 @@ void BM_DecodeAttention(benchmark::State& state) {
   const int32_t n_seqs = std::max<int32_t>(1, static_cast<int32_t>(cache.blocks.size()) / blocks_per_seq);
   const int32_t kHead = shape.n_head, kHeadKv = shape.n_head_kv, kHeadDim = shape.head_dim;
   const int64_t kv_dim = int64_t{kHeadKv} * kHeadDim;
-  const AttentionDims dims{kHead, kHeadKv, kHeadDim, 1.0f / std::sqrt(static_cast<float>(kHeadDim))};
+  AttentionDims dims{kHead, kHeadKv, kHeadDim, 1.0f / std::sqrt(static_cast<float>(kHeadDim))};
+  dims.fp16_math = default_attention_fp16_math();  // as the engine sets it (ECOSERVE_ATTENTION_FP16_MATH)
   const int32_t group = kHead / kHeadKv;
   std::vector<float> q(static_cast<size_t>(kHead) * kHeadDim), out(q.size());
   std::mt19937 rng(2);

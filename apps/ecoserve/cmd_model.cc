@@ -180,6 +180,7 @@ int run_info(const InfoArgs& a) {
                       {"attention_f32_wide", kernels::default_attention_f32_wide()},
                       {"attention_row_prefetch", kernels::default_attention_row_prefetch()},
                       {"amx_bf16", kernels::default_amx_bf16() && kernels::amx_bf16_supported(cpu)},
+                      {"attention_fp16_math", kernels::default_attention_fp16_math() && cpu.avx512_fp16},
                       {"openblas_core", kernels::openblas_core()}};
     }
     if (a.all_metadata) {
@@ -259,6 +260,12 @@ int run_info(const InfoArgs& a) {
                      std::getenv("ECOSERVE_ATTENTION_ROW_PREFETCH") != nullptr ? "ECOSERVE_ATTENTION_ROW_PREFETCH"
                                                                                : "every CPU"));
     line("amx bf16", kernels::amx_bf16_summary(kernels::default_amx_bf16(), cpu));
+    line("attention fp16 math",
+         !cpu.avx512_fp16 ? std::string("not on this CPU (AVX512-FP16)")
+         : kernels::default_attention_fp16_math()
+             ? std::string("fp16 KV: the 512-bit decode kernel's value pass multiplies in half precision (unset or "
+                           "ECOSERVE_ATTENTION_FP16_MATH=1; =0: widened to float)")
+             : std::string("off (ECOSERVE_ATTENTION_FP16_MATH=0: fp16 KV widened to float)"));
     line("float matmul", kernels::float_matmul_kernels_summary(isa));
     line("openblas", fmt::format("{} kernels (prefill attention of head sizes not a multiple of 16)",
                                  kernels::openblas_core()));

@@ -25,6 +25,7 @@
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "engine/sampler.h"
+#include "kernels/attention.h"
 #include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
 #include "model/llama_model.h"
@@ -58,6 +59,9 @@ struct EngineOptions {
   // Default: ECOSERVE_AMX_BF16 (unset: on; false where a caller needs every batch to give
   // the bits of batch 1).
   bool amx_bf16 = kernels::default_amx_bf16();
+  // kernels::AttentionDims::fp16_math: decode attention of an fp16 cache multiplies V in half
+  // precision where the CPU has AVX512-FP16. Default: ECOSERVE_ATTENTION_FP16_MATH (unset: on).
+  bool attention_fp16_math = kernels::default_attention_fp16_math();
 };
 
 // Header of an exported sequence's KV (little-endian, fixed layout).

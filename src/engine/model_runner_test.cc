@@ -718,5 +718,62 @@ TEST(ModelRunnerRealModel, AmxBf16AttentionPromptsAreChunkInvariant) {
   expect_bf16_prompts_chunk_invariant(*model);
 }
 
+// An fp16 cache with head size 64 and GQA group 2: decode steps run the value pass in half
+// precision where the CPU has AVX512-FP16 (EngineOptions::attention_fp16_math), within 2% of
+// the float pass's logits with the same top token; without AVX512-FP16 the option changes
+// no bit.
+TEST(ModelRunnerRealModel, HalfPrecisionDecodeAttentionCloseToFloat) {
+  const kernels::CpuFeatures cpu = kernels::detect_cpu_features();
+  if (!kernels::isa_supported(kernels::Isa::kAvx512VnniZmm, cpu)) {
+    GTEST_SKIP() << "no avx512vnni-zmm level on this CPU: no 512-bit decode kernel";
+  }
+  const auto vocab = testing::tiny_vocab_path();
+  if (!vocab) GTEST_SKIP() << missing_data_message("vocab/ggml-vocab-llama-spm.gguf");
+  TinyLlamaSpec spec;
+  spec.n_embd = 256;
+  spec.n_head = 4;
+  spec.n_head_kv = 2;
+  spec.n_ff = 256;
+  auto model = build_tiny_llama(spec, *vocab);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  ASSERT_EQ((*model)->config().head_dim, 64);
+  auto make = [&](bool half) {
+    EngineOptions opt;
+    opt.num_threads = 2;
+    opt.num_kv_blocks = 16;
+    opt.kv_cache_type = KvCacheType::kF16;
+    opt.isa = kernels::Isa::kAvx512VnniZmm;
+    opt.attention_fp16_math = half;
+    auto r = ModelRunner::create(*model, opt);
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    return r.ok() ? std::move(*r) : nullptr;
+  };
+  auto plain = make(false), half = make(true);
+  ASSERT_TRUE(plain && half);
+  const int32_t n_vocab = (*model)->config().n_vocab;
+  const auto prompt = random_tokens(100, n_vocab, 37), next = random_tokens(6, n_vocab, 38);
+  const auto table = range_ids(0, 8);
+  run_one(*plain, make_step(1, 0, prompt, table));
+  run_one(*half, make_step(1, 0, prompt, table));
+  const auto top = [](const std::vector<float>& l) { return std::max_element(l.begin(), l.end()) - l.begin(); };
+  double worst = 0.0;
+  for (size_t i = 0; i < next.size(); ++i) {
+    const int32_t pos = static_cast<int32_t>(prompt.size() + i);
+    const std::vector<float> a = run_one(*plain, make_step(1, pos, {next[i]}, table)).seqs.at(0).logits;
+    const std::vector<float> b = run_one(*half, make_step(1, pos, {next[i]}, table)).seqs.at(0).logits;
+    ASSERT_EQ(b.size(), static_cast<size_t>(n_vocab));
+    const double d = rel_diff(b, a);
+    EXPECT_LT(d, 0.02) << "decode step " << i;
+    EXPECT_EQ(top(b), top(a)) << "decode step " << i;
+    worst = std::max(worst, d);
+  }
+  if (cpu.avx512_fp16) {
+    EXPECT_GT(worst, 0.0) << "the half-precision value pass ran";
+    std::printf("half-precision value pass against the float one: relative difference %.2e of the logits\n", worst);
+  } else {
+    EXPECT_EQ(worst, 0.0) << "no AVX512-FP16: the option changes nothing";
+  }
+}
+
 }  // namespace
 }  // namespace ecoserve::engine

@@ -255,8 +255,14 @@ TileFn pick_tile_fn(int32_t hd) {
 // (fp16; f32 for groups of 8, whose score pass has the heads in lanes, and for other
 // groups where f32_wide), else null. What attend_range runs and what
 // decode_attention_vector_bits reports.
-RowsFn wide_rows_fn(Isa isa, int32_t hd, int32_t g, bool f16, bool f32_wide, bool row_prefetch = true) {
+// fp16_math: fp16 caches on the build whose value pass multiplies in half precision, where
+// the CPU has AVX512-FP16 (decode_attention_fp16_math).
+RowsFn wide_rows_fn(Isa isa, int32_t hd, int32_t g, bool f16, bool f32_wide, bool row_prefetch = true,
+                    bool fp16_math = false) {
   if (isa < Isa::kAvx512VnniZmm || !(f16 || f32_wide || detail::zmm_query_lanes(g) != 0)) return nullptr;
+  if (decode_attention_fp16_math(fp16_math, isa, f16)) {
+    return detail::isa_avx512fp16::pick_rows_fn_zmm(hd, g, f16, row_prefetch);
+  }
   return detail::isa_avx512::pick_rows_fn_zmm(hd, g, f16, row_prefetch);
 }
 
@@ -287,7 +293,8 @@ void interleave_query(const float* q, int32_t heads, int32_t g, int32_t hd, floa
 // kPrefetchAhead int64s.
 void attend_range(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t begin, int32_t end,
                   const PagedKvView& kv, int32_t hd, float scale, OnlineState st, float* p, float* buf,
-                  int64_t* rows, Isa isa, bool f32_wide, bool row_prefetch, const DecodeStream& stream = {}) {
+                  int64_t* rows, const AttentionDims& d, const DecodeStream& stream = {}) {
+  const Isa isa = d.isa;
   const int32_t heads = g * (kv1 - kv0);
   // The kernels take the query times the score scale, as attend_chunk's do: decode and
   // prefill round the same products, so their scores differ only in the order of the sums.
@@ -299,7 +306,7 @@ void attend_range(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t b
   std::fill(st.o, st.o + static_cast<int64_t>(heads) * hd, 0.0f);
   const TileFn fn = hd % 8 != 0 ? nullptr : kv.f16 ? pick_tile_fn<true>(hd) : pick_tile_fn<false>(hd);
   if (begin < end) tile_offsets(kv, begin, end - begin, 0, hd, rows);
-  RowsFn rf = wide_rows_fn(isa, hd, g, kv.f16, f32_wide, row_prefetch);
+  RowsFn rf = wide_rows_fn(isa, hd, g, kv.f16, d.f32_wide, d.row_prefetch, d.fp16_math);
   if (rf && detail::zmm_query_lanes(g) != 0) {
     interleave_query(q, heads, g, hd, buf);  // buf's first heads * hd floats: tile_step_generic's, unused here
     q = buf;
@@ -359,7 +366,7 @@ inline size_t p_floats(int32_t heads) {
 
 // attend_range over [0, n_ctx), normalised into out[heads * hd].
 void attend_heads(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t n_ctx, const PagedKvView& kv,
-                  int32_t hd, float scale, Isa isa, bool f32_wide, bool row_prefetch, float* out,
+                  int32_t hd, float scale, const AttentionDims& d, float* out,
                   AttentionScratch& scratch, const DecodeStream& stream = {}) {
   const int32_t heads = g * (kv1 - kv0);
   const size_t o_size = static_cast<size_t>(heads) * hd;
@@ -368,8 +375,7 @@ void attend_heads(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t n
   const OnlineState st{base, base + heads, base + 2 * heads};
   float* p = base + 2 * heads + o_size;
   scratch.rows.resize(static_cast<size_t>(n_ctx) + kPrefetchAhead);
-  attend_range(q, g, kv0, kv1, 0, n_ctx, kv, hd, scale, st, p, p + p_floats(heads), scratch.rows.data(), isa,
-               f32_wide, row_prefetch, stream);
+  attend_range(q, g, kv0, kv1, 0, n_ctx, kv, hd, scale, st, p, p + p_floats(heads), scratch.rows.data(), d, stream);
   for (int32_t h = 0; h < heads; ++h) {
     scale_inplace(st.o + static_cast<int64_t>(h) * hd, 1.0f / st.l[h], hd);
     std::memcpy(out + static_cast<int64_t>(h) * hd, st.o + static_cast<int64_t>(h) * hd, hd * sizeof(float));
@@ -380,14 +386,13 @@ void attend_heads(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t n
 
 void attend_one(const float* q, int32_t kv_head, int32_t n_ctx, const PagedKvView& kv, const AttentionDims& d,
                 float* out, AttentionScratch& scratch) {
-  attend_heads(q, 1, kv_head, kv_head + 1, n_ctx, kv, d.head_dim, score_scale(d), d.isa, d.f32_wide,
-               d.row_prefetch, out, scratch);
+  attend_heads(q, 1, kv_head, kv_head + 1, n_ctx, kv, d.head_dim, score_scale(d), d, out, scratch);
 }
 
 void attend_group(const float* q, int32_t kv_head, int32_t n_ctx, const PagedKvView& kv, const AttentionDims& d,
                   float* out, AttentionScratch& scratch) {
-  attend_heads(q, d.n_head / d.n_head_kv, kv_head, kv_head + 1, n_ctx, kv, d.head_dim, score_scale(d), d.isa,
-               d.f32_wide, d.row_prefetch, out, scratch);
+  attend_heads(q, d.n_head / d.n_head_kv, kv_head, kv_head + 1, n_ctx, kv, d.head_dim, score_scale(d), d, out,
+               scratch);
 }
 
 bool attention_f32_wide_for(const CpuFeatures& cpu) { return cpu.vendor == "GenuineIntel"; }
@@ -426,6 +431,21 @@ int32_t prefill_attention_vector_bits(Isa isa, int32_t head_dim) {
   return isa >= Isa::kAvx512VnniZmm && head_dim % 16 == 0 ? 512 : 256;
 }
 
+bool decode_attention_fp16_math(bool fp16_math, Isa isa, bool f16) {
+  static const bool kCpu = detect_cpu_features().avx512_fp16;
+  return fp16_math && f16 && kCpu && isa >= Isa::kAvx512VnniZmm;
+}
+
+StatusOr<bool> attention_fp16_math_from_env() { return switch_from_env("ECOSERVE_ATTENTION_FP16_MATH", true); }
+
+bool default_attention_fp16_math() {
+  static const bool kOn = [] {
+    StatusOr<bool> on = attention_fp16_math_from_env();
+    return !on.ok() || *on;
+  }();
+  return kOn;
+}
+
 bool prefill_attention_amx_bf16(bool amx_bf16, Isa isa, int32_t head_dim, int32_t n_q) {
   static const bool kCpu = amx_bf16_supported(detect_cpu_features());
   return amx_bf16 && kCpu && isa == Isa::kAvx512Amx && head_dim % 32 == 0 && n_q >= kAmxBf16MinTokens;
@@ -433,16 +453,15 @@ bool prefill_attention_amx_bf16(bool amx_bf16, Isa isa, int32_t head_dim, int32_
 
 void attend_token(const float* q, int32_t n_ctx, const PagedKvView& kv, const AttentionDims& d, float* out,
                   AttentionScratch& scratch, const DecodeStream& stream) {
-  attend_heads(q, d.n_head / d.n_head_kv, 0, d.n_head_kv, n_ctx, kv, d.head_dim, score_scale(d), d.isa, d.f32_wide,
-               d.row_prefetch, out, scratch, stream);
+  attend_heads(q, d.n_head / d.n_head_kv, 0, d.n_head_kv, n_ctx, kv, d.head_dim, score_scale(d), d, out, scratch,
+               stream);
 }
 
 void attend_kv_heads(const float* q, int32_t kv_begin, int32_t kv_end, int32_t n_ctx, const PagedKvView& kv,
                      const AttentionDims& d, float* out, AttentionScratch& scratch) {
   const int32_t g = d.n_head / d.n_head_kv;
   const int64_t first = static_cast<int64_t>(kv_begin) * g * d.head_dim;
-  attend_heads(q + first, g, kv_begin, kv_end, n_ctx, kv, d.head_dim, score_scale(d), d.isa, d.f32_wide,
-               d.row_prefetch, out + first, scratch);
+  attend_heads(q + first, g, kv_begin, kv_end, n_ctx, kv, d.head_dim, score_scale(d), d, out + first, scratch);
 }
 
 void attend_partial(const float* q, int32_t begin, int32_t end, const PagedKvView& kv, const AttentionDims& d,
@@ -455,8 +474,7 @@ void attend_partial(const float* q, int32_t begin, int32_t end, const PagedKvVie
   scratch.rows.resize(static_cast<size_t>(std::max(0, end - begin)) + kPrefetchAhead);
   attend_range(q, d.n_head / d.n_head_kv, 0, d.n_head_kv, begin, end, kv, hd, score_scale(d),
                OnlineState{part.max.data(), part.sum.data(), part.acc.data()}, scratch.scores.data(),
-               scratch.scores.data() + p_floats(d.n_head), scratch.rows.data(), d.isa, d.f32_wide,
-               d.row_prefetch);
+               scratch.scores.data() + p_floats(d.n_head), scratch.rows.data(), d);
 }
 
 void merge_partials(std::span<const AttentionPartial> parts, int32_t n_head, int32_t head_dim, float* out) {

@@ -80,6 +80,13 @@ StatusOr<bool> attention_row_prefetch_from_env();
 // attention_row_prefetch_from_env(), or the CPU's default when it fails; once per process.
 bool default_attention_row_prefetch();
 
+// The default of AttentionDims::fp16_math where the engine sets it: environment variable
+// ECOSERVE_ATTENTION_FP16_MATH (0 or 1; unset: 1, used only where the CPU has AVX512-FP16);
+// another value is an INVALID_ARGUMENT error naming the variable.
+StatusOr<bool> attention_fp16_math_from_env();
+// attention_fp16_math_from_env(), or true when it fails; once per process.
+bool default_attention_fp16_math();
+
 struct AttentionDims {
   int32_t n_head = 0;
   int32_t n_head_kv = 0;
@@ -109,6 +116,14 @@ struct AttentionDims {
   // beside it (chunks of kAmxBf16MinTokens or more give the bits of the whole prompt), but
   // it is not the float kernels'. The engine sets it from EngineOptions::amx_bf16.
   bool amx_bf16 = false;
+  // Decode (attend_token, attend_kv_heads, attend_partial, attend_group) of fp16 caches on the
+  // 512-bit kernel where the CPU has AVX512-FP16 (decode_attention_fp16_math): the value pass
+  // multiplies V as the cache holds it, in half precision (weights and products rounded to
+  // fp16, a tile's positions summed in fp16, within about 9 * 2^-11 of sum p |v|; see
+  // attention_rows_fp16_impl.h), not widening it to float. A token's result does not depend
+  // on the batch or the thread count, but it is not the float value pass's. The engine sets
+  // it from EngineOptions::attention_fp16_math.
+  bool fp16_math = false;
 };
 
 struct AttentionScratch {
@@ -167,6 +182,11 @@ int32_t prefill_attention_vector_bits(Isa isa, int32_t head_dim);
 // head_dim a multiple of 32 and n_q >= kAmxBf16MinTokens (kernels/matmul.h). `profile
 // engine --roofline` counts such prompts' attention against the bf16 tiles' peak.
 bool prefill_attention_amx_bf16(bool amx_bf16, Isa isa, int32_t head_dim, int32_t n_q);
+
+// Whether the decode kernel runs the half-precision value pass (AttentionDims::fp16_math):
+// fp16_math set, an fp16 cache, the avx512vnni-zmm level or above on a CPU with AVX512-FP16,
+// and a shape the 512-bit kernel takes (decode_attention_vector_bits 512).
+bool decode_attention_fp16_math(bool fp16_math, Isa isa, bool f16);
 
 // All n_head query heads of one token (q and out: [n_head][head_dim] rows) against
 // positions [0, n_ctx), n_ctx >= 1: attend_group for every KV head, in one pass over the

@@ -76,6 +76,12 @@ RowsFn pick_rows_fn(int32_t hd, int32_t g, bool f16);
 // software prefetch order (AttentionDims::row_prefetch; the same bits either way).
 RowsFn pick_rows_fn_zmm(int32_t hd, int32_t g, bool f16, bool row_prefetch);
 }
+namespace isa_avx512fp16 {
+// pick_rows_fn_zmm built with AVX512-FP16 (the CPU must have it): for fp16 caches the value
+// pass multiplies V as it lies, in half precision (attention_rows_fp16_impl.h states the
+// rounding); the score pass and f32 caches as isa_avx512's.
+RowsFn pick_rows_fn_zmm(int32_t hd, int32_t g, bool f16, bool row_prefetch);
+}
 
 // attend_chunk's fused kernel (head_dim a multiple of 16): flash attention of a tile of
 // query rows over key blocks of kKeyBlock positions.

@@ -1,6 +1,8 @@
 // rows_step and chunk_key_block, compiled once per ISA level (see attention_rows.h). Included by
 // attention_rows_<isa>.cc after defining ECO_ATTN_NS (the namespace) and ECO_ATTN_WIDE
-// (1 where 32 vector registers are available). Everything here has internal linkage
+// (1 where 32 vector registers are available); ECO_ATTN_FP16_MATH (attention_rows_avx512fp16.cc)
+// builds only the 512-bit decode kernel, with fp16 caches' value pass in half precision
+// (attention_rows_fp16_impl.h). Everything here has internal linkage
 // and calls no inline function with external linkage, so no copy compiled with
 // AVX-512 flags can be merged into code every CPU runs
 // (scripts/check_isa_objects.sh checks the objects).
@@ -9,12 +11,19 @@
 #ifndef ECO_ATTN_NS
 #error "define ECO_ATTN_NS before including attention_rows_impl.h"
 #endif
+#ifndef ECO_ATTN_FP16_MATH
+#define ECO_ATTN_FP16_MATH 0
+#endif
+#if ECO_ATTN_FP16_MATH && !ECO_ATTN_WIDE
+#error "ECO_ATTN_FP16_MATH needs ECO_ATTN_WIDE"
+#endif
 
 #include <immintrin.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/attention_rows.h"
 #include "kernels/ops.h"
@@ -600,6 +609,10 @@ inline void values_pass(int32_t kv0, int32_t kv1, const int64_t* off, int32_t n,
   }
 }
 
+#if ECO_ATTN_FP16_MATH
+#include "kernels/attention_rows_fp16_impl.h"
+#endif
+
 // The position-major kernel: the H = G * (kv1 - kv0) query heads (G in {1, 2, 4, 8},
 // any H: a last partial vector of heads is masked; head_dim = 8 * NV) over the n <=
 // L::kTile positions whose head-0 row offsets are off[0..n), folded into st;
@@ -700,6 +713,12 @@ void rows_tile(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
   } else {
     tile_softmax<kHd>(H, Hp, n, pbuf, st);
   }
+#if ECO_ATTN_FP16_MATH
+  if constexpr (kF16 && L::W == 16) {
+    values_pass_ph<L, NV, G>(kv0, kv1, off, n, n_ahead, kv, Hp, pbuf, st.o);
+    return;
+  }
+#endif
   values_pass<L, NV, kF16, G, L::template kValueRegs<G>>(kv0, kv1, off, n, n_ahead, kv, Hp, pbuf, st.o);
 }
 
@@ -913,6 +932,7 @@ RowsFn pick_rows_fn_g(int32_t g) {
 
 }  // namespace
 
+#if !ECO_ATTN_FP16_MATH
 void chunk_key_block(const ChunkBuffers& b, int32_t hd, int32_t m, int32_t kb, int32_t ncols, int32_t first_pos,
                      int32_t group) {
   chunk_block<Lanes8>(b, hd, m, kb, ncols, first_pos, group);
@@ -932,6 +952,7 @@ RowsFn pick_rows_fn(int32_t hd, int32_t g, bool f16) {
     default: return nullptr;
   }
 }
+#endif  // !ECO_ATTN_FP16_MATH
 
 #if ECO_ATTN_WIDE
 RowsFn pick_rows_fn_zmm(int32_t hd, int32_t g, bool f16, bool row_prefetch) {

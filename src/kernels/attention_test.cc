@@ -207,7 +207,8 @@ struct TestCache {
   std::vector<uint16_t> k16, v16;
   std::vector<std::vector<std::vector<float>>> K, V;  // [kvh][pos][i], as the kernels read them
 
-  TestCache(int n_ctx, int n_head_kv_, int hd_, int block_, bool f16_, uint32_t seed)
+  // v_scale: V's values are N(0, v_scale) (clamped to +-65000, within fp16's range).
+  TestCache(int n_ctx, int n_head_kv_, int hd_, int block_, bool f16_, uint32_t seed, float v_scale = 1.0f)
       : n_head_kv(n_head_kv_), hd(hd_), block(block_), f16(f16_), K(n_head_kv_), V(n_head_kv_) {
     const int kv_dim = n_head_kv * hd, n_blocks = (n_ctx + block - 1) / block;
     for (int b = 0; b < n_blocks; ++b) table.push_back(BlockId(2 * (n_blocks - 1 - b) + 1));
@@ -225,7 +226,7 @@ struct TestCache {
         for (int i = 0; i < hd; ++i) {
           const size_t e = slot + h * hd + i;
           kr[i] = nd(rng);
-          vr[i] = nd(rng);
+          vr[i] = std::clamp(nd(rng) * v_scale, -65000.0f, 65000.0f);
           if (f16) {
             k16[e] = fp32_to_fp16(kr[i]);
             v16[e] = fp32_to_fp16(vr[i]);
@@ -559,6 +560,88 @@ TEST_P(DecodeTest, PartialsMergeToTheWholeContext) {
   for (int i = 0; i < 4; ++i) attend_partial(q.data(), cuts[i], cuts[i + 1], kv, dims, parts[i], scratch);
   merge_partials(parts, c.n_head, c.hd, merged.data());
   for (size_t i = 0; i < whole.size(); ++i) ASSERT_NEAR(merged[i], whole[i], kDecodeTol) << "i=" << i;
+}
+
+// sum_j w_j |v_j[i]| for one query (w: the exact softmax weights): the scale of the
+// half-precision value pass's rounding (AttentionDims::fp16_math).
+std::vector<double> weighted_abs(const float* q, const std::vector<std::vector<float>>& k,
+                                 const std::vector<std::vector<float>>& v, int n, int hd, float scale) {
+  std::vector<std::vector<float>> av(v);
+  for (auto& row : av) {
+    for (float& x : row) x = std::abs(x);
+  }
+  return reference(q, k, av, n, hd, scale);
+}
+
+// With fp16_math, fp16 caches on the 512-bit kernel (where the CPU has AVX512-FP16) are
+// within the value pass's bound of the double reference: weights and products rounded to
+// fp16, tiles summed in two chains of up to 8 (attention_rows_fp16_impl.h: 9 * 2^-11 of
+// sum w |v|, plus 2^-22 per position for products below fp16's normal range; the worst
+// measured 2.5 * 2^-11); V of s.d. 1, and of s.d. 16000 (values near fp16's largest: the chains must not
+// overflow). Every other case (f32 caches, other shapes, no AVX512-FP16) gives the float
+// value pass's bits exactly.
+TEST_P(DecodeTest, HalfPrecisionValuePassWithinItsBound) {
+  const DecodeCase c = GetParam();
+  const int g = c.n_head / c.n_head_kv;
+  const bool applies = decode_attention_fp16_math(true, Isa::kAvx512VnniZmm, c.f16) &&
+                       decode_attention_vector_bits(Isa::kAvx512VnniZmm, c.hd, g, c.f16, true) == 512;
+  const std::vector<float> q = random_query(c, 61);
+  AttentionScratch scratch;
+  for (float v_scale : {1.0f, 16000.0f}) {
+    for (int n_ctx : {1, 7, 40, 700}) {
+      const TestCache cache(n_ctx, c.n_head_kv, c.hd, 16, c.f16, 29 + n_ctx, v_scale);
+      AttentionDims d = dims_of(c);
+      d.isa = Isa::kAvx512VnniZmm;
+      if (!isa_supported(d.isa, detect_cpu_features())) GTEST_SKIP() << "no avx512vnni-zmm level on this CPU";
+      std::vector<float> plain(q.size()), half(q.size());
+      attend_token(q.data(), n_ctx, cache.view(), d, plain.data(), scratch);
+      d.fp16_math = true;
+      attend_token(q.data(), n_ctx, cache.view(), d, half.data(), scratch);
+      if (!applies) {
+        ASSERT_EQ(half, plain) << "n_ctx " << n_ctx;
+        continue;
+      }
+      bool differs = false;
+      for (int h = 0; h < c.n_head; ++h) {
+        const float* qh = q.data() + static_cast<size_t>(h) * c.hd;
+        const int kvh = h / g;
+        const std::vector<double> ref = reference(qh, cache.K[kvh], cache.V[kvh], n_ctx, c.hd, d.scale);
+        const std::vector<double> mag = weighted_abs(qh, cache.K[kvh], cache.V[kvh], n_ctx, c.hd, d.scale);
+        for (int i = 0; i < c.hd; ++i) {
+          const size_t e = static_cast<size_t>(h) * c.hd + i;
+          const double bound = 9 * std::ldexp(mag[i], -11) + n_ctx * std::ldexp(1.0, -22) + kDecodeTol * mag[i];
+          ASSERT_LE(std::abs(half[e] - ref[i]), bound)
+              << "v_scale " << v_scale << " n_ctx " << n_ctx << " h " << h << " i " << i;
+          differs = differs || half[e] != plain[e];
+        }
+      }
+      if (n_ctx == 700) EXPECT_TRUE(differs) << "v_scale " << v_scale << ": the half-precision pass did not run";
+    }
+  }
+}
+
+// The gate: fp16 caches, the avx512vnni-zmm level or above, a CPU with AVX512-FP16; and
+// ECOSERVE_ATTENTION_FP16_MATH (unset: on; 0 or 1, anything else an error).
+TEST(DecodeAttentionFp16MathTest, GateAndEnvironment) {
+  const bool cpu = detect_cpu_features().avx512_fp16;
+  EXPECT_EQ(decode_attention_fp16_math(true, Isa::kAvx512VnniZmm, true), cpu);
+  EXPECT_EQ(decode_attention_fp16_math(true, Isa::kAvx512Amx, true), cpu);
+  EXPECT_FALSE(decode_attention_fp16_math(false, Isa::kAvx512VnniZmm, true));
+  EXPECT_FALSE(decode_attention_fp16_math(true, Isa::kAvx512VnniZmm, false)) << "f32 cache";
+  EXPECT_FALSE(decode_attention_fp16_math(true, Isa::kAvx512Vnni, true)) << "256-bit level";
+  EXPECT_FALSE(AttentionDims{}.fp16_math) << "callers opt in (the engine from its options)";
+  ASSERT_EQ(unsetenv("ECOSERVE_ATTENTION_FP16_MATH"), 0);
+  EXPECT_TRUE(*attention_fp16_math_from_env());
+  for (auto [text, on] : {std::pair{"0", false}, {"1", true}}) {
+    ASSERT_EQ(setenv("ECOSERVE_ATTENTION_FP16_MATH", text, 1), 0);
+    EXPECT_EQ(*attention_fp16_math_from_env(), on) << text;
+  }
+  ASSERT_EQ(setenv("ECOSERVE_ATTENTION_FP16_MATH", "half", 1), 0);
+  const StatusOr<bool> bad = attention_fp16_math_from_env();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(), "ECOSERVE_ATTENTION_FP16_MATH: 'half' is not 0 or 1");
+  ASSERT_EQ(unsetenv("ECOSERVE_ATTENTION_FP16_MATH"), 0);
 }
 
 // GQA group sizes 1, 2, 4 and 8 (the position-major kernel's; 3: the per-KV-head one),

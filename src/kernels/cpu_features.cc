@@ -63,6 +63,7 @@ std::string CpuFeatures::flags() const {
   add(avx512dq, "avx512dq");
   add(avx512_vnni, "avx512_vnni");
   add(avx512_bf16, "avx512_bf16");
+  add(avx512_fp16, "avx512_fp16");
   add(avx_vnni, "avx_vnni");
   add(amx_tile, "amx_tile");
   add(amx_int8, "amx_int8");
@@ -90,6 +91,7 @@ CpuFeatures detect_cpu_features() {
   f.avx512vl = os_avx512 && bit(l7.b, 31);
   f.avx512_vnni = os_avx512 && bit(l7.c, 11);
   f.avx512_bf16 = os_avx512 && bit(l71.a, 5);
+  f.avx512_fp16 = os_avx512 && bit(l7.d, 23);
   f.avx_vnni = os_avx && bit(l71.a, 4);
   f.amx_bf16 = os_amx && bit(l7.d, 22);
   f.amx_tile = os_amx && bit(l7.d, 24);
