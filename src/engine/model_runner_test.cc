@@ -699,6 +699,16 @@ TEST(ModelRunnerRealModel, AmxBf16FloatWeightPromptsAreChunkInvariant) {
   expect_bf16_prompts_chunk_invariant(*model);
 }
 
+// A tiny model with head size 64 (4 query heads, 2 KV heads, n_embd 256).
+TinyLlamaSpec head_dim_64_spec() {
+  TinyLlamaSpec spec;
+  spec.n_embd = 256;
+  spec.n_head = 4;
+  spec.n_head_kv = 2;
+  spec.n_ff = 256;
+  return spec;
+}
+
 // Head size 64 (a multiple of 32): the prompt's attention takes the bf16 tiles too
 // (kernels::AttentionDims::amx_bf16), chunks of 64 + 32 as the whole prompt.
 TEST(ModelRunnerRealModel, AmxBf16AttentionPromptsAreChunkInvariant) {
@@ -707,12 +717,7 @@ TEST(ModelRunnerRealModel, AmxBf16AttentionPromptsAreChunkInvariant) {
   }
   const auto vocab = testing::tiny_vocab_path();
   if (!vocab) GTEST_SKIP() << missing_data_message("vocab/ggml-vocab-llama-spm.gguf");
-  TinyLlamaSpec spec;
-  spec.n_embd = 256;
-  spec.n_head = 4;
-  spec.n_head_kv = 2;
-  spec.n_ff = 256;
-  auto model = build_tiny_llama(spec, *vocab);
+  auto model = build_tiny_llama(head_dim_64_spec(), *vocab);
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   ASSERT_EQ((*model)->config().head_dim, 64);
   expect_bf16_prompts_chunk_invariant(*model);
@@ -729,12 +734,7 @@ TEST(ModelRunnerRealModel, HalfPrecisionDecodeAttentionCloseToFloat) {
   }
   const auto vocab = testing::tiny_vocab_path();
   if (!vocab) GTEST_SKIP() << missing_data_message("vocab/ggml-vocab-llama-spm.gguf");
-  TinyLlamaSpec spec;
-  spec.n_embd = 256;
-  spec.n_head = 4;
-  spec.n_head_kv = 2;
-  spec.n_ff = 256;
-  auto model = build_tiny_llama(spec, *vocab);
+  auto model = build_tiny_llama(head_dim_64_spec(), *vocab);
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   ASSERT_EQ((*model)->config().head_dim, 64);
   auto make = [&](bool half) {

@@ -60,7 +60,8 @@ inline void values_pass_ph(int32_t kv0, int32_t kv1, const int64_t* off, int32_t
     if constexpr (!kRowOrder) {
       vahead[j] = j + kPrefetchAhead >= n_ahead
                       ? nullptr
-                      : static_cast<const char*>(kv.v) + (off[j + kPrefetchAhead] + static_cast<int64_t>(kv0) * kHd) * 2;
+                      : static_cast<const char*>(kv.v) +
+                            (off[j + kPrefetchAhead] + static_cast<int64_t>(kv0) * kHd) * 2;
     }
   }
   RowPrefetch pf(kv.v, off, kRowOrder ? n : 0, n_ahead, kv0, kv1, kHd, 2);  // idle unless kRowOrder
