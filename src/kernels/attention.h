@@ -120,9 +120,8 @@ struct AttentionDims {
   // 512-bit kernel where the CPU has AVX512-FP16 (decode_attention_fp16_math): the value pass
   // multiplies V as the cache holds it, in half precision (weights and products rounded to
   // fp16, a tile's positions summed in fp16, within about 9 * 2^-11 of sum p |v|; see
-  // attention_rows_fp16_impl.h), not widening it to float. A token's result does not depend
-  // on the batch or the thread count, but it is not the float value pass's. The engine sets
-  // it from EngineOptions::attention_fp16_math.
+  // attention_rows_fp16_impl.h), not widening it to float: not the float value pass's bits.
+  // The engine sets it from EngineOptions::attention_fp16_math.
   bool fp16_math = false;
 };
 
@@ -184,8 +183,9 @@ int32_t prefill_attention_vector_bits(Isa isa, int32_t head_dim);
 bool prefill_attention_amx_bf16(bool amx_bf16, Isa isa, int32_t head_dim, int32_t n_q);
 
 // Whether the decode kernel runs the half-precision value pass (AttentionDims::fp16_math):
-// fp16_math set, an fp16 cache, the avx512vnni-zmm level or above on a CPU with AVX512-FP16,
-// and a shape the 512-bit kernel takes (decode_attention_vector_bits 512).
+// fp16_math set, an fp16 cache, the avx512vnni-zmm level or above on a CPU with AVX512-FP16;
+// it then runs for the shapes the 512-bit kernel takes (decode_attention_vector_bits 512),
+// which this does not check.
 bool decode_attention_fp16_math(bool fp16_math, Isa isa, bool f16);
 
 // All n_head query heads of one token (q and out: [n_head][head_dim] rows) against
