@@ -58,15 +58,7 @@ inline void values_pass_ph(int32_t kv0, int32_t kv1, const int64_t* off, int32_t
   const auto* pw = reinterpret_cast<const int32_t*>(pbuf);
   const char* vrow[L::kTile];    // each position's V row of KV head kv0
   const char* vahead[L::kTile];  // its row kPrefetchAhead positions on, or null (!kRowOrder)
-  for (int32_t j = 0; j < n; ++j) {
-    vrow[j] = static_cast<const char*>(kv.v) + (off[j] + static_cast<int64_t>(kv0) * kHd) * 2;
-    if constexpr (!kRowOrder) {
-      vahead[j] = j + kPrefetchAhead >= n_ahead
-                      ? nullptr
-                      : static_cast<const char*>(kv.v) +
-                            (off[j + kPrefetchAhead] + static_cast<int64_t>(kv0) * kHd) * 2;
-    }
-  }
+  value_rows<kRowOrder>(kv, off, n, n_ahead, kv0, kHd, 2, vrow, vahead);
   RowPrefetch pf(kv.v, off, kRowOrder ? n : 0, n_ahead, kv0, kv1, kHd, 2);  // idle unless kRowOrder
   for (int32_t kvh = kv0; kvh < kv1; ++kvh) {
     const int32_t hb = (kvh - kv0) * G;

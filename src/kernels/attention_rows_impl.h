@@ -537,6 +537,22 @@ inline void score_tiles(int32_t kv0, int32_t kv1, const int64_t* off, int32_t n,
   for (; j < n; ++j) group.template operator()<1>(j);
 }
 
+// The value passes' row pointers: vrow[j] = position j's V row of KV head kv0 (j < n) and,
+// unless kRowOrder (RowPrefetch does the prefetch), vahead[j] = the row kPrefetchAhead
+// positions on, or null past n_ahead. kHd elements of `elem` bytes per head.
+template <bool kRowOrder>
+inline void value_rows(const PagedKvView& kv, const int64_t* off, int32_t n, int32_t n_ahead, int32_t kv0, int kHd,
+                       int elem, const char** vrow, const char** vahead) {
+  const char* base = static_cast<const char*>(kv.v);
+  const int64_t first = static_cast<int64_t>(kv0) * kHd;
+  for (int32_t j = 0; j < n; ++j) {
+    vrow[j] = base + (off[j] + first) * elem;
+    if constexpr (!kRowOrder) {
+      vahead[j] = j + kPrefetchAhead >= n_ahead ? nullptr : base + (off[j + kPrefetchAhead] + first) * elem;
+    }
+  }
+}
+
 // The value pass of a tile: o[h] += sum_j p[j][h] V_j[kv head of h] (p = pbuf[j * Hp +
 // h]). For each KV head and each CH registers of head_dim (L::W floats each), the G
 // heads' sums over the tile's positions stay in registers (each column one chain of
@@ -553,15 +569,7 @@ inline void values_pass(int32_t kv0, int32_t kv1, const int64_t* off, int32_t n,
   static_assert(kHd % (W * CH) == 0);
   const char* vrow[L::kTile];    // each position's V row of KV head kv0
   const char* vahead[L::kTile];  // its row kPrefetchAhead positions on, or null (!kRowOrder)
-  for (int32_t j = 0; j < n; ++j) {
-    vrow[j] = static_cast<const char*>(kv.v) + (off[j] + static_cast<int64_t>(kv0) * kHd) * kElem;
-    if constexpr (!kRowOrder) {
-      vahead[j] = j + kPrefetchAhead >= n_ahead
-                      ? nullptr
-                      : static_cast<const char*>(kv.v) +
-                            (off[j + kPrefetchAhead] + static_cast<int64_t>(kv0) * kHd) * kElem;
-    }
-  }
+  value_rows<kRowOrder>(kv, off, n, n_ahead, kv0, kHd, kElem, vrow, vahead);
   RowPrefetch pf(kv.v, off, kRowOrder ? n : 0, n_ahead, kv0, kv1, kHd, kElem);  // idle unless kRowOrder
   for (int32_t kvh = kv0; kvh < kv1; ++kvh) {
     const int32_t hb = (kvh - kv0) * G;
