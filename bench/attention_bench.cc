@@ -144,6 +144,12 @@ double amx_bf16_gmacs() {
   return g;
 }
 
+// One core's vdpbf16ps (zmm) peak, measured once.
+double avx512_bf16_gmacs() {
+  static const double g = measure_avx512_bf16_gmacs(0.3);
+  return g;
+}
+
 // This machine's read bandwidth with the pool's threads (kernels::measure_read_gbps),
 // measured next to each run of a benchmark case: before it (for a case's later runs
 // and repetitions, the probe that ended its run before) and after it, so that a
@@ -420,7 +426,8 @@ BENCHMARK(BM_KvRead)
 // of one sequence, every KV head (attend_chunk per KV head, as the engine's prefill
 // units). Counters: GMACs = the causal multiply-adds (q.k and p.v, token i sees i + 1
 // positions) per second in units of 1e9; pct_of_peak = GMACs / one core's float32 FMA peak
-// on the registers the kernel uses (prefill_attention_vector_bits), or its bf16 tile peak.
+// on the registers the kernel uses (prefill_attention_vector_bits), or the bf16 peak of the
+// tiles or vectors.
 void BM_PrefillAttention(benchmark::State& state) {
   const int32_t n_q = static_cast<int32_t>(state.range(0));
   const bool f16 = state.range(1) != 0;
@@ -430,14 +437,24 @@ void BM_PrefillAttention(benchmark::State& state) {
   const int64_t q_dim = int64_t{shape.n_head} * shape.head_dim;
   AttentionDims dims{shape.n_head, shape.n_head_kv, shape.head_dim,
                      1.0f / std::sqrt(static_cast<float>(shape.head_dim))};
-  const bool amx = state.range(3) != 0;
-  if (amx) {
-    if (!amx_bf16_supported(detect_cpu_features())) {
+  const int64_t bf16 = state.range(3);  // 0 float, 1 AMX tiles, 2 AVX512-BF16 vectors
+  const CpuFeatures cpu = detect_cpu_features();
+  if (bf16 == 1) {
+    if (!amx_bf16_supported(cpu)) {
       state.SkipWithError("no AMX-BF16 on this CPU: attend_chunk's bf16 tiles do not run here");
       return;
     }
     dims.amx_bf16 = true;
     dims.isa = Isa::kAvx512Amx;
+  } else if (bf16 == 2) {
+    if (!cpu.avx512_bf16 || !isa_supported(Isa::kAvx512VnniZmm, cpu)) {
+      state.SkipWithError("no AVX512-BF16 at the avx512vnni-zmm level: attend_chunk's bf16 vectors do not run here");
+      return;
+    }
+    dims.bf16_vectors = true;
+    dims.isa = Isa::kAvx512VnniZmm;
+  } else {
+    dims.bf16_vectors = false;
   }
   std::vector<float> q(static_cast<size_t>(n_q) * q_dim), out(q.size());
   std::mt19937 rng(3);
@@ -456,17 +473,21 @@ void BM_PrefillAttention(benchmark::State& state) {
   const double macs = 2.0 * shape.n_head * shape.head_dim * (static_cast<double>(n_q) * (n_q + 1) / 2);
   state.counters["GMACs"] =
       benchmark::Counter(macs * 1e-9 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
-  const double peak = amx ? amx_bf16_gmacs() : fma_gmacs(prefill_attention_vector_bits(dims.isa, shape.head_dim));
+  const double peak = bf16 == 1   ? amx_bf16_gmacs()
+                      : bf16 == 2 ? avx512_bf16_gmacs()
+                                  : fma_gmacs(prefill_attention_vector_bits(dims.isa, shape.head_dim));
   state.counters["pct_of_peak"] =
       benchmark::Counter(macs * 100.0 / (peak * 1e9) * static_cast<double>(state.iterations()),
                          benchmark::Counter::kIsRate);
 }
 
-// amx 1: AttentionDims::amx_bf16 (the avx512amx level's bf16 tiles; pct_of_peak then counts
-// the tiles' bf16 peak, kernels::measure_amx_bf16_gmacs, not the float FMAs').
+// bf16 1: AttentionDims::amx_bf16 (the avx512amx level's bf16 tiles; pct_of_peak then counts
+// the tiles' bf16 peak, kernels::measure_amx_bf16_gmacs, not the float FMAs'); 2:
+// AttentionDims::bf16_vectors (AVX512-BF16 at the avx512vnni-zmm level; the vdpbf16ps peak,
+// kernels::measure_avx512_bf16_gmacs); 0: the float kernel.
 BENCHMARK(BM_PrefillAttention)
-    ->ArgNames({"n_q", "f16", "shape", "amx"})
-    ->ArgsProduct({{512, 2048, 4096}, {0, 1}, {0, 1, 2}, {0, 1}})
+    ->ArgNames({"n_q", "f16", "shape", "bf16"})
+    ->ArgsProduct({{512, 2048, 4096}, {0, 1}, {0, 1, 2}, {0, 1, 2}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

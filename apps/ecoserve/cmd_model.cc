@@ -181,6 +181,8 @@ int run_info(const InfoArgs& a) {
                       {"attention_row_prefetch", kernels::default_attention_row_prefetch()},
                       {"amx_bf16", kernels::default_amx_bf16() && kernels::amx_bf16_supported(cpu)},
                       {"attention_fp16_math", kernels::default_attention_fp16_math() && cpu.avx512_fp16},
+                      {"attention_bf16_vectors", kernels::default_attention_bf16() && cpu.avx512_bf16 &&
+                                                     kernels::default_isa() == kernels::Isa::kAvx512VnniZmm},
                       {"openblas_core", kernels::openblas_core()}};
     }
     if (a.all_metadata) {
@@ -266,6 +268,15 @@ int run_info(const InfoArgs& a) {
              ? std::string("fp16 KV: the 512-bit decode kernel's value pass multiplies in half precision (unset or "
                            "ECOSERVE_ATTENTION_FP16_MATH=1; =0: widened to float)")
              : std::string("off (ECOSERVE_ATTENTION_FP16_MATH=0: fp16 KV widened to float)"));
+    line("attention bf16",
+         !cpu.avx512_bf16                            ? std::string("not on this CPU (AVX512-BF16)")
+         : isa == kernels::Isa::kAvx512Amx           ? std::string("on AMX tiles where amx bf16 is on (above)")
+         : isa != kernels::Isa::kAvx512VnniZmm       ? std::string("not at this level (avx512vnni-zmm only)")
+         : kernels::default_attention_bf16()
+             ? std::string("prompt chunks of 32+ tokens, head sizes a multiple of 32: on vdpbf16ps vectors, the "
+                           "query, K, V and weights in bf16 (unset or ECOSERVE_ATTENTION_BF16=1; =0: the float "
+                           "kernel)")
+             : std::string("off (ECOSERVE_ATTENTION_BF16=0: prompts' attention on the float kernel)"));
     line("float matmul", kernels::float_matmul_kernels_summary(isa));
     line("openblas", fmt::format("{} kernels (prefill attention of head sizes not a multiple of 16)",
                                  kernels::openblas_core()));

@@ -85,13 +85,15 @@ ModelCost model_cost(const model::LlamaModel& m, engine::KvCacheType kv_type) {
 // avx512amx: AMX tiles where its kernels run them, repacked Q8_0 or Q4_K weights and 16+
 // tokens, else the level's zmm vpdpbusd), or float FMAs on 256- or 512-bit registers; with
 // the bf16 tiles (ECOSERVE_AMX_BF16, on by default), bf16 tiles from kAmxBf16MinTokens
-// tokens for the weights they take (amx_bf16_takes: those two, and F32, F16, BF16, Q6_K).
-enum class Peak { kInt8, kAmx, kAmxBf16, kFma256, kFma512 };
+// tokens for the weights they take (amx_bf16_takes: those two, and F32, F16, BF16, Q6_K);
+// vdpbf16ps on zmm for a prompt's attention on AVX512-BF16 vectors (ECOSERVE_ATTENTION_BF16).
+enum class Peak { kInt8, kAmx, kAmxBf16, kBf16Dot, kFma256, kFma512 };
 const char* peak_name(Peak p) {
   switch (p) {
     case Peak::kInt8: return "int8";
     case Peak::kAmx: return "amx";
     case Peak::kAmxBf16: return "amx-bf16";
+    case Peak::kBf16Dot: return "bf16-dot";
     case Peak::kFma512: return "fma512";
     case Peak::kFma256: return "fma256";
   }
@@ -193,13 +195,17 @@ int run_profile(const ProfileArgs& a) {
   const int64_t bf16_from = bf16_on && kernels::amx_bf16_takes(wq0) ? kernels::kAmxBf16MinTokens : 0;
   // Whether the prompt's attention runs on bf16 tiles (AttentionDims::amx_bf16).
   const bool attn_bf16 = kernels::prefill_attention_amx_bf16(bf16_on, a.isa, c.head_dim, a.prompt_len);
-  double fma_gmacs = 0, fma512_gmacs = 0, int8_gmacs = 0, amx_gmacs = 0, bf16_gmacs = 0;
+  // Or on AVX512-BF16 vectors (AttentionDims::bf16_vectors).
+  const bool attn_bf16_vec =
+      kernels::prefill_attention_bf16_vectors(kernels::default_attention_bf16(), a.isa, c.head_dim, a.prompt_len);
+  double fma_gmacs = 0, fma512_gmacs = 0, int8_gmacs = 0, amx_gmacs = 0, bf16_gmacs = 0, bf16_dot_gmacs = 0;
   if (a.roofline) {
     fma_gmacs = kernels::measure_f32_fma_gmacs(0.5);
     fma512_gmacs = cpu.avx512f ? kernels::measure_f32_fma_gmacs(0.5, 512) : fma_gmacs;
     int8_gmacs = kernels::measure_int8_dot_gmacs(amx ? kernels::Isa::kAvx512VnniZmm : a.isa, 0.5);
     if (amx) amx_gmacs = kernels::measure_int8_dot_gmacs(kernels::Isa::kAvx512Amx, 0.5);
     if (bf16_from > 0 || attn_bf16) bf16_gmacs = kernels::measure_amx_bf16_gmacs(0.5);
+    if (attn_bf16_vec) bf16_dot_gmacs = kernels::measure_avx512_bf16_gmacs(0.5);
   }
   const bool attn512 = kernels::decode_attention_vector_bits(a.isa, c.head_dim, c.n_head / std::max(1, c.n_head_kv),
                                                              kv_type == engine::KvCacheType::kF16,
@@ -215,6 +221,7 @@ int run_profile(const ProfileArgs& a) {
       case Peak::kInt8: return th * int8_gmacs;
       case Peak::kAmx: return th * amx_gmacs;
       case Peak::kAmxBf16: return th * bf16_gmacs;
+      case Peak::kBf16Dot: return th * bf16_dot_gmacs;
       case Peak::kFma512: return th * fma512_gmacs;
       case Peak::kFma256: break;
     }
@@ -227,7 +234,10 @@ int run_profile(const ProfileArgs& a) {
   };
   const Peak decode_attn_peak = attn512 ? Peak::kFma512 : Peak::kFma256;
   const bool prefill_attn512 = kernels::prefill_attention_vector_bits(a.isa, c.head_dim) == 512;
-  const Peak prefill_attn_peak = attn_bf16 ? Peak::kAmxBf16 : prefill_attn512 ? Peak::kFma512 : Peak::kFma256;
+  const Peak prefill_attn_peak = attn_bf16       ? Peak::kAmxBf16
+                                 : attn_bf16_vec ? Peak::kBf16Dot
+                                 : prefill_attn512 ? Peak::kFma512
+                                                   : Peak::kFma256;
   if (!a.json) {
     std::printf("model: %s (%s, %.1fM params, %s)\n", a.model.c_str(), c.arch.c_str(), c.num_params / 1e6,
                 std::string(kernels::type_name((*model)->layers()[0].wq.type)).c_str());
@@ -267,9 +277,18 @@ int run_profile(const ProfileArgs& a) {
       } else {
         std::printf(", %.1f G int8-dot MAC/s (%s)\n", int8_gmacs, std::string(kernels::isa_int8_dot(a.isa)).c_str());
       }
+      if (attn_bf16_vec) {
+        std::printf("bf16 vectors (ECOSERVE_ATTENTION_BF16): %.1f G bf16 MAC/s (vdpbf16ps, zmm), counted for the "
+                    "prompt's attention\n",
+                    bf16_dot_gmacs);
+      }
       const int64_t n_prompt = a.prompt_len;
       std::printf("float FMAs counted at: %s-bit for decode attention, %s for prefill attention, ",
-                  attn512 ? "512" : "256", attn_bf16 ? "bf16 tiles" : prefill_attn512 ? "512-bit" : "256-bit");
+                  attn512 ? "512" : "256",
+                  attn_bf16       ? "bf16 tiles"
+                  : attn_bf16_vec ? "bf16 vectors"
+                  : prefill_attn512 ? "512-bit"
+                                    : "256-bit");
       if (bf16_from > 0) {
         std::printf("256-bit for the rest (linear layers of %lld+ tokens: the bf16 tiles)",
                     static_cast<long long>(bf16_from));

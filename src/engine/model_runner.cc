@@ -361,6 +361,7 @@ StatusOr<StepOutput> ModelRunner::execute(const StepPlan& plan) {
     kernels::AttentionDims dims{c.n_head, c.n_head_kv, static_cast<int32_t>(hd), scale, options_.isa};
     dims.amx_bf16 = options_.amx_bf16;
     dims.fp16_math = options_.attention_fp16_math;
+    dims.bf16_vectors = options_.attention_bf16;
     std::atomic<size_t> next_unit{0};
     const size_t n_units = m.attn_units.size();
     const size_t tail = 2 * static_cast<size_t>(pool.num_threads());

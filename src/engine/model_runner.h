@@ -62,6 +62,11 @@ struct EngineOptions {
   // kernels::AttentionDims::fp16_math: decode attention of an fp16 cache multiplies V in half
   // precision where the CPU has AVX512-FP16. Default: ECOSERVE_ATTENTION_FP16_MATH (unset: on).
   bool attention_fp16_math = kernels::default_attention_fp16_math();
+  // kernels::AttentionDims::bf16_vectors: prompt chunks of 32+ tokens through attention on
+  // AVX512-BF16 vectors at the avx512vnni-zmm level (faster prompts; the query, K, V and the
+  // softmax weights rounded to bf16, as amx_bf16's tiles do). Default: ECOSERVE_ATTENTION_BF16
+  // (unset: on).
+  bool attention_bf16 = kernels::default_attention_bf16();
 };
 
 // Header of an exported sequence's KV (little-endian, fixed layout).

@@ -106,8 +106,9 @@ class ModelRunnerTest : public ::testing::Test {
     opt.kv_cache_type = kv_type;
     opt.num_threads = 2;
     // These tests check that every batching gives the bits of batch 1: the int8 and float
-    // levels' guarantee, not the bf16 tiles' (tested apart, AmxBf16* below).
+    // levels' guarantee, not the bf16 tiles' or vectors' (tested apart, AmxBf16* below).
     opt.amx_bf16 = false;
+    opt.attention_bf16 = false;
     opt.block_size = block_size;
     opt.num_kv_blocks = num_blocks;
     opt.max_context = max_context;
@@ -642,13 +643,17 @@ TEST(ModelRunnerRealModel, TinyStoriesGreedyMatchesGolden) {
 // With EngineOptions::amx_bf16 (on a CPU with AMX-BF16) a model's prompts run on bf16
 // tiles: a 96-token prompt's logits are those of its chunks of 32+ tokens (64 + 32), close
 // to the level's own kernels' (int8 tiles, or float FMAs for float weights; same top token).
-void expect_bf16_prompts_chunk_invariant(const std::shared_ptr<const model::LlamaModel>& model) {
+// vectors: EngineOptions::attention_bf16 at the avx512vnni-zmm level instead (the prompt's
+// attention on AVX512-BF16 vectors, the linear layers on the level's own kernels): the
+// chunks then give the whole prompt's bits exactly.
+void expect_bf16_prompts_chunk_invariant(const std::shared_ptr<const model::LlamaModel>& model, bool vectors = false) {
   auto make = [&](bool bf16) {
     EngineOptions opt;
     opt.num_threads = 2;
     opt.num_kv_blocks = 16;
-    opt.isa = kernels::Isa::kAvx512Amx;
-    opt.amx_bf16 = bf16;
+    opt.isa = vectors ? kernels::Isa::kAvx512VnniZmm : kernels::Isa::kAvx512Amx;
+    opt.amx_bf16 = bf16 && !vectors;
+    opt.attention_bf16 = bf16 && vectors;
     auto r = ModelRunner::create(model, opt);
     EXPECT_TRUE(r.ok()) << r.status().to_string();
     return r.ok() ? std::move(*r) : nullptr;
@@ -664,13 +669,18 @@ void expect_bf16_prompts_chunk_invariant(const std::shared_ptr<const model::Llam
   const std::vector<float> c =
       run_one(*chunked, make_step(1, 64, {prompt.begin() + 64, prompt.end()}, table)).seqs.at(0).logits;
   ASSERT_EQ(b.size(), static_cast<size_t>(vocab));
-  EXPECT_LT(rel_diff(c, b), 1e-5) << "chunks of 64 + 32 against the whole prompt";
+  if (vectors) {
+    EXPECT_EQ(c, b) << "chunks of 64 + 32 against the whole prompt";
+  } else {
+    EXPECT_LT(rel_diff(c, b), 1e-5) << "chunks of 64 + 32 against the whole prompt";
+  }
   const double d = rel_diff(b, a);
-  EXPECT_GT(d, 0.0) << "the bf16 tiles ran";
-  EXPECT_LT(d, 0.05) << "bf16 tiles against the level's own kernels";
+  EXPECT_GT(d, 0.0) << "the bf16 path ran";
+  EXPECT_LT(d, 0.05) << "bf16 against the level's own kernels";
   const auto top = [](const std::vector<float>& l) { return std::max_element(l.begin(), l.end()) - l.begin(); };
   EXPECT_EQ(top(b), top(a));
-  std::printf("bf16 tiles against the level's own kernels: relative difference %.2e of the logits\n", d);
+  std::printf("bf16 %s against the level's own kernels: relative difference %.2e of the logits\n",
+              vectors ? "vectors" : "tiles", d);
 }
 
 TEST(ModelRunnerRealModel, AmxBf16PromptsAreChunkInvariantAndCloseToInt8) {
@@ -700,6 +710,23 @@ TEST(ModelRunnerRealModel, AmxBf16FloatWeightPromptsAreChunkInvariant) {
 }
 
 // A tiny model with head size 64 (4 query heads, 2 KV heads, n_embd 256).
+TinyLlamaSpec head_dim_64_spec();
+
+// The prompt's attention on AVX512-BF16 vectors (EngineOptions::attention_bf16), head size
+// 64: chunks of 64 + 32 give the whole prompt's bits, close to the float kernel's.
+TEST(ModelRunnerRealModel, Bf16VectorAttentionPromptsAreChunkInvariant) {
+  const kernels::CpuFeatures cpu = kernels::detect_cpu_features();
+  if (!cpu.avx512_bf16 || !kernels::isa_supported(kernels::Isa::kAvx512VnniZmm, cpu)) {
+    GTEST_SKIP() << "this CPU has no AVX512-BF16 at the avx512vnni-zmm level: no bf16 vectors to run";
+  }
+  const auto vocab = testing::tiny_vocab_path();
+  if (!vocab) GTEST_SKIP() << missing_data_message("vocab/ggml-vocab-llama-spm.gguf");
+  auto model = build_tiny_llama(head_dim_64_spec(), *vocab);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  ASSERT_EQ((*model)->config().head_dim, 64);
+  expect_bf16_prompts_chunk_invariant(*model, /*vectors=*/true);
+}
+
 TinyLlamaSpec head_dim_64_spec() {
   TinyLlamaSpec spec;
   spec.n_embd = 256;

@@ -451,6 +451,21 @@ bool prefill_attention_amx_bf16(bool amx_bf16, Isa isa, int32_t head_dim, int32_
   return amx_bf16 && kCpu && isa == Isa::kAvx512Amx && head_dim % 32 == 0 && n_q >= kAmxBf16MinTokens;
 }
 
+bool prefill_attention_bf16_vectors(bool bf16_vectors, Isa isa, int32_t head_dim, int32_t n_q) {
+  static const bool kCpu = detect_cpu_features().avx512_bf16;
+  return bf16_vectors && kCpu && isa == Isa::kAvx512VnniZmm && head_dim % 32 == 0 && n_q >= kAmxBf16MinTokens;
+}
+
+StatusOr<bool> attention_bf16_from_env() { return switch_from_env("ECOSERVE_ATTENTION_BF16", true); }
+
+bool default_attention_bf16() {
+  static const bool kOn = [] {
+    StatusOr<bool> on = attention_bf16_from_env();
+    return !on.ok() || *on;
+  }();
+  return kOn;
+}
+
 void attend_token(const float* q, int32_t n_ctx, const PagedKvView& kv, const AttentionDims& d, float* out,
                   AttentionScratch& scratch, const DecodeStream& stream) {
   attend_heads(q, d.n_head / d.n_head_kv, 0, d.n_head_kv, n_ctx, kv, d.head_dim, score_scale(d), d, out, scratch,
@@ -504,7 +519,8 @@ void attend_chunk(const float* q, int64_t q_stride, int32_t n_q, int32_t start, 
   // rows (row = token * group + head; a token's heads are adjacent in q and out).
   const int32_t tile = std::max<int32_t>(1, kQueryRows / group);
   const int64_t head0 = static_cast<int64_t>(kv_head) * group * hd;  // this KV head's first query head
-  if (prefill_attention_amx_bf16(d.amx_bf16, d.isa, hd, n_q)) {
+  const bool amx = prefill_attention_amx_bf16(d.amx_bf16, d.isa, hd, n_q);
+  if (amx || prefill_attention_bf16_vectors(d.bf16_vectors, d.isa, hd, n_q)) {
     const int64_t n_pad = (static_cast<int64_t>(n_ctx) + 31) / 32 * 32;
     // Buffers carved from scratch.k, each rounded up to 64 bytes (16 floats).
     auto floats = [](int64_t n) { return (n + 15) / 16 * 16; };
@@ -514,7 +530,7 @@ void attend_chunk(const float* q, int64_t q_stride, int32_t n_q, int32_t start, 
     float* base = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch.k.data()) + 63) / 64 * 64);
     scratch.rows.resize(static_cast<size_t>(n_ctx));
     for (int32_t j = 0; j < n_ctx; ++j) scratch.rows[j] = offset_of(kv, j, kv_head, hd);
-    detail::AmxChunkArgs a{};
+    detail::Bf16ChunkArgs a{};
     a.q = q, a.q_stride = q_stride, a.n_q = n_q, a.start = start, a.head0 = head0;
     a.k = kv.k, a.v = kv.v, a.f16 = kv.f16, a.off = scratch.rows.data();
     a.hd = hd, a.group = group, a.scale = score_scale(d), a.out = out, a.out_stride = out_stride;
@@ -530,7 +546,11 @@ void attend_chunk(const float* q, int64_t q_stride, int32_t n_q, int32_t start, 
     a.buf.p = reinterpret_cast<uint16_t*>(take(p_floats16));
     a.buf.o = take(16 * hd);
     a.buf.s = take(2 * 16 * 32);
-    detail::isa_avx512amx::chunk_amx_bf16(a);
+    if (amx) {
+      detail::isa_avx512amx::chunk_bf16(a);
+    } else {
+      detail::isa_avx512bf16::chunk_bf16(a);
+    }
     return;
   }
   if (hd % 16 == 0) {

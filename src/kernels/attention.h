@@ -87,6 +87,13 @@ StatusOr<bool> attention_fp16_math_from_env();
 // attention_fp16_math_from_env(), or true when it fails; once per process.
 bool default_attention_fp16_math();
 
+// The default of AttentionDims::bf16_vectors where the engine sets it: environment variable
+// ECOSERVE_ATTENTION_BF16 (0 or 1; unset: 1, used only where prefill_attention_bf16_vectors
+// allows it); another value is an INVALID_ARGUMENT error naming the variable.
+StatusOr<bool> attention_bf16_from_env();
+// attention_bf16_from_env(), or true when it fails; once per process.
+bool default_attention_bf16();
+
 struct AttentionDims {
   int32_t n_head = 0;
   int32_t n_head_kv = 0;
@@ -116,6 +123,14 @@ struct AttentionDims {
   // beside it (chunks of kAmxBf16MinTokens or more give the bits of the whole prompt), but
   // it is not the float kernels'. The engine sets it from EngineOptions::amx_bf16.
   bool amx_bf16 = false;
+  // Prefill (attend_chunk) of kAmxBf16MinTokens or more tokens on AVX512-BF16 vectors
+  // (vdpbf16ps: 32 multiply-adds per instruction, a 512-bit FMA's 16) where isa is
+  // avx512vnni-zmm on a CPU with AVX512-BF16 and head_dim is a multiple of 32
+  // (prefill_attention_bf16_vectors; at avx512amx, amx_bf16 decides): amx_bf16's rounding
+  // (the query, K, V and the weights in bf16, sums in float) and its independence of the
+  // chunk, each sum in its own order (not the tiles' bits). The engine sets it from
+  // EngineOptions::attention_bf16.
+  bool bf16_vectors = false;
   // Decode (attend_token, attend_kv_heads, attend_partial, attend_group) of fp16 caches on the
   // 512-bit kernel where the CPU has AVX512-FP16 (decode_attention_fp16_math): the value pass
   // multiplies V as the cache holds it, in half precision (weights and products rounded to
@@ -181,6 +196,12 @@ int32_t prefill_attention_vector_bits(Isa isa, int32_t head_dim);
 // head_dim a multiple of 32 and n_q >= kAmxBf16MinTokens (kernels/matmul.h). `profile
 // engine --roofline` counts such prompts' attention against the bf16 tiles' peak.
 bool prefill_attention_amx_bf16(bool amx_bf16, Isa isa, int32_t head_dim, int32_t n_q);
+
+// Whether attend_chunk runs a chunk of n_q tokens on AVX512-BF16 vectors: bf16_vectors set
+// (AttentionDims::bf16_vectors), the avx512vnni-zmm level on a CPU with AVX512-BF16, head_dim a
+// multiple of 32 and n_q >= kAmxBf16MinTokens. `profile engine --roofline` counts such
+// prompts' attention against the vdpbf16ps peak (measure_avx512_bf16_gmacs).
+bool prefill_attention_bf16_vectors(bool bf16_vectors, Isa isa, int32_t head_dim, int32_t n_q);
 
 // Whether the decode kernel runs the half-precision value pass (AttentionDims::fp16_math):
 // fp16_math set, an fp16 cache, the avx512vnni-zmm level or above on a CPU with AVX512-FP16;

@@ -119,12 +119,13 @@ void chunk_key_block_zmm(const ChunkBuffers& b, int32_t hd, int32_t m, int32_t k
                          int32_t group);
 }
 
-// attend_chunk on AMX-BF16 tiles (the avx512amx level, AttentionDims::amx_bf16, head_dim a
-// multiple of 32): one KV head's query rows (row = token * group + head) against positions
-// [0, start + n_q), each token at position start + its index seeing positions <= its own.
-// See attention_rows_avx512amx.cc. Every buffer 64-byte aligned, of the sizes Buffers
+// attend_chunk in bf16 (attention_bf16_impl.h): on AMX-BF16 tiles (the avx512amx level,
+// AttentionDims::amx_bf16) or AVX512-BF16 vectors (the avx512vnni-zmm level,
+// AttentionDims::bf16_vectors), head_dim a multiple of 32: one KV head's query rows (row =
+// token * group + head) against positions [0, start + n_q), each token at position start +
+// its index seeing positions <= its own. Every buffer 64-byte aligned, of the sizes Buffers
 // gives (attend_chunk carves them from AttentionScratch::k).
-struct AmxChunkArgs {
+struct Bf16ChunkArgs {
   const float* q;            // token t's query heads at q + t * q_stride + head0 (+ h * hd for head h)
   int64_t q_stride;
   int32_t n_q, start;
@@ -138,16 +139,19 @@ struct AmxChunkArgs {
   float* out;                // written like q (out_stride, head0)
   int64_t out_stride;
   struct Buffers {
-    uint16_t* k;             // K as A tiles: n_pad * hd bf16 (n_pad: start + n_q rounded up to 32)
-    uint16_t* v;             // V^T as A tiles: n_pad * hd bf16
-    uint16_t* q;             // a query tile's Q^T (B tiles): 16 * hd bf16
-    uint16_t* p;             // a step's P^T (a B tile): 16 * 32 bf16
+    uint16_t* k;             // K in bf16: n_pad * hd (n_pad: start + n_q rounded up to 32)
+    uint16_t* v;             // V^T in bf16: n_pad * hd
+    uint16_t* q;             // a query tile's Q^T: 16 * hd bf16
+    uint16_t* p;             // a step's P^T: 16 * 32 bf16
     float* o;                // a query tile's O^T: hd * 16
     float* s;                // two steps' S^T: 2 * 32 * 16
   } buf;
 };
 namespace isa_avx512amx {
-void chunk_amx_bf16(const AmxChunkArgs& a);
+void chunk_bf16(const Bf16ChunkArgs& a);  // the products on AMX tiles (the CPU must have AMX-BF16)
+}
+namespace isa_avx512bf16 {
+void chunk_bf16(const Bf16ChunkArgs& a);  // on vectors (the CPU must have AVX512-BF16)
 }
 
 }  // namespace ecoserve::kernels::detail

@@ -615,7 +615,9 @@ TEST_P(DecodeTest, HalfPrecisionValuePassWithinItsBound) {
           differs = differs || half[e] != plain[e];
         }
       }
-      if (n_ctx == 700) EXPECT_TRUE(differs) << "v_scale " << v_scale << ": the half-precision pass did not run";
+      if (n_ctx == 700) {
+        EXPECT_TRUE(differs) << "v_scale " << v_scale << ": the half-precision pass did not run";
+      }
     }
   }
 }

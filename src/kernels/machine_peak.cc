@@ -75,6 +75,32 @@ void fma_zmm_loop(std::int64_t n) {
       : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm14", "xmm15", "cc");
 }
 
+// Twelve chains of vdpbf16ps on zmm (AVX512-BF16): 12 x 32 multiply-adds per iteration
+// (twelve, not ten: Zen 5 issues two per cycle at about six cycles' latency). The operands
+// are pairs of bf16 1.0.
+void bf16_dot_zmm_loop(std::int64_t n) {
+  __asm__ volatile(
+      "vpxord %%zmm0, %%zmm0, %%zmm0\n\t"
+      "vmovdqa64 %%zmm0, %%zmm1\n\tvmovdqa64 %%zmm0, %%zmm2\n\tvmovdqa64 %%zmm0, %%zmm3\n\t"
+      "vmovdqa64 %%zmm0, %%zmm4\n\tvmovdqa64 %%zmm0, %%zmm5\n\tvmovdqa64 %%zmm0, %%zmm6\n\t"
+      "vmovdqa64 %%zmm0, %%zmm7\n\tvmovdqa64 %%zmm0, %%zmm8\n\tvmovdqa64 %%zmm0, %%zmm9\n\t"
+      "vmovdqa64 %%zmm0, %%zmm10\n\tvmovdqa64 %%zmm0, %%zmm11\n\t"
+      "movl $0x3f803f80, %%eax\n\tvpbroadcastd %%eax, %%zmm14\n\t"
+      "1:\n\t"
+      "vdpbf16ps %%zmm14, %%zmm14, %%zmm0\n\tvdpbf16ps %%zmm14, %%zmm14, %%zmm1\n\t"
+      "vdpbf16ps %%zmm14, %%zmm14, %%zmm2\n\tvdpbf16ps %%zmm14, %%zmm14, %%zmm3\n\t"
+      "vdpbf16ps %%zmm14, %%zmm14, %%zmm4\n\tvdpbf16ps %%zmm14, %%zmm14, %%zmm5\n\t"
+      "vdpbf16ps %%zmm14, %%zmm14, %%zmm6\n\tvdpbf16ps %%zmm14, %%zmm14, %%zmm7\n\t"
+      "vdpbf16ps %%zmm14, %%zmm14, %%zmm8\n\tvdpbf16ps %%zmm14, %%zmm14, %%zmm9\n\t"
+      "vdpbf16ps %%zmm14, %%zmm14, %%zmm10\n\tvdpbf16ps %%zmm14, %%zmm14, %%zmm11\n\t"
+      "dec %0\n\tjnz 1b\n\t"
+      "vzeroupper\n\t"
+      : "+r"(n)
+      :
+      : "eax", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
+        "xmm14", "cc");
+}
+
 // Five chains of vpmaddubsw + vpmaddwd + vpaddd into ymm0-4 (ymm5-9 temporaries).
 #define ECO_AVX2_DOT5                                                                                 \
   "vpmaddubsw %%ymm14, %%ymm14, %%ymm5\n\tvpmaddubsw %%ymm14, %%ymm14, %%ymm6\n\t"                     \
@@ -214,6 +240,8 @@ double measure_int8_dot_gmacs(Isa isa, double seconds) {
 }
 
 double measure_amx_bf16_gmacs(double seconds) { return best_rate(seconds, 6.0 * 8192.0, bf16_amx_loop) / 1e9; }
+
+double measure_avx512_bf16_gmacs(double seconds) { return best_rate(seconds, 12.0 * 32.0, bf16_dot_zmm_loop) / 1e9; }
 
 bool int8_512bit_full_rate() {
   static const bool kFull = [] {

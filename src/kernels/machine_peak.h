@@ -22,6 +22,10 @@
 //   tiles, TDPBF16PS on the tile shape of the avx512amx level's bf16 prompt kernel
 //   (KernelContext::amx_bf16: 16 tokens x 32 bf16 times 16 rows x 32 bf16 into 16 x
 //   16 floats, 8192 per instruction), 6 independent chains. Only on a CPU with AMX-BF16.
+// - measure_avx512_bf16_gmacs: one core's peak bf16 multiply-adds per second on
+//   AVX512-BF16 vectors, vdpbf16ps on zmm (32 per instruction), 12 independent chains: the
+//   avx512vnni-zmm level's bf16 prompt attention (AttentionDims::bf16_vectors). Only on a
+//   CPU with AVX512-BF16.
 // - measure_read_gbps: DRAM read bandwidth when every thread of `pool` sums
 //   its share of a `bytes` buffer (bigger than the caches): the best of reading
 //   it as 1, 2, 4 and 8 far-apart streams per thread.
@@ -41,6 +45,7 @@ namespace ecoserve::kernels {
 double measure_f32_fma_gmacs(double seconds, int vector_bits = 256);
 double measure_int8_dot_gmacs(Isa isa, double seconds);
 double measure_amx_bf16_gmacs(double seconds);
+double measure_avx512_bf16_gmacs(double seconds);
 double measure_read_gbps(ThreadPool& pool, std::size_t bytes);
 
 // Whether 512-bit vpdpbusd runs at (at least 1.5x, in practice 2x) the

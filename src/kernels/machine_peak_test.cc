@@ -1,6 +1,7 @@
 #include "kernels/machine_peak.h"
 
 #include "kernels/cpu_features.h"
+#include "kernels/matmul.h"
 
 #include <gtest/gtest.h>
 
@@ -17,6 +18,14 @@ TEST(MachinePeakTest, MeasurementsAreFiniteAndPositive) {
   if (detect_cpu_features().avx512f) {
     const double zmm = measure_f32_fma_gmacs(0.02, 512);
     EXPECT_TRUE(std::isfinite(zmm) && zmm > 0) << zmm;
+  }
+  if (detect_cpu_features().avx512_bf16) {
+    const double bf16 = measure_avx512_bf16_gmacs(0.02);
+    EXPECT_TRUE(std::isfinite(bf16) && bf16 > 0) << bf16;
+  }
+  if (amx_bf16_supported(detect_cpu_features())) {
+    const double amx = measure_amx_bf16_gmacs(0.02);
+    EXPECT_TRUE(std::isfinite(amx) && amx > 0) << amx;
   }
   for (Isa isa : supported_isas(detect_cpu_features())) {  // each path's loop runs on this CPU
     const double int8 = measure_int8_dot_gmacs(isa, 0.02);

@@ -135,6 +135,25 @@ static inline __m512 softmax_exp2_16(__m512 x) {
   const __m512i scaled = _mm512_add_epi32(_mm512_castps_si512(y), _mm512_slli_epi32(_mm512_castps_si512(t), 23));
   return _mm512_maskz_mov_ps(static_cast<__mmask16>(~underflow), _mm512_castsi512_ps(scaled));
 }
+
+// 2^x for softmax weights that are rounded to bf16 next (attention_bf16_impl.h): the range
+// reduction of softmax_exp2_16, then 2^f = 1 + f Q(f) with Q of degree 2 (minimax for the
+// relative error on |f| <= 1/2: 1.0e-4 in float, a twentieth of bf16's rounding, 2^-9),
+// three multiply-adds where softmax_exp2_16 takes six. 2^0 = 1 and 2^-1 = 0.5 exactly, 0
+// below kLo, valid for x <= 127.
+static inline __m512 bf16_weight_exp2_16(__m512 x) {
+  using C = SoftmaxExp2Constants;
+  const __m512 lo = _mm512_set1_ps(C::kLo);
+  const __mmask16 underflow = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+  const __m512 u = _mm512_max_ps(x, lo);
+  const __m512 t = _mm512_add_ps(u, _mm512_set1_ps(C::kRound));
+  const __m512 f = _mm512_sub_ps(u, _mm512_sub_ps(t, _mm512_set1_ps(C::kRound)));
+  __m512 q = _mm512_fmadd_ps(_mm512_set1_ps(5.5008959e-2f), f, _mm512_set1_ps(2.42211375e-1f));
+  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(6.9328297e-1f));
+  const __m512 y = _mm512_fmadd_ps(q, f, _mm512_set1_ps(1.0f));
+  const __m512i scaled = _mm512_add_epi32(_mm512_castps_si512(y), _mm512_slli_epi32(_mm512_castps_si512(t), 23));
+  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~underflow), _mm512_castsi512_ps(scaled));
+}
 #endif  // __AVX512F__
 
 }  // namespace ecoserve::kernels
