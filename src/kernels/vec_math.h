@@ -118,41 +118,37 @@ static inline void transpose8(const __m256 (&r)[8], __m256 (&out)[8]) {
 }
 
 #ifdef __AVX512F__
-// softmax_exp2_8's arithmetic on 16 lanes (the same operations in the same order: the
-// same bits per lane). Only in objects built with AVX-512 (attention_rows_avx512.cc,
-// attention_rows_avx512amx.cc); internal linkage, as exp8.
-static inline __m512 softmax_exp2_16(__m512 x) {
+// 2^x on 16 lanes by softmax_exp2_8's range reduction, then 2^f = 1 + f Q(f) with Q's
+// coefficients q[0..N) from the highest power (Horner), then 2^n added to the exponent bits.
+// Internal linkage, as exp8.
+template <int N>
+static inline __m512 exp2_16_poly(__m512 x, const float (&q)[N]) {
   using C = SoftmaxExp2Constants;
   const __m512 lo = _mm512_set1_ps(C::kLo);
   const __mmask16 underflow = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
   const __m512 u = _mm512_max_ps(x, lo);
   const __m512 t = _mm512_add_ps(u, _mm512_set1_ps(C::kRound));
   const __m512 f = _mm512_sub_ps(u, _mm512_sub_ps(t, _mm512_set1_ps(C::kRound)));
-  __m512 q = _mm512_set1_ps(C::kQ[0]);
-#pragma GCC unroll 5
-  for (int k = 1; k < 6; ++k) q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(C::kQ[k]));
-  const __m512 y = _mm512_fmadd_ps(q, f, _mm512_set1_ps(1.0f));
+  __m512 p = _mm512_set1_ps(q[0]);
+#pragma GCC unroll 8
+  for (int k = 1; k < N; ++k) p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(q[k]));
+  const __m512 y = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
   const __m512i scaled = _mm512_add_epi32(_mm512_castps_si512(y), _mm512_slli_epi32(_mm512_castps_si512(t), 23));
   return _mm512_maskz_mov_ps(static_cast<__mmask16>(~underflow), _mm512_castsi512_ps(scaled));
 }
 
-// 2^x for softmax weights that are rounded to bf16 next (attention_bf16_impl.h): the range
-// reduction of softmax_exp2_16, then 2^f = 1 + f Q(f) with Q of degree 2 (minimax for the
-// relative error on |f| <= 1/2: 1.0e-4 in float, a twentieth of bf16's rounding, 2^-9),
-// three multiply-adds where softmax_exp2_16 takes six. 2^0 = 1 and 2^-1 = 0.5 exactly, 0
-// below kLo, valid for x <= 127.
+// softmax_exp2_8's arithmetic on 16 lanes (the same operations in the same order: the
+// same bits per lane). Only in objects built with AVX-512 (attention_rows_avx512.cc,
+// attention_bf16_impl.h's objects).
+static inline __m512 softmax_exp2_16(__m512 x) { return exp2_16_poly(x, SoftmaxExp2Constants::kQ); }
+
+// 2^x for softmax weights that are rounded to bf16 next (attention_bf16_impl.h): Q of degree
+// 2 (minimax for the relative error on |f| <= 1/2: 1.0e-4 in float, a twentieth of bf16's
+// rounding, 2^-9), three multiply-adds where softmax_exp2_16 takes six. 2^0 = 1 and 2^-1 =
+// 0.5 exactly, 0 below kLo, valid for x <= 127.
 static inline __m512 bf16_weight_exp2_16(__m512 x) {
-  using C = SoftmaxExp2Constants;
-  const __m512 lo = _mm512_set1_ps(C::kLo);
-  const __mmask16 underflow = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
-  const __m512 u = _mm512_max_ps(x, lo);
-  const __m512 t = _mm512_add_ps(u, _mm512_set1_ps(C::kRound));
-  const __m512 f = _mm512_sub_ps(u, _mm512_sub_ps(t, _mm512_set1_ps(C::kRound)));
-  __m512 q = _mm512_fmadd_ps(_mm512_set1_ps(5.5008959e-2f), f, _mm512_set1_ps(2.42211375e-1f));
-  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(6.9328297e-1f));
-  const __m512 y = _mm512_fmadd_ps(q, f, _mm512_set1_ps(1.0f));
-  const __m512i scaled = _mm512_add_epi32(_mm512_castps_si512(y), _mm512_slli_epi32(_mm512_castps_si512(t), 23));
-  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~underflow), _mm512_castsi512_ps(scaled));
+  static constexpr float kQ[3] = {5.5008959e-2f, 2.42211375e-1f, 6.9328297e-1f};
+  return exp2_16_poly(x, kQ);
 }
 #endif  // __AVX512F__
 
