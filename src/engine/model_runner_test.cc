@@ -710,7 +710,14 @@ TEST(ModelRunnerRealModel, AmxBf16FloatWeightPromptsAreChunkInvariant) {
 }
 
 // A tiny model with head size 64 (4 query heads, 2 KV heads, n_embd 256).
-TinyLlamaSpec head_dim_64_spec();
+TinyLlamaSpec head_dim_64_spec() {
+  TinyLlamaSpec spec;
+  spec.n_embd = 256;
+  spec.n_head = 4;
+  spec.n_head_kv = 2;
+  spec.n_ff = 256;
+  return spec;
+}
 
 // The prompt's attention on AVX512-BF16 vectors (EngineOptions::attention_bf16), head size
 // 64: chunks of 64 + 32 give the whole prompt's bits, close to the float kernel's.
@@ -725,15 +732,6 @@ TEST(ModelRunnerRealModel, Bf16VectorAttentionPromptsAreChunkInvariant) {
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   ASSERT_EQ((*model)->config().head_dim, 64);
   expect_bf16_prompts_chunk_invariant(*model, /*vectors=*/true);
-}
-
-TinyLlamaSpec head_dim_64_spec() {
-  TinyLlamaSpec spec;
-  spec.n_embd = 256;
-  spec.n_head = 4;
-  spec.n_head_kv = 2;
-  spec.n_ff = 256;
-  return spec;
 }
 
 // Head size 64 (a multiple of 32): the prompt's attention takes the bf16 tiles too
