@@ -130,17 +130,20 @@ void expect_agrees(const std::string& what, const PromHistogram& server, std::ve
   auto client_le = [&](double b) {
     return static_cast<double>(std::upper_bound(client.begin(), client.end(), b) - client.begin());
   };
-  // A client value is never earlier than the server's (2 requests of tolerance), and a request
-  // the server put at or below bucket i-1 is seen by the client at or below bucket i (or within
-  // the slack of bound i-1).
-  constexpr double kTolerance = 2;
+  // A client value is never earlier than the server's (2 requests of tolerance): nothing can make
+  // the client see a token before the server sends it. The other way is a matter of load: a
+  // request the server put at or below bucket i-1 is seen by the client at or below bucket i (or
+  // within the slack of bound i-1), except for a few requests (5%) that the client process was
+  // not scheduled for in time (ctest -j2 runs this beside another test on 2 cores).
+  constexpr double kFastTolerance = 2;
+  constexpr double kLateAllowance = kRequests / 20.0;
   for (size_t i = 0; i < server.buckets.size(); ++i) {
     const auto [le, cum] = server.buckets[i];
     if (std::isinf(le)) continue;
-    EXPECT_LE(client_le(le), cum + kTolerance) << "client faster than the server at le=" << le;
+    EXPECT_LE(client_le(le), cum + kFastTolerance) << "client faster than the server at le=" << le;
     if (i > 0) {
       const double prev_le = server.buckets[i - 1].first;
-      EXPECT_GE(client_le(std::max(le, prev_le + slack_s)) + kTolerance, server.buckets[i - 1].second)
+      EXPECT_GE(client_le(std::max(le, prev_le + slack_s)) + kLateAllowance, server.buckets[i - 1].second)
           << "client more than one bucket slower than the server at le=" << prev_le;
     }
   }
@@ -148,7 +151,8 @@ void expect_agrees(const std::string& what, const PromHistogram& server, std::ve
   for (double v : client) client_sum += v;
   const double client_mean = client_sum / client.size();
   const double server_mean = server.sum / server.count;
-  EXPECT_LE(std::abs(client_mean - server_mean), std::max(bucket_width_at(server, server_mean), slack_s))
+  EXPECT_GE(client_mean, server_mean - 1e-3) << "client mean below the server's";
+  EXPECT_LE(client_mean - server_mean, std::max(bucket_width_at(server, server_mean), slack_s))
       << "client mean " << client_mean << " s, server mean " << server_mean << " s";
   std::printf("[ %s ] server mean %.2f ms, bench mean %.2f ms (n=%d)\n", what.c_str(), server_mean * 1e3,
               client_mean * 1e3, kRequests);
@@ -203,7 +207,9 @@ TEST(BenchServerIntegration, TwoHundredRequestsAgreeWithServerMetrics) {
     e2e.push_back(r["e2e_ms"].get<double>() / 1000);
   }
   ASSERT_FALSE(after.empty());
-  constexpr double kSlack = 0.010;  // client-side connect + HTTP + SSE delivery
+  // Client-side connect + HTTP + SSE delivery, and the client process's own scheduling delays
+  // on a loaded 2-core machine (a CI run once saw the client's TTFT 15 ms later on average).
+  constexpr double kSlack = 0.030;
   expect_agrees("TTFT",
                 delta(parse_histogram(after, "ecoserve:time_to_first_token_seconds"),
                       parse_histogram(before, "ecoserve:time_to_first_token_seconds")),
