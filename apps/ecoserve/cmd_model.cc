@@ -183,6 +183,8 @@ int run_info(const InfoArgs& a) {
                       {"attention_fp16_math", kernels::default_attention_fp16_math() && cpu.avx512_fp16},
                       {"attention_bf16_vectors", kernels::default_attention_bf16() && cpu.avx512_bf16 &&
                                                      kernels::default_isa() == kernels::Isa::kAvx512VnniZmm},
+                      {"matmul_bf16_vectors", kernels::default_matmul_bf16() && kernels::bf16_vectors_supported(cpu) &&
+                                                  kernels::default_isa() == kernels::Isa::kAvx512VnniZmm},
                       {"openblas_core", kernels::openblas_core()}};
     }
     if (a.all_metadata) {
@@ -262,6 +264,7 @@ int run_info(const InfoArgs& a) {
                      std::getenv("ECOSERVE_ATTENTION_ROW_PREFETCH") != nullptr ? "ECOSERVE_ATTENTION_ROW_PREFETCH"
                                                                                : "every CPU"));
     line("amx bf16", kernels::amx_bf16_summary(kernels::default_amx_bf16(), cpu));
+    line("matmul bf16", kernels::bf16_vectors_summary(kernels::default_matmul_bf16(), cpu));
     line("attention fp16 math",
          !cpu.avx512_fp16 ? std::string("not on this CPU (AVX512-FP16)")
          : kernels::default_attention_fp16_math()

@@ -86,7 +86,9 @@ ModelCost model_cost(const model::LlamaModel& m, engine::KvCacheType kv_type) {
 // tokens, else the level's zmm vpdpbusd), or float FMAs on 256- or 512-bit registers; with
 // the bf16 tiles (ECOSERVE_AMX_BF16, on by default), bf16 tiles from kAmxBf16MinTokens
 // tokens for the weights they take (amx_bf16_takes: those two, and F32, F16, BF16, Q6_K);
-// vdpbf16ps on zmm for a prompt's attention on AVX512-BF16 vectors (ECOSERVE_ATTENTION_BF16).
+// vdpbf16ps on zmm for a prompt's attention on AVX512-BF16 vectors (ECOSERVE_ATTENTION_BF16)
+// and for batches of kAmxBf16MinTokens+ tokens of the weights bf16_vectors_takes
+// (ECOSERVE_MATMUL_BF16).
 enum class Peak { kInt8, kAmx, kAmxBf16, kBf16Dot, kFma256, kFma512 };
 const char* peak_name(Peak p) {
   switch (p) {
@@ -193,6 +195,11 @@ int run_profile(const ProfileArgs& a) {
   // The batch from which they run bf16 tiles instead (0: never; KernelContext::amx_bf16).
   const bool bf16_on = amx && kernels::default_amx_bf16() && kernels::amx_bf16_supported(cpu);
   const int64_t bf16_from = bf16_on && kernels::amx_bf16_takes(wq0) ? kernels::kAmxBf16MinTokens : 0;
+  // Or, at the avx512vnni-zmm level, on AVX512-BF16 vectors (KernelContext::bf16_vectors).
+  const int64_t bf16_vec_from = a.isa == kernels::Isa::kAvx512VnniZmm && kernels::default_matmul_bf16() &&
+                                        kernels::bf16_vectors_supported(cpu) && kernels::bf16_vectors_takes(wq0)
+                                    ? kernels::kAmxBf16MinTokens
+                                    : 0;
   // Whether the prompt's attention runs on bf16 tiles (AttentionDims::amx_bf16).
   const bool attn_bf16 = kernels::prefill_attention_amx_bf16(bf16_on, a.isa, c.head_dim, a.prompt_len);
   // Or on AVX512-BF16 vectors (AttentionDims::bf16_vectors).
@@ -205,7 +212,7 @@ int run_profile(const ProfileArgs& a) {
     int8_gmacs = kernels::measure_int8_dot_gmacs(amx ? kernels::Isa::kAvx512VnniZmm : a.isa, 0.5);
     if (amx) amx_gmacs = kernels::measure_int8_dot_gmacs(kernels::Isa::kAvx512Amx, 0.5);
     if (bf16_from > 0 || attn_bf16) bf16_gmacs = kernels::measure_amx_bf16_gmacs(0.5);
-    if (attn_bf16_vec) bf16_dot_gmacs = kernels::measure_avx512_bf16_gmacs(0.5);
+    if (attn_bf16_vec || bf16_vec_from > 0) bf16_dot_gmacs = kernels::measure_avx512_bf16_gmacs(0.5);
   }
   const bool attn512 = kernels::decode_attention_vector_bits(a.isa, c.head_dim, c.n_head / std::max(1, c.n_head_kv),
                                                              kv_type == engine::KvCacheType::kF16,
@@ -213,6 +220,7 @@ int run_profile(const ProfileArgs& a) {
   // The linear layers' peak for a step of `tokens` tokens, and decode attention's.
   auto linear_peak = [&](int64_t tokens) {
     if (bf16_from > 0 && tokens >= bf16_from) return Peak::kAmxBf16;
+    if (bf16_vec_from > 0 && tokens >= bf16_vec_from) return Peak::kBf16Dot;
     if (cost.int8) return amx_from > 0 && tokens >= amx_from ? Peak::kAmx : Peak::kInt8;
     return kernels::float_matmul_vector_bits(a.isa, tokens) == 512 ? Peak::kFma512 : Peak::kFma256;
   };
@@ -230,6 +238,7 @@ int run_profile(const ProfileArgs& a) {
   // The kernels a float-weight model's prompt of n tokens runs on.
   auto float_prefill_name = [&](int64_t n) {
     if (bf16_from > 0 && n >= bf16_from) return std::string("bf16 tiles");
+    if (bf16_vec_from > 0 && n >= bf16_vec_from) return std::string("bf16 vectors");
     return kernels::float_matmul_kernel_name(kernels::float_matmul_kernel(a.isa, n));
   };
   const Peak decode_attn_peak = attn512 ? Peak::kFma512 : Peak::kFma256;
@@ -277,10 +286,12 @@ int run_profile(const ProfileArgs& a) {
       } else {
         std::printf(", %.1f G int8-dot MAC/s (%s)\n", int8_gmacs, std::string(kernels::isa_int8_dot(a.isa)).c_str());
       }
-      if (attn_bf16_vec) {
-        std::printf("bf16 vectors (ECOSERVE_ATTENTION_BF16): %.1f G bf16 MAC/s (vdpbf16ps, zmm), counted for the "
-                    "prompt's attention\n",
-                    bf16_dot_gmacs);
+      if (attn_bf16_vec || bf16_vec_from > 0) {
+        std::printf("bf16 vectors (ECOSERVE_ATTENTION_BF16, ECOSERVE_MATMUL_BF16): %.1f G bf16 MAC/s (vdpbf16ps, "
+                    "zmm), counted for %s%s\n",
+                    bf16_dot_gmacs,
+                    bf16_vec_from > 0 ? ("linear layers of " + std::to_string(bf16_vec_from) + "+ tokens").c_str() : "",
+                    attn_bf16_vec ? (bf16_vec_from > 0 ? " and the prompt's attention" : "the prompt's attention") : "");
       }
       const int64_t n_prompt = a.prompt_len;
       std::printf("float FMAs counted at: %s-bit for decode attention, %s for prefill attention, ",
@@ -289,14 +300,15 @@ int run_profile(const ProfileArgs& a) {
                   : attn_bf16_vec ? "bf16 vectors"
                   : prefill_attn512 ? "512-bit"
                                     : "256-bit");
-      if (bf16_from > 0) {
-        std::printf("256-bit for the rest (linear layers of %lld+ tokens: the bf16 tiles)",
-                    static_cast<long long>(bf16_from));
+      if (bf16_from > 0 || bf16_vec_from > 0) {
+        std::printf("256-bit for the rest (linear layers of %lld+ tokens: the bf16 %s)",
+                    static_cast<long long>(bf16_from > 0 ? bf16_from : bf16_vec_from),
+                    bf16_from > 0 ? "tiles" : "vectors");
       } else {
         std::printf("%d-bit for float-weight prefill (%s), 256-bit for the rest",
                     kernels::float_matmul_vector_bits(a.isa, n_prompt), float_prefill_name(n_prompt).c_str());
       }
-      for (int64_t n = 5; bf16_from == 0 && n < a.prompt_len; ++n) {  // decode batches on 512-bit float kernels
+      for (int64_t n = 5; bf16_from == 0 && bf16_vec_from == 0 && n < a.prompt_len; ++n) {  // decode batches on 512-bit float kernels
         if (kernels::float_matmul_vector_bits(a.isa, n) == 512) {
           std::printf(" (512-bit for float-weight decode batches of %lld+)", static_cast<long long>(n));
           break;
@@ -342,6 +354,7 @@ int run_profile(const ProfileArgs& a) {
                             {"gemv_prefetch", kernels::default_gemv_prefetch()},
                             {"q4k_tile_pairs", kernels::default_q4k_tile_pairs()},
                             {"amx_bf16", bf16_on},
+                            {"matmul_bf16_vectors", bf16_vec_from > 0},
                             {"openblas_core", kernels::openblas_core()}};
         if (test.starts_with("decode")) {
           r["context"] = a.context;

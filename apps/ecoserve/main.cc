@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
         ecoserve::kernels::attention_row_prefetch_from_env().status(),
         ecoserve::kernels::amx_bf16_from_env().status(),
         ecoserve::kernels::attention_fp16_math_from_env().status(),
-        ecoserve::kernels::attention_bf16_from_env().status()}) {
+        ecoserve::kernels::attention_bf16_from_env().status(), ecoserve::kernels::matmul_bf16_from_env().status()}) {
     if (!s.ok()) {
       std::fprintf(stderr, "error: %s\n", s.message().c_str());
       return 2;

@@ -320,6 +320,7 @@ class FudgTest : public ::testing::Test {
     // then a short chunk) compared bitwise: the int8 levels' guarantee, not the bf16 tiles'.
     eo.amx_bf16 = false;
     eo.attention_bf16 = false;
+    eo.matmul_bf16 = false;
     std::vector<std::unique_ptr<GenerationBackend>> members;
     for (const char* policy : {"prefill-only", "chunked"}) {
       instance::InstanceOptions io;

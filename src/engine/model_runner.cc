@@ -117,6 +117,7 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(std::shared_ptr<const
   r->pool_ = std::make_unique<ThreadPool>(options.num_threads);
   r->impl_ = std::make_unique<Impl>(r->pool_.get(), options.isa);
   r->impl_->kctx.amx_bf16 = options.amx_bf16;
+  r->impl_->kctx.bf16_vectors = options.matmul_bf16;
   r->impl_->elem_bytes = kv_elem_bytes(options.kv_cache_type);
   const size_t per_layer = static_cast<size_t>(r->num_blocks_) * options.block_size * c.kv_dim() * r->impl_->elem_bytes;
   if (options.num_host_blocks < 0) return invalid_argument_error("engine: negative num_host_blocks");

@@ -67,6 +67,11 @@ struct EngineOptions {
   // softmax weights rounded to bf16, as amx_bf16's tiles do). Default: ECOSERVE_ATTENTION_BF16
   // (unset: on).
   bool attention_bf16 = kernels::default_attention_bf16();
+  // kernels::KernelContext::bf16_vectors: batches of 32+ tokens through the linear layers of
+  // F32, F16, BF16 and Q6_K weights on AVX512-BF16 vectors at the avx512vnni-zmm level
+  // (faster prompts; weights and activations rounded to bf16). Default: ECOSERVE_MATMUL_BF16
+  // (unset: on; false where a caller needs every batch to give the bits of batch 1).
+  bool matmul_bf16 = kernels::default_matmul_bf16();
 };
 
 // Header of an exported sequence's KV (little-endian, fixed layout).

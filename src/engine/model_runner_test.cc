@@ -109,6 +109,7 @@ class ModelRunnerTest : public ::testing::Test {
     // levels' guarantee, not the bf16 tiles' or vectors' (tested apart, AmxBf16* below).
     opt.amx_bf16 = false;
     opt.attention_bf16 = false;
+    opt.matmul_bf16 = false;
     opt.block_size = block_size;
     opt.num_kv_blocks = num_blocks;
     opt.max_context = max_context;
@@ -643,17 +644,22 @@ TEST(ModelRunnerRealModel, TinyStoriesGreedyMatchesGolden) {
 // With EngineOptions::amx_bf16 (on a CPU with AMX-BF16) a model's prompts run on bf16
 // tiles: a 96-token prompt's logits are those of its chunks of 32+ tokens (64 + 32), close
 // to the level's own kernels' (int8 tiles, or float FMAs for float weights; same top token).
-// vectors: EngineOptions::attention_bf16 at the avx512vnni-zmm level instead (the prompt's
-// attention on AVX512-BF16 vectors, the linear layers on the level's own kernels): the
-// chunks then give the whole prompt's bits exactly.
-void expect_bf16_prompts_chunk_invariant(const std::shared_ptr<const model::LlamaModel>& model, bool vectors = false) {
+// The vector paths, at the avx512vnni-zmm level instead: EngineOptions::attention_bf16 (the
+// prompt's attention on AVX512-BF16 vectors, the linear layers on the level's own kernels)
+// or EngineOptions::matmul_bf16 (the linear layers on them, attention on the float kernel):
+// the chunks then give the whole prompt's bits exactly.
+enum class Bf16Path { kTiles, kVectorAttention, kVectorMatmul };
+void expect_bf16_prompts_chunk_invariant(const std::shared_ptr<const model::LlamaModel>& model,
+                                         Bf16Path path = Bf16Path::kTiles) {
+  const bool vectors = path != Bf16Path::kTiles;
   auto make = [&](bool bf16) {
     EngineOptions opt;
     opt.num_threads = 2;
     opt.num_kv_blocks = 16;
     opt.isa = vectors ? kernels::Isa::kAvx512VnniZmm : kernels::Isa::kAvx512Amx;
     opt.amx_bf16 = bf16 && !vectors;
-    opt.attention_bf16 = bf16 && vectors;
+    opt.attention_bf16 = bf16 && path == Bf16Path::kVectorAttention;
+    opt.matmul_bf16 = bf16 && path == Bf16Path::kVectorMatmul;
     auto r = ModelRunner::create(model, opt);
     EXPECT_TRUE(r.ok()) << r.status().to_string();
     return r.ok() ? std::move(*r) : nullptr;
@@ -680,7 +686,9 @@ void expect_bf16_prompts_chunk_invariant(const std::shared_ptr<const model::Llam
   const auto top = [](const std::vector<float>& l) { return std::max_element(l.begin(), l.end()) - l.begin(); };
   EXPECT_EQ(top(b), top(a));
   std::printf("bf16 %s against the level's own kernels: relative difference %.2e of the logits\n",
-              vectors ? "vectors" : "tiles", d);
+              path == Bf16Path::kTiles ? "tiles" : path == Bf16Path::kVectorAttention ? "attention vectors"
+                                                                                      : "matmul vectors",
+              d);
 }
 
 TEST(ModelRunnerRealModel, AmxBf16PromptsAreChunkInvariantAndCloseToInt8) {
@@ -731,7 +739,22 @@ TEST(ModelRunnerRealModel, Bf16VectorAttentionPromptsAreChunkInvariant) {
   auto model = build_tiny_llama(head_dim_64_spec(), *vocab);
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   ASSERT_EQ((*model)->config().head_dim, 64);
-  expect_bf16_prompts_chunk_invariant(*model, /*vectors=*/true);
+  expect_bf16_prompts_chunk_invariant(*model, Bf16Path::kVectorAttention);
+}
+
+// The linear layers of float weights (F32 here; F16, BF16 and Q6_K take the same path) on
+// AVX512-BF16 vectors (EngineOptions::matmul_bf16).
+TEST(ModelRunnerRealModel, Bf16VectorFloatWeightPromptsAreChunkInvariant) {
+  if (!kernels::bf16_vectors_supported(kernels::detect_cpu_features())) {
+    GTEST_SKIP() << "this CPU has no AVX512-BF16 at the avx512vnni-zmm level: no bf16 vectors to run";
+  }
+  const auto vocab = testing::tiny_vocab_path();
+  if (!vocab) GTEST_SKIP() << missing_data_message("vocab/ggml-vocab-llama-spm.gguf");
+  auto model = build_tiny_llama(TinyLlamaSpec{}, *vocab);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  ASSERT_EQ((*model)->layers()[0].wq.type, kernels::GgmlType::kF32);
+  ASSERT_TRUE(kernels::bf16_vectors_takes((*model)->layers()[0].w_down));
+  expect_bf16_prompts_chunk_invariant(*model, Bf16Path::kVectorMatmul);
 }
 
 // Head size 64 (a multiple of 32): the prompt's attention takes the bf16 tiles too

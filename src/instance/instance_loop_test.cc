@@ -74,6 +74,7 @@ class InstanceLoopTest : public ::testing::Test {
     eo.num_host_blocks = host_blocks;
     eo.amx_bf16 = false;  // outputs compared bitwise across batchings and preemptions
     eo.attention_bf16 = false;
+    eo.matmul_bf16 = false;
     auto r = engine::ModelRunner::create(model_, eo);
     EXPECT_TRUE(r.ok());
     return std::move(r).value();

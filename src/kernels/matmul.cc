@@ -168,9 +168,10 @@ struct Bf16Target {
   float* y;
 };
 
-// The targets (each amx_bf16_takes, the same cols) times x [n_tokens][cols] on the bf16
-// tiles: x packed once per chunk of tokens (token tiles split over the threads), then
-// each thread's share of the targets' rows laid end to end, in slabs of 32.
+// The targets (each bf16_products_apply, the same cols) times x [n_tokens][cols] on the bf16
+// tiles or, at the avx512vnni-zmm level, AVX512-BF16 vectors: x packed once per chunk of
+// tokens (token tiles split over the threads), then each thread's share of the targets'
+// rows laid end to end, in slabs of 32.
 void amx_bf16_matmul(std::span<const Bf16Target> targets, const float* x, std::int64_t n_tokens,
                      KernelContext& ctx) {
   const std::int64_t cols = targets[0].w->cols, nb = cols / 32;
@@ -188,6 +189,7 @@ void amx_bf16_matmul(std::span<const Bf16Target> targets, const float* x, std::i
   // 4 * run_blocks B tiles of 1 KiB per thread (two slabs of two pairs): 1024 floats per
   // block of the run.
   const TileScratch scratch(run_blocks * 32, ctx, 1024);
+  const bool vectors = ctx.isa != Isa::kAvx512Amx;
   ThreadPool& pool = *ctx.pool;
   for (std::int64_t tc = 0; tc < n_tokens; tc += chunk) {
     const std::int64_t nt = std::min(chunk, n_tokens - tc);
@@ -206,7 +208,8 @@ void amx_bf16_matmul(std::span<const Bf16Target> targets, const float* x, std::i
         const std::int64_t lo = std::max(r0, base), hi = std::min(r1, base + t.w->rows);
         if (lo < hi) {
           detail::amx_bf16_rows(t.w->type, static_cast<const std::uint8_t*>(t.w->data), t.w->row_bytes, cols, acts,
-                                nt, lo - base, hi - base, run_blocks, t.y + tc * t.w->rows, t.w->rows, wbuf);
+                                nt, lo - base, hi - base, run_blocks, t.y + tc * t.w->rows, t.w->rows, wbuf,
+                                vectors);
         }
         base += t.w->rows;
       }
@@ -264,6 +267,49 @@ bool amx_bf16_applies(const KernelContext& ctx, const WeightView& w, std::int64_
   static const bool kSupported = amx_bf16_supported(detect_cpu_features());
   return ctx.amx_bf16 && kSupported && ctx.isa == Isa::kAvx512Amx && amx_bf16_takes(w) &&
          n_tokens >= kAmxBf16MinTokens;
+}
+
+StatusOr<bool> matmul_bf16_from_env() { return switch_from_env("ECOSERVE_MATMUL_BF16", true); }
+
+bool default_matmul_bf16() {
+  static const bool kOn = [] {
+    StatusOr<bool> on = matmul_bf16_from_env();
+    return !on.ok() || *on;
+  }();
+  return kOn;
+}
+
+bool bf16_vectors_supported(const CpuFeatures& cpu) {
+  return isa_supported(Isa::kAvx512VnniZmm, cpu) && cpu.avx512_bf16;
+}
+
+bool bf16_vectors_takes(const WeightView& w) {
+  if (w.rows % 8 != 0 || w.cols % 32 != 0 || w.layout != WeightLayout::kGguf) return false;
+  return w.type == GgmlType::kF32 || w.type == GgmlType::kF16 || w.type == GgmlType::kBF16 ||
+         w.type == GgmlType::kQ6_K;
+}
+
+bool bf16_vectors_applies(const KernelContext& ctx, const WeightView& w, std::int64_t n_tokens) {
+  static const bool kSupported = bf16_vectors_supported(detect_cpu_features());
+  return ctx.bf16_vectors && kSupported && ctx.isa == Isa::kAvx512VnniZmm && bf16_vectors_takes(w) &&
+         n_tokens >= kAmxBf16MinTokens;
+}
+
+std::string bf16_vectors_summary(bool on, const CpuFeatures& cpu) {
+  if (!bf16_vectors_supported(cpu)) return "not on this CPU (AVX-512 BF16 with the avx512vnni-zmm level)";
+  if (!on) {
+    return fmt::format("off (ECOSERVE_MATMUL_BF16=0: every batch gives the float and int8 levels' bits; unset or "
+                       "1: F32, F16, BF16 and Q6_K weights times batches of {}+ tokens on vdpbf16ps)",
+                       kAmxBf16MinTokens);
+  }
+  return fmt::format("on (ECOSERVE_MATMUL_BF16 unset or 1; 0 for the float and int8 levels' bits): F32, F16, BF16 "
+                     "and Q6_K weights times batches of {}+ tokens on AVX512-BF16 vectors (vdpbf16ps) at the "
+                     "avx512vnni-zmm level; weights and activations rounded to bf16",
+                     kAmxBf16MinTokens);
+}
+
+bool bf16_products_apply(const KernelContext& ctx, const WeightView& w, std::int64_t n_tokens) {
+  return amx_bf16_applies(ctx, w, n_tokens) || bf16_vectors_applies(ctx, w, n_tokens);
 }
 
 StatusOr<std::int32_t> gemv_streams_from_env() {
@@ -339,7 +385,7 @@ void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y
   const int nthreads = pool.num_threads();
   auto run = [&](auto&& rows_fn) { run_shares(pool, w.rows, n_tokens, rows_fn); };
 
-  if (amx_bf16_applies(ctx, w, n_tokens)) {
+  if (bf16_products_apply(ctx, w, n_tokens)) {
     const Bf16Target target{&w, y};
     amx_bf16_matmul({&target, 1}, x, n_tokens, ctx);
     return;
@@ -396,13 +442,13 @@ void matmul_many(std::span<const MatmulTarget> targets, const float* x, std::int
     check_shape(*t.w, n_tokens);
   }
   if (targets.size() > 1 && targets.size() <= kMaxFused && n_tokens > 0) {
-    // The targets the bf16 tiles take (with the first one's cols) run on them together,
+    // The targets the bf16 tiles or vectors take (with the first one's cols) run on them together,
     // with one packing of x; the others as they would alone or fused among themselves.
     std::array<Bf16Target, kMaxFused> bf16_targets{};
     std::array<MatmulTarget, kMaxFused> other_targets{};
     std::size_t n_bf16 = 0, n_other = 0;
     for (const MatmulTarget& t : targets) {
-      if (amx_bf16_applies(ctx, *t.w, n_tokens) && t.w->cols == targets[0].w->cols) {
+      if (bf16_products_apply(ctx, *t.w, n_tokens) && t.w->cols == targets[0].w->cols) {
         ECO_CHECK_MSG(t.w->data != nullptr && t.y != nullptr && x != nullptr, "matmul_many: null data pointer");
         bf16_targets[n_bf16++] = {t.w, t.y};
       } else {

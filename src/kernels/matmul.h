@@ -89,6 +89,12 @@ std::int32_t default_q4k_tile_pairs();
 // "1 pair of 8-row groups x 7 tokens" or "2 pairs of 8-row groups x 3 tokens", for `model info`.
 std::string q4k_tile_pairs_summary(std::int32_t pairs);
 
+// KernelContext::bf16_vectors from environment variable ECOSERVE_MATMUL_BF16 (0 or 1; unset:
+// 1); another value is an INVALID_ARGUMENT error naming the variable.
+StatusOr<bool> matmul_bf16_from_env();
+// matmul_bf16_from_env(), or true when it fails; computed once per process.
+bool default_matmul_bf16();
+
 // KernelContext::amx_bf16 from environment variable ECOSERVE_AMX_BF16 (0 or 1; unset: 1);
 // another value is an INVALID_ARGUMENT error naming the variable.
 StatusOr<bool> amx_bf16_from_env();
@@ -118,6 +124,11 @@ bool default_amx_bf16();
 // matmul_amx_bf16_impl.h); they still do not depend
 // on the batch, the token's place in it or the thread count. Default: default_amx_bf16()
 // (on; ECOSERVE_AMX_BF16=0, or false here, so that every batch gives the bits of batch 1).
+// bf16_vectors: the same for the avx512vnni-zmm level on a CPU with AVX-512 BF16, for the
+// weights bf16_vectors_takes (F32, F16, BF16 and Q6_K in GGUF rows; Q8_0 and Q4_K stay on
+// the int8 kernels, which run faster there): the bf16 tiles' roundings with the products on
+// vdpbf16ps (bf16_vectors_applies). Default: default_matmul_bf16() (on;
+// ECOSERVE_MATMUL_BF16=0, or false here, for the bits of batch 1).
 struct KernelContext {
   explicit KernelContext(ThreadPool* p, Isa i = default_isa()) : pool(p), isa(i) {}
   ThreadPool* pool;
@@ -126,6 +137,7 @@ struct KernelContext {
   std::int32_t gemv_prefetch = default_gemv_prefetch();
   std::int32_t q4k_tile_pairs = default_q4k_tile_pairs();
   bool amx_bf16 = default_amx_bf16();
+  bool bf16_vectors = default_matmul_bf16();
   std::vector<std::uint8_t> scratch;
   std::vector<float> tile_scratch;  // per thread: the int8 kernels' block scales and unpacked rows
 };
@@ -168,6 +180,19 @@ bool amx_bf16_applies(const KernelContext& ctx, const WeightView& w, std::int64_
 bool amx_bf16_supported(const CpuFeatures& cpu);
 // For `model info`: whether prompts take the bf16 tiles (setting `on`) on `cpu`, and why.
 std::string amx_bf16_summary(bool on, const CpuFeatures& cpu);
+// KernelContext::bf16_vectors: whether its vectors take weights w (F32, F16, BF16 or Q6_K in
+// GGUF rows, rows % 8 == 0, cols % 32 == 0); whether a matmul of n_tokens tokens runs on
+// them (ctx.bf16_vectors, the avx512vnni-zmm level on a CPU with AVX-512 BF16,
+// bf16_vectors_takes(w), kAmxBf16MinTokens or more tokens); whether this CPU has them; for
+// `model info`, whether prompts take them (setting `on`) on `cpu`, and why. Zen 5 (family
+// 26 model 2), kernels_bench BM_Synth1bMatmuls at 512 tokens, one thread: see
+// docs/kernels.md's thirty-ninth pass.
+bool bf16_vectors_takes(const WeightView& w);
+bool bf16_vectors_applies(const KernelContext& ctx, const WeightView& w, std::int64_t n_tokens);
+bool bf16_vectors_supported(const CpuFeatures& cpu);
+std::string bf16_vectors_summary(bool on, const CpuFeatures& cpu);
+// amx_bf16_applies or bf16_vectors_applies.
+bool bf16_products_apply(const KernelContext& ctx, const WeightView& w, std::int64_t n_tokens);
 
 // The kernels of a float-weight (F32, F16, BF16) matmul of n_tokens tokens at ISA level
 // isa: up to 4 tokens the GEMV, then the tiles (256-bit FMAs), prompts included; on

@@ -19,6 +19,11 @@
 // converted a row at a time and transposed into the B tile's layout (Bf16Plain). F16
 // prompts: 4-6x the float FMA kernels' speed.
 //
+// The same layouts and roundings also feed AVX512-BF16 vectors instead of tiles
+// (bf16_vectors_tile; KernelContext::bf16_vectors at the avx512vnni-zmm level, for the
+// GGUF-row types): a B tile's line is one vdpbf16ps operand. Zen 5 F16 prompts: 1.8-2.3x the
+// float FMA kernels' speed (docs/kernels.md, thirty-ninth pass).
+//
 // Layouts (all 64-byte aligned):
 // - activations: tiles of 16 tokens, [token tile][block of 32 columns][16 tokens][32 bf16]
 //   (one A tile = 1 KiB, contiguous), rows past the last token zero;
@@ -404,10 +409,59 @@ void bf16_tiles(const std::uint16_t* a0, std::int64_t a_tile_stride, const std::
   if constexpr (MT == 2 && NP == 2) _tile_stored(ECO_BF_C11, y1 + 16, ys);
 }
 
+// The vector form of bf16_tiles (KernelContext::bf16_vectors, the avx512vnni-zmm level with
+// AVX512-BF16): the 8 token rows of an A tile from `a` (row 0 or 8 of a 16-token tile; valid:
+// how many of them are tokens, 1-8; the rest are the packing's zero rows) times NP (1, 2) B tiles from b (the
+// second at b + b_pair_stride, rows n0 and n1 of 16 or 8 stored), for kb blocks. A B tile's
+// line p is the 16 rows' pair of columns 2p, 2p + 1, so one vdpbf16ps of it with a token's
+// pair broadcast adds 32 products into the 16 rows' floats; 8 tokens x 2 pairs of groups
+// are 16 accumulators, the B line loaded once per 8 (NP = 2: 16) vdpbf16ps. Each output
+// element's sum is one chain, blocks and pairs of columns ascending, from y (or zero when
+// first): its bits depend on neither the batch, the token's place nor the thread count.
+template <int NP, class Bg>
+void bf16_vectors_tile(const std::uint16_t* a, int valid, const std::uint16_t* b, std::int64_t b_pair_stride,
+                       int n0, int n1, std::int64_t kb, float* y, std::int64_t y_stride, bool first, Bg& bg) {
+  constexpr int kT = 8;
+  const __mmask16 m0 = n0 == 16 ? 0xFFFF : 0x00FF, m1 = n1 == 16 ? 0xFFFF : 0x00FF;
+  __m512 acc[NP][kT];
+#pragma GCC unroll 8
+  for (int t = 0; t < kT; ++t) {
+    const bool load = !first && t < valid;
+    acc[0][t] = load ? _mm512_maskz_loadu_ps(m0, y + t * y_stride) : _mm512_setzero_ps();
+    if constexpr (NP == 2) acc[1][t] = load ? _mm512_maskz_loadu_ps(m1, y + t * y_stride + 16) : _mm512_setzero_ps();
+  }
+  for (std::int64_t k = 0; k < kb; ++k) {
+    const std::uint16_t* ak = a + kBf16TileElems * k;
+    const std::uint16_t* bk = b + kBf16TileElems * k;
+#pragma GCC unroll 2
+    for (int p = 0; p < 16; ++p) {
+      const __m512bh w0 = reinterpret_cast<__m512bh>(_mm512_load_si512(bk + 32 * p));
+      __m512bh w1;
+      if constexpr (NP == 2) w1 = reinterpret_cast<__m512bh>(_mm512_load_si512(bk + b_pair_stride + 32 * p));
+#pragma GCC unroll 8
+      for (int t = 0; t < kT; ++t) {
+        std::int32_t pair;
+        __builtin_memcpy(&pair, ak + 32 * t + 2 * p, 4);
+        const __m512bh x = reinterpret_cast<__m512bh>(_mm512_set1_epi32(pair));
+        acc[0][t] = _mm512_dpbf16_ps(acc[0][t], w0, x);
+        if constexpr (NP == 2) acc[1][t] = _mm512_dpbf16_ps(acc[1][t], w1, x);
+      }
+    }
+    bg.step();
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < kT; ++t) {
+    if (t >= valid) break;
+    _mm512_mask_storeu_ps(y + t * y_stride, m0, acc[0][t]);
+    if constexpr (NP == 2) _mm512_mask_storeu_ps(y + t * y_stride + 16, m1, acc[1][t]);
+  }
+}
+
 // Weight rows [r0, r1) (r0 % 16 == 0, r1 % 8 == 0) of a matrix of K's type (Bf16Q8, Bf16Q4k:
 // kRows8; Bf16Plain<Row>: GGUF rows) times tokens [0, n_tokens) of the packed activations `a`, into y; runs of
 // kb_run blocks; wbuf: 4 * kb_run B tiles (64-byte aligned): the current slab's and the next's.
-template <class K>
+// kTiles: the products on AMX tiles (bf16_tiles), else on AVX512-BF16 vectors (bf16_vectors_tile).
+template <class K, bool kTiles>
 void bf16_rows(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const std::uint16_t* a,
                std::int64_t n_tokens, std::int64_t r0, std::int64_t r1, std::int64_t kb_run, float* y,
                std::int64_t y_stride, std::uint16_t* wbuf) {
@@ -415,8 +469,9 @@ void bf16_rows(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, 
   const std::int64_t full = n_tokens / 16 * 16, rem = n_tokens - full;
   const std::int64_t a_tile = nb * kBf16TileElems;  // elements between token tiles
   const std::int64_t pair_stride = kb_run * kBf16TileElems;
-  // Tile calls per slab: pairs of 16-token tiles, a lone one, the tokens left.
-  const std::int64_t calls = full / 32 + full / 16 % 2 + (rem > 0 ? 1 : 0);
+  // Tile calls per slab: pairs of 16-token tiles, a lone one, the tokens left (vectors: calls
+  // of 8 tokens).
+  const std::int64_t calls = kTiles ? full / 32 + full / 16 % 2 + (rem > 0 ? 1 : 0) : (n_tokens + 7) / 8;
   int cfg_m = 0, cfg_n0 = 0, cfg_n1 = 0;
   auto configure = [&](int m, int n0, int n1) {
     if (m != cfg_m || n0 != cfg_n0 || n1 != cfg_n1) amx_bf16_configure(m, n0, n1);
@@ -458,6 +513,21 @@ void bf16_rows(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, 
       }
       const std::uint16_t* a0 = a + kc * kBf16TileElems;
       const bool first = kc == 0;
+      if constexpr (!kTiles) {
+        for (std::int64_t t = 0; t < n_tokens; t += 8) {
+          const std::uint16_t* at = a0 + t / 16 * a_tile + 32 * (t % 16);
+          const int valid = static_cast<int>(imin(8, n_tokens - t));
+          float* yt = y + t * y_stride + s;
+          if (srows > 16) {
+            bf16_vectors_tile<2>(at, valid, cur, pair_stride, n0, n1, kb, yt, y_stride, first, bg);
+          } else {
+            bf16_vectors_tile<1>(at, valid, cur, 0, n0, n1, kb, yt, y_stride, first, bg);
+          }
+        }
+        bg.copy.finish();
+        std::swap(cur, next);
+        continue;
+      }
       auto run = [&](auto mt, std::int64_t t) {
         constexpr int kMt = decltype(mt)::value;
         float* yt = y + t * y_stride + s;
@@ -481,7 +551,7 @@ void bf16_rows(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, 
       std::swap(cur, next);
     }
   }
-  _tile_release();
+  if constexpr (kTiles) _tile_release();
 }
 
 #undef ECO_BF_A0

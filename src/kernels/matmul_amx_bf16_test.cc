@@ -1,8 +1,10 @@
-// The avx512amx level's bf16 prompt tiles (KernelContext::amx_bf16, matmul_amx_bf16_impl.h;
-// Q8_0 and Q4_K in kRows8, Q6_K, F32, F16 and BF16 in GGUF rows):
-// within the bf16 bound of a double reference, the same bits whatever the batch, the
-// token's place in it, the thread count and the fused targets, and taken only where
-// amx_bf16_applies says. Skipped on a CPU without AMX-BF16.
+// The bf16 prompt kernel (matmul_amx_bf16_impl.h) on both its paths: the avx512amx level's
+// tiles (KernelContext::amx_bf16; Q8_0 and Q4_K in kRows8, Q6_K, F32, F16 and BF16 in GGUF
+// rows) and the avx512vnni-zmm level's AVX512-BF16 vectors (KernelContext::bf16_vectors;
+// the GGUF-row types): within the bf16 bound of a double reference, the same bits whatever
+// the batch, the token's place in it, the thread count and the fused targets, and taken
+// only where amx_bf16_applies / bf16_vectors_applies say. Each path is skipped on a CPU
+// that cannot run it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -43,10 +45,45 @@ class AmxBf16Test : public ::testing::Test {
   }
 };
 
+// The two paths of the bf16 products: true = AVX512-BF16 vectors, false = AMX tiles.
+class Bf16PathTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    const CpuFeatures cpu = detect_cpu_features();
+    if (vectors() && !bf16_vectors_supported(cpu)) {
+      GTEST_SKIP() << "this CPU has no AVX-512 BF16 with the avx512vnni-zmm level: the bf16 vectors cannot run here";
+    }
+    if (!vectors() && !amx_bf16_supported(cpu)) {
+      GTEST_SKIP() << "this CPU has no AMX-BF16 and AVX-512 BF16 (or Linux did not grant the tile state): "
+                      "the avx512amx level's bf16 tiles cannot run here";
+    }
+  }
+  static bool vectors() { return GetParam(); }
+  static Isa isa() { return vectors() ? Isa::kAvx512VnniZmm : Isa::kAvx512Amx; }
+  static KernelContext bf16_context(ThreadPool* pool) {
+    KernelContext ctx(pool, isa());
+    ctx.amx_bf16 = ctx.bf16_vectors = true;
+    return ctx;
+  }
+  // The level's own kernels: int8 (tiles or registers), or float FMAs for float weights.
+  static KernelContext own_context(ThreadPool* pool) {
+    KernelContext ctx(pool, isa());
+    ctx.amx_bf16 = ctx.bf16_vectors = false;
+    return ctx;
+  }
+  static bool applies(const KernelContext& ctx, const WeightView& w, std::int64_t n) {
+    return vectors() ? bf16_vectors_applies(ctx, w, n) : amx_bf16_applies(ctx, w, n);
+  }
+  // The vectors leave Q8_0 and Q4_K (kRows8) to the int8 kernels.
+  static bool on_path(GgmlType type) { return !vectors() || (type != GgmlType::kQ8_0 && type != GgmlType::kQ4_K); }
+};
+INSTANTIATE_TEST_SUITE_P(Paths, Bf16PathTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "vectors" : "tiles"; });
+
 // Each output within the bound of two bf16 roundings per product (2^-8 of sum |w x|,
 // plus the float sums') of the double product of the dequantized weights and x; the
 // int8 tiles' result is another rounding of the same product, so the two agree within it.
-TEST_F(AmxBf16Test, WithinTheBf16BoundOfTheExactProduct) {
+TEST_P(Bf16PathTest, WithinTheBf16BoundOfTheExactProduct) {
   ThreadPool pool(2);
   struct Case {
     GgmlType type;
@@ -57,16 +94,15 @@ TEST_F(AmxBf16Test, WithinTheBf16BoundOfTheExactProduct) {
         Case{GgmlType::kQ4_K, 136, 768}, Case{GgmlType::kQ4_K, 40, 2304}, Case{GgmlType::kQ6_K, 136, 768},
         Case{GgmlType::kQ6_K, 24, 2304}, Case{GgmlType::kF16, 136, 800}, Case{GgmlType::kF16, 40, 2048},
         Case{GgmlType::kF32, 56, 352}, Case{GgmlType::kBF16, 72, 1056}}) {
+    if (!on_path(type)) continue;
     const PackedMatrix m = make_matrix(rows, cols, 5, type);
     const std::int64_t n = 131;
     const std::vector<float> x = testing::make_acts(n, cols, 6);
     std::vector<float> y(n * rows, NAN), yi(n * rows, NAN), w(cols);
     KernelContext ctx = bf16_context(&pool);
-    ASSERT_TRUE(amx_bf16_applies(ctx, m.engine_view(), n)) << type_name(type);
+    ASSERT_TRUE(applies(ctx, m.engine_view(), n)) << type_name(type);
     matmul(m.engine_view(), x.data(), n, y.data(), ctx);
-    // The level's own kernels: int8 tiles, or float FMAs for float weights.
-    KernelContext int8(&pool, Isa::kAvx512Amx);
-    int8.amx_bf16 = false;
+    KernelContext int8 = own_context(&pool);
     matmul(m.engine_view(), x.data(), n, yi.data(), int8);
     double worst = 0;
     for (std::int64_t r = 0; r < rows; ++r) {
@@ -99,9 +135,10 @@ TEST_F(AmxBf16Test, WithinTheBf16BoundOfTheExactProduct) {
 // A token's row is the same bits alone in a batch of 64, inside batches of 65 to 600 (one
 // or two chunks of tokens, runs of columns of several lengths), at its every place, on
 // one or two threads, and fused with other targets (matmul_many).
-TEST_F(AmxBf16Test, BitwiseTheSameAcrossBatchesPlacesThreadsAndFusion) {
+TEST_P(Bf16PathTest, BitwiseTheSameAcrossBatchesPlacesThreadsAndFusion) {
   ThreadPool pool1(1), pool2(2);
   for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kF16}) {
+    if (!on_path(type)) continue;
     const std::int64_t rows = 136, cols = 2048;  // 17 groups: an 8-row group at the end
     const PackedMatrix m = make_matrix(rows, cols, 7, type);
     const std::int64_t n = 600;
@@ -141,19 +178,20 @@ TEST_F(AmxBf16Test, BitwiseTheSameAcrossBatchesPlacesThreadsAndFusion) {
   }
 }
 
-// Fused targets of which only some take the bf16 tiles (here a Q4_0 value matrix beside
-// Q4_K query and key, and a Q6_K one that does take them): each target's rows are those
-// of its own matmul.
-TEST_F(AmxBf16Test, FusedTargetsSplitByPath) {
+// Fused targets of which only some take the bf16 products (here a Q4_0 value matrix beside
+// Q4_K query and key - F16 on the vectors, which leave Q4_K to the int8 kernels - and a
+// Q6_K one that does take them): each target's rows are those of its own matmul.
+TEST_P(Bf16PathTest, FusedTargetsSplitByPath) {
   ThreadPool pool(2);
   KernelContext ctx = bf16_context(&pool);
   const std::int64_t cols = 512, n = 70;
-  const PackedMatrix q = make_matrix(64, cols, 11, GgmlType::kQ4_K), k = make_matrix(32, cols, 12, GgmlType::kQ4_K);
+  const GgmlType qk = vectors() ? GgmlType::kF16 : GgmlType::kQ4_K;
+  const PackedMatrix q = make_matrix(64, cols, 11, qk), k = make_matrix(32, cols, 12, qk);
   const PackedMatrix v = make_matrix(32, cols, 13, GgmlType::kQ4_0), o = make_matrix(40, cols, 15, GgmlType::kQ6_K);
-  const WeightView qv = q.packed_view(), kv = k.packed_view(), vv = v.gguf_view(), ov = o.gguf_view();
-  ASSERT_TRUE(amx_bf16_applies(ctx, qv, n));
-  ASSERT_TRUE(amx_bf16_applies(ctx, ov, n));
-  ASSERT_FALSE(amx_bf16_applies(ctx, vv, n));
+  const WeightView qv = q.engine_view(), kv = k.engine_view(), vv = v.gguf_view(), ov = o.gguf_view();
+  ASSERT_TRUE(applies(ctx, qv, n));
+  ASSERT_TRUE(applies(ctx, ov, n));
+  ASSERT_FALSE(applies(ctx, vv, n));
   const std::vector<float> x = testing::make_acts(n, cols, 14);
   std::vector<float> yq(n * 64), yk(n * 32), yv(n * 32), yo(n * 40), rq(n * 64), rk(n * 32), rv(n * 32), ro(n * 40);
   const MatmulTarget fused[] = {{&qv, yq.data()}, {&vv, yv.data()}, {&kv, yk.data()}, {&ov, yo.data()}};
@@ -162,10 +200,10 @@ TEST_F(AmxBf16Test, FusedTargetsSplitByPath) {
   matmul(kv, x.data(), n, rk.data(), ctx);
   matmul(vv, x.data(), n, rv.data(), ctx);
   matmul(ov, x.data(), n, ro.data(), ctx);
-  EXPECT_EQ(std::memcmp(yq.data(), rq.data(), yq.size() * 4), 0) << "Q4_K query (bf16 tiles)";
-  EXPECT_EQ(std::memcmp(yk.data(), rk.data(), yk.size() * 4), 0) << "Q4_K key (bf16 tiles)";
+  EXPECT_EQ(std::memcmp(yq.data(), rq.data(), yq.size() * 4), 0) << "query (bf16)";
+  EXPECT_EQ(std::memcmp(yk.data(), rk.data(), yk.size() * 4), 0) << "key (bf16)";
   EXPECT_EQ(std::memcmp(yv.data(), rv.data(), yv.size() * 4), 0) << "Q4_0 value (int8)";
-  EXPECT_EQ(std::memcmp(yo.data(), ro.data(), yo.size() * 4), 0) << "Q6_K (bf16 tiles)";
+  EXPECT_EQ(std::memcmp(yo.data(), ro.data(), yo.size() * 4), 0) << "Q6_K (bf16)";
 }
 
 TEST_F(AmxBf16Test, TakenOnlyWhereItApplies) {
@@ -199,6 +237,53 @@ TEST_F(AmxBf16Test, TakenOnlyWhereItApplies) {
   ctx.amx_bf16 = true;
   matmul(m.engine_view(), x.data(), n, b.data(), ctx);
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
+}
+
+// The vectors' gate: the avx512vnni-zmm level only, the GGUF-row types, 32+ tokens, on;
+// below the threshold the bits of the level without them.
+TEST(Bf16VectorsTest, TakenOnlyWhereItApplies) {
+  if (!bf16_vectors_supported(detect_cpu_features())) {
+    GTEST_SKIP() << "this CPU has no AVX-512 BF16 with the avx512vnni-zmm level";
+  }
+  ThreadPool pool(1);
+  KernelContext ctx(&pool, Isa::kAvx512VnniZmm);
+  ctx.bf16_vectors = true;
+  const PackedMatrix f16 = make_matrix(24, 96, 3, GgmlType::kF16);
+  EXPECT_TRUE(bf16_vectors_applies(ctx, f16.gguf_view(), kAmxBf16MinTokens));
+  EXPECT_FALSE(bf16_vectors_applies(ctx, f16.gguf_view(), kAmxBf16MinTokens - 1));
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kBF16}) {
+    EXPECT_TRUE(bf16_vectors_applies(ctx, make_matrix(24, 96, 3, type).gguf_view(), 64)) << type_name(type);
+    EXPECT_FALSE(bf16_vectors_applies(ctx, make_matrix(24, 80, 3, type).gguf_view(), 512)) << "cols % 32 != 0";
+    EXPECT_FALSE(bf16_vectors_applies(ctx, make_matrix(20, 96, 3, type).gguf_view(), 512)) << "rows % 8 != 0";
+  }
+  EXPECT_TRUE(bf16_vectors_applies(ctx, make_matrix(16, 256, 3, GgmlType::kQ6_K).gguf_view(), 64));
+  EXPECT_FALSE(bf16_vectors_applies(ctx, make_matrix(16, 64, 3).engine_view(), 512)) << "Q8_0 rows of 8";
+  EXPECT_FALSE(bf16_vectors_applies(ctx, make_matrix(16, 256, 3, GgmlType::kQ4_K).engine_view(), 512)) << "Q4_K";
+  ctx.isa = Isa::kAvx512Vnni;
+  EXPECT_FALSE(bf16_vectors_applies(ctx, f16.gguf_view(), 512)) << "the 256-bit level";
+  ctx.isa = Isa::kAvx512VnniZmm;
+  ctx.bf16_vectors = false;
+  EXPECT_FALSE(bf16_vectors_applies(ctx, f16.gguf_view(), 512)) << "off";
+  const std::int64_t n = kAmxBf16MinTokens - 1;
+  const std::vector<float> x = testing::make_acts(n, 96, 4);
+  std::vector<float> a(n * 24), b(n * 24);
+  matmul(f16.gguf_view(), x.data(), n, a.data(), ctx);
+  ctx.bf16_vectors = true;
+  matmul(f16.gguf_view(), x.data(), n, b.data(), ctx);
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
+}
+
+TEST(Bf16VectorsEnvTest, ReadsZeroOrOne) {
+  ASSERT_EQ(setenv("ECOSERVE_MATMUL_BF16", "0", 1), 0);
+  EXPECT_FALSE(*matmul_bf16_from_env());
+  ASSERT_EQ(setenv("ECOSERVE_MATMUL_BF16", "1", 1), 0);
+  EXPECT_TRUE(*matmul_bf16_from_env());
+  ASSERT_EQ(setenv("ECOSERVE_MATMUL_BF16", "on", 1), 0);
+  const StatusOr<bool> bad = matmul_bf16_from_env();
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("ECOSERVE_MATMUL_BF16"), std::string::npos) << bad.status().to_string();
+  ASSERT_EQ(unsetenv("ECOSERVE_MATMUL_BF16"), 0);
+  EXPECT_TRUE(*matmul_bf16_from_env()) << "on by default";
 }
 
 TEST(AmxBf16EnvTest, ReadsZeroOrOne) {

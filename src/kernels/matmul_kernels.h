@@ -98,13 +98,15 @@ const QuantRowKernels* quant_row_kernels_avx512amx();
 // == 0) of a matrix of `type` (Q8_0, Q4_K in kRows8; F32, F16, BF16, Q6_K in GGUF rows, cols
 // % 32 == 0) times all n_tokens tokens into y [n_tokens][y_stride], in runs of run_blocks
 // blocks of 32 columns (a multiple of 8 or all of them; only the speed depends on it);
-// wbuf: 4 * run_blocks * 1 KiB, 64-byte aligned, private to the caller.
+// wbuf: 4 * run_blocks * 1 KiB, 64-byte aligned, private to the caller. vectors: the products
+// on AVX512-BF16 vectors instead of AMX tiles (KernelContext::bf16_vectors, the
+// avx512vnni-zmm level; the CPU needs AVX-512 BF16 only), the same roundings, other sums.
 std::size_t amx_bf16_acts_bytes(std::int64_t n_tokens, std::int64_t cols);
 void amx_bf16_pack_acts(const float* x, std::int64_t cols, std::int64_t n_tokens, std::int64_t tile0,
                         std::int64_t tile1, std::uint16_t* a);
 void amx_bf16_rows(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols,
                    const std::uint16_t* a, std::int64_t n_tokens, std::int64_t r0, std::int64_t r1,
-                   std::int64_t run_blocks, float* y, std::int64_t y_stride, std::uint16_t* wbuf);
+                   std::int64_t run_blocks, float* y, std::int64_t y_stride, std::uint16_t* wbuf, bool vectors);
 
 // The kernel for `type` (one of Q8_0, Q4_0, Q4_K, Q6_K) stored in `layout`
 // (kRows8: Q8_0, Q4_K) at ISA level `isa` (which the CPU must support: the

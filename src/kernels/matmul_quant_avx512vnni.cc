@@ -41,10 +41,14 @@ void amx_bf16_pack_acts(const float* x, std::int64_t cols, std::int64_t n_tokens
 
 void amx_bf16_rows(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols,
                    const std::uint16_t* a, std::int64_t n_tokens, std::int64_t r0, std::int64_t r1,
-                   std::int64_t run_blocks, float* y, std::int64_t y_stride, std::uint16_t* wbuf) {
+                   std::int64_t run_blocks, float* y, std::int64_t y_stride, std::uint16_t* wbuf, bool vectors) {
   namespace k = isa_avx512vnni;
   auto run = [&](auto source) {
-    k::bf16_rows<decltype(source)>(w, row_bytes, cols, a, n_tokens, r0, r1, run_blocks, y, y_stride, wbuf);
+    if (vectors) {
+      k::bf16_rows<decltype(source), false>(w, row_bytes, cols, a, n_tokens, r0, r1, run_blocks, y, y_stride, wbuf);
+    } else {
+      k::bf16_rows<decltype(source), true>(w, row_bytes, cols, a, n_tokens, r0, r1, run_blocks, y, y_stride, wbuf);
+    }
   };
   switch (type) {
     case GgmlType::kQ8_0: return run(k::Bf16Q8{});

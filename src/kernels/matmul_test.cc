@@ -281,7 +281,7 @@ TEST(MatmulTest, LargeBatchRepeatsExactlyAndMatchesAcrossThreadCounts) {
   ThreadPool pool1(1), pool2(2), pool3(3);
   KernelContext ctx1(&pool1), ctx2(&pool2), ctx3(&pool3);
   // The level's own kernels (the bf16 tiles have their own tests: matmul_amx_bf16_test.cc).
-  for (KernelContext* c : {&ctx1, &ctx2, &ctx3}) c->amx_bf16 = false;
+  for (KernelContext* c : {&ctx1, &ctx2, &ctx3}) c->amx_bf16 = c->bf16_vectors = false;
   for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ6_K}) {
     const std::int64_t rows = 600, cols = 256, n = 75;
     const Matrix m = make_matrix(type, rows, cols, 5);

@@ -128,6 +128,34 @@ TEST(KernelsIsaCli, BadKernelSettingIsAnError) {
   const CliRun bf16 = run_cli({"ECOSERVE_AMX_BF16=on"}, {"model", "info", "/nonexistent.gguf"}, err);
   EXPECT_EQ(bf16.exit_code, 2);
   EXPECT_EQ(read_file(err), "error: ECOSERVE_AMX_BF16: 'on' is not 0 or 1\n");
+  const CliRun matmul_bf16 = run_cli({"ECOSERVE_MATMUL_BF16=2"}, {"model", "info", "/nonexistent.gguf"}, err);
+  EXPECT_EQ(matmul_bf16.exit_code, 2);
+  EXPECT_EQ(read_file(err), "error: ECOSERVE_MATMUL_BF16: '2' is not 0 or 1\n");
+  std::filesystem::remove(err);
+}
+
+// ECOSERVE_MATMUL_BF16 as model info reports it: on only at the avx512vnni-zmm level of a CPU
+// with AVX512-BF16 (else it says why not), there on by default.
+TEST(KernelsIsaCli, MatmulBf16FromTheEnvironmentIsReported) {
+  if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "shared data missing: " << kModel;
+  const std::string err = std::filesystem::temp_directory_path() / "ecoserve_matmul_bf16_info.err";
+  const kernels::CpuFeatures cpu = kernels::detect_cpu_features();
+  const bool supported = kernels::bf16_vectors_supported(cpu) && kernels::default_isa() == kernels::Isa::kAvx512VnniZmm;
+  for (const char* value : {"0", "1"}) {
+    const std::vector<std::string> env = {std::string("ECOSERVE_MATMUL_BF16=") + value};
+    const CliRun json = run_cli(env, {"model", "info", "--json", kModel}, err);
+    ASSERT_EQ(json.exit_code, 0) << read_file(err);
+    const bool on = std::string(value) == "1";
+    EXPECT_EQ(nlohmann::json::parse(json.out).at("kernels").at("matmul_bf16_vectors"), on && supported) << value;
+    const CliRun text = run_cli(env, {"model", "info", kModel}, err);
+    const std::string expect = !kernels::bf16_vectors_supported(cpu) ? "matmul bf16:          not on this CPU"
+                               : on ? "matmul bf16:          on (ECOSERVE_MATMUL_BF16 unset or 1"
+                                    : "matmul bf16:          off (ECOSERVE_MATMUL_BF16=0:";
+    EXPECT_NE(text.out.find(expect), std::string::npos) << text.out;
+  }
+  const CliRun unset = run_cli({"-u", "ECOSERVE_MATMUL_BF16"}, {"model", "info", "--json", kModel}, err);
+  ASSERT_EQ(unset.exit_code, 0) << read_file(err);
+  EXPECT_EQ(nlohmann::json::parse(unset.out).at("kernels").at("matmul_bf16_vectors"), supported) << "on by default";
   std::filesystem::remove(err);
 }
 
