@@ -259,8 +259,10 @@ int run_profile(const ProfileArgs& a) {
                 a.isa >= kernels::Isa::kAvx512VnniZmm
                     ? ("; Q4_K tiles: " + kernels::q4k_tile_pairs_summary(kernels::default_q4k_tile_pairs()) +
                        (bf16_from > 0 ? "; bf16 tiles (ECOSERVE_AMX_BF16) for batches of " +
-                                      std::to_string(kernels::kAmxBf16MinTokens) + "+"
-                                : std::string()))
+                                            std::to_string(kernels::kAmxBf16MinTokens) + "+"
+                        : bf16_vec_from > 0 ? "; bf16 vectors (ECOSERVE_MATMUL_BF16) for batches of " +
+                                                  std::to_string(bf16_vec_from) + "+"
+                                            : std::string()))
                           .c_str()
                     : "",
                 kernels::openblas_core().c_str());
@@ -291,7 +293,9 @@ int run_profile(const ProfileArgs& a) {
                     "zmm), counted for %s%s\n",
                     bf16_dot_gmacs,
                     bf16_vec_from > 0 ? ("linear layers of " + std::to_string(bf16_vec_from) + "+ tokens").c_str() : "",
-                    attn_bf16_vec ? (bf16_vec_from > 0 ? " and the prompt's attention" : "the prompt's attention") : "");
+                    !attn_bf16_vec      ? ""
+                    : bf16_vec_from > 0 ? " and the prompt's attention"
+                                        : "the prompt's attention");
       }
       const int64_t n_prompt = a.prompt_len;
       std::printf("float FMAs counted at: %s-bit for decode attention, %s for prefill attention, ",
@@ -308,7 +312,8 @@ int run_profile(const ProfileArgs& a) {
         std::printf("%d-bit for float-weight prefill (%s), 256-bit for the rest",
                     kernels::float_matmul_vector_bits(a.isa, n_prompt), float_prefill_name(n_prompt).c_str());
       }
-      for (int64_t n = 5; bf16_from == 0 && bf16_vec_from == 0 && n < a.prompt_len; ++n) {  // decode batches on 512-bit float kernels
+      // Decode batches on 512-bit float kernels.
+      for (int64_t n = 5; bf16_from == 0 && bf16_vec_from == 0 && n < a.prompt_len; ++n) {
         if (kernels::float_matmul_vector_bits(a.isa, n) == 512) {
           std::printf(" (512-bit for float-weight decode batches of %lld+)", static_cast<long long>(n));
           break;
