@@ -524,28 +524,26 @@ void bf16_rows(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, 
             bf16_vectors_tile<1>(at, valid, cur, 0, n0, n1, kb, yt, y_stride, first, bg);
           }
         }
-        bg.copy.finish();
-        std::swap(cur, next);
-        continue;
-      }
-      auto run = [&](auto mt, std::int64_t t) {
-        constexpr int kMt = decltype(mt)::value;
-        float* yt = y + t * y_stride + s;
-        if (srows > 16) {
-          bf16_tiles<kMt, 2>(a0 + t / 16 * a_tile, a_tile, cur, pair_stride, kb, yt, y_stride, first, bg);
-        } else {
-          bf16_tiles<kMt, 1>(a0 + t / 16 * a_tile, a_tile, cur, 0, kb, yt, y_stride, first, bg);
+      } else {
+        auto run = [&](auto mt, std::int64_t t) {
+          constexpr int kMt = decltype(mt)::value;
+          float* yt = y + t * y_stride + s;
+          if (srows > 16) {
+            bf16_tiles<kMt, 2>(a0 + t / 16 * a_tile, a_tile, cur, pair_stride, kb, yt, y_stride, first, bg);
+          } else {
+            bf16_tiles<kMt, 1>(a0 + t / 16 * a_tile, a_tile, cur, 0, kb, yt, y_stride, first, bg);
+          }
+        };
+        if (full > 0) {
+          configure(16, n0, n1);
+          std::int64_t t = 0;
+          for (; t + 32 <= full; t += 32) run(std::integral_constant<int, 2>{}, t);
+          if (t < full) run(std::integral_constant<int, 1>{}, t);
         }
-      };
-      if (full > 0) {
-        configure(16, n0, n1);
-        std::int64_t t = 0;
-        for (; t + 32 <= full; t += 32) run(std::integral_constant<int, 2>{}, t);
-        if (t < full) run(std::integral_constant<int, 1>{}, t);
-      }
-      if (rem > 0) {
-        configure(static_cast<int>(rem), n0, n1);
-        run(std::integral_constant<int, 1>{}, full);
+        if (rem > 0) {
+          configure(static_cast<int>(rem), n0, n1);
+          run(std::integral_constant<int, 1>{}, full);
+        }
       }
       bg.copy.finish();
       std::swap(cur, next);
