@@ -327,6 +327,10 @@ void matmul_args(benchmark::internal::Benchmark* b) {
   // F16 rows on either side of the float kernels' switches (tiles, tokens in lanes on
   // avx512vnni-zmm from 32 tokens; the tiles elsewhere, prompts included).
   for (std::int64_t n : {16, 31, 32, 64, 512}) b->Args({kF16, kFfn, kDim, n, 1});
+  // F16 and Q6_K (GGUF rows) decode batches: the GEMV (up to 4), then the float tiles or the
+  // int8 K-quant kernels, or the bf16 tiles where the CPU has them.
+  for (std::int64_t type : {kF16, kQ6_K})
+    for (std::int64_t n : {2, 4, 5, 8, 12, 16, 24}) b->Args({type, kFfn, kDim, n, 1});
   // Q4_K in the engine's layout (the format most GGUF users download): the batch-1 GEMV
   // from L2 (768 x 768), L3 (2048 x 768) and DRAM (the vocabulary), and batched tiles.
   for (auto [rows, cols] : {std::pair{kDim, kDim}, {kFfn, kDim}, {kVocab, kDim}})
@@ -359,6 +363,9 @@ void synth1b_args(benchmark::internal::Benchmark* b) {
   // F16 and Q6_K (GGUF rows) prompts: float tiles and int8 K-quant kernels, or bf16 tiles.
   for (std::int64_t type : {1, 14})
     for (std::int64_t threads : {1, 2}) b->Args({type, 512, threads});
+  // And their decode batches.
+  for (std::int64_t type : {1, 14})
+    for (std::int64_t n : {1, 4, 8, 16, 32}) b->Args({type, n, 1});
 }
 
 void prefill_args(benchmark::internal::Benchmark* b) {

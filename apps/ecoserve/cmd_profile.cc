@@ -84,7 +84,7 @@ ModelCost model_cost(const model::LlamaModel& m, engine::KvCacheType kv_type) {
 // The instructions a part of a step is bounded by: int8 dots of the level (on
 // avx512amx: AMX tiles where its kernels run them, repacked Q8_0 or Q4_K weights and 16+
 // tokens, else the level's zmm vpdpbusd), or float FMAs on 256- or 512-bit registers; with
-// the bf16 tiles (ECOSERVE_AMX_BF16, on by default), bf16 tiles from kAmxBf16MinTokens
+// the bf16 tiles (ECOSERVE_AMX_BF16, on by default), bf16 tiles from amx_bf16_min_tokens
 // tokens for the weights they take (amx_bf16_takes: those two, and F32, F16, BF16, Q6_K);
 // vdpbf16ps on zmm for a prompt's attention on AVX512-BF16 vectors (ECOSERVE_ATTENTION_BF16)
 // and for batches of kAmxBf16MinTokens+ tokens of the weights bf16_vectors_takes
@@ -194,7 +194,7 @@ int run_profile(const ProfileArgs& a) {
   const int64_t amx_from = amx && wq0.layout == kernels::WeightLayout::kRows8 ? kernels::amx_min_tokens(wq0.type) : 0;
   // The batch from which they run bf16 tiles instead (0: never; KernelContext::amx_bf16).
   const bool bf16_on = amx && kernels::default_amx_bf16() && kernels::amx_bf16_supported(cpu);
-  const int64_t bf16_from = bf16_on && kernels::amx_bf16_takes(wq0) ? kernels::kAmxBf16MinTokens : 0;
+  const int64_t bf16_from = bf16_on && kernels::amx_bf16_takes(wq0) ? kernels::amx_bf16_min_tokens(wq0.type) : 0;
   // Or, at the avx512vnni-zmm level, on AVX512-BF16 vectors (KernelContext::bf16_vectors).
   const int64_t bf16_vec_from = a.isa == kernels::Isa::kAvx512VnniZmm && kernels::default_matmul_bf16() &&
                                         kernels::bf16_vectors_supported(cpu) && kernels::bf16_vectors_takes(wq0)
@@ -259,7 +259,7 @@ int run_profile(const ProfileArgs& a) {
                 a.isa >= kernels::Isa::kAvx512VnniZmm
                     ? ("; Q4_K tiles: " + kernels::q4k_tile_pairs_summary(kernels::default_q4k_tile_pairs()) +
                        (bf16_from > 0 ? "; bf16 tiles (ECOSERVE_AMX_BF16) for batches of " +
-                                            std::to_string(kernels::kAmxBf16MinTokens) + "+"
+                                            std::to_string(bf16_from) + "+"
                         : bf16_vec_from > 0 ? "; bf16 vectors (ECOSERVE_MATMUL_BF16) for batches of " +
                                                   std::to_string(bf16_vec_from) + "+"
                                             : std::string()))

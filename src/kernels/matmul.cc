@@ -239,15 +239,19 @@ std::string amx_bf16_summary(bool on, const CpuFeatures& cpu) {
   if (!amx_bf16_supported(cpu)) return "not on this CPU (AMX-BF16 and AVX-512 BF16 with the avx512amx level)";
   if (!on) {
     return fmt::format("off (ECOSERVE_AMX_BF16=0: every batch gives the int8 and float levels' bits, those of "
-                       "batch 1; unset or 1: batches of {}+ tokens on bf16 tiles, prompts 1.6-1.7x faster in Q8_0 "
-                       "and Q4_K, 4-6x in F16 and Q6_K, their attention 2-3x)",
-                       kAmxBf16MinTokens);
+                       "batch 1; unset or 1: batches of {}+ tokens (F16 and BF16 {}+, F32 {}+, Q6_K {}+) on bf16 "
+                       "tiles, prompts 1.6-1.7x faster in Q8_0 and Q4_K, 4-6x in F16 and Q6_K, their attention "
+                       "2-3x)",
+                       kAmxBf16MinTokens, amx_bf16_min_tokens(GgmlType::kF16), amx_bf16_min_tokens(GgmlType::kF32),
+                       amx_bf16_min_tokens(GgmlType::kQ6_K));
   }
   return fmt::format("on (ECOSERVE_AMX_BF16 unset or 1; 0 for the int8 and float levels' bits): Q8_0 and Q4_K (rows "
-                     "of 8), F32, F16, BF16 and Q6_K weights times batches of {}+ tokens, and the attention of "
-                     "prompt chunks of {}+ tokens (head sizes a multiple of 32), on bf16 tiles at the avx512amx "
-                     "level; weights, activations, queries, keys, values and softmax weights rounded to bf16",
-                     kAmxBf16MinTokens, kAmxBf16MinTokens);
+                     "of 8) weights times batches of {}+ tokens, Q6_K of {}+, F32 of {}+, F16 and BF16 of {}+, and "
+                     "the attention of prompt chunks of {}+ tokens (head sizes a multiple of 32), on bf16 tiles at "
+                     "the avx512amx level; weights, activations, queries, keys, values and softmax weights rounded "
+                     "to bf16",
+                     kAmxBf16MinTokens, amx_bf16_min_tokens(GgmlType::kQ6_K), amx_bf16_min_tokens(GgmlType::kF32),
+                     amx_bf16_min_tokens(GgmlType::kF16), kAmxBf16MinTokens);
 }
 
 bool amx_bf16_takes(const WeightView& w) {
@@ -266,7 +270,7 @@ bool amx_bf16_takes(const WeightView& w) {
 bool amx_bf16_applies(const KernelContext& ctx, const WeightView& w, std::int64_t n_tokens) {
   static const bool kSupported = amx_bf16_supported(detect_cpu_features());
   return ctx.amx_bf16 && kSupported && ctx.isa == Isa::kAvx512Amx && amx_bf16_takes(w) &&
-         n_tokens >= kAmxBf16MinTokens;
+         n_tokens >= amx_bf16_min_tokens(w.type);
 }
 
 StatusOr<bool> matmul_bf16_from_env() { return switch_from_env("ECOSERVE_MATMUL_BF16", true); }

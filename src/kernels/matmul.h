@@ -118,8 +118,8 @@ bool default_amx_bf16();
 // changes. Default: default_q4k_tile_pairs().
 // amx_bf16: on the avx512amx level of a CPU with AMX-BF16 and AVX-512 BF16, the weights
 // amx_bf16_takes (Q8_0 and Q4_K in kRows8; F32, F16, BF16 and Q6_K in GGUF rows) times
-// kAmxBf16MinTokens or more tokens take bf16 tiles (amx_bf16_applies): prompts and large
-// decode batches run faster, and their results are no longer bitwise those of the same
+// amx_bf16_min_tokens(type) or more tokens (32; F16 and BF16 8, F32 12, Q6_K 16) take bf16
+// tiles (amx_bf16_applies): prompts and decode batches run faster, and their results are no longer bitwise those of the same
 // tokens decoded one by one (bf16 weights and activations, 8 significant bits; see
 // matmul_amx_bf16_impl.h); they still do not depend
 // on the batch, the token's place in it or the thread count. Default: default_amx_bf16()
@@ -169,12 +169,32 @@ constexpr std::int64_t amx_min_tokens(GgmlType type) {
 // 290-304 -> 317-333; batch 16 Q8_0 101-113 -> 109-112, Q4_K 128-132 -> 102 (each
 // weight's bf16 copy is then shared by too few tokens).
 inline constexpr std::int64_t kAmxBf16MinTokens = 32;
+// The float-weight types and Q6_K (GGUF rows) start lower: below 32 tokens their own kernels
+// are the float FMA tiles or the GGUF-layout int8 K-quant kernels, which the bf16 tiles beat
+// from a handful of tokens (each weight's copy into a bf16 tile costs about what 5 tokens'
+// float FMAs do). Xeon family 6 model 167, kernels_bench 2048 x 768, one thread, us, own
+// kernels / bf16 tiles: F16 5 tokens 314 / 310, 8 483 / 309, 16 866 / 322, 24 1254 / 402;
+// F32 8 439 / 456, 16 791 / 458; Q6_K 12 438 / 466, 16 577 / 473, 24 818 / 517. Engine
+// decode, one thread, tok/s: synth 1b F16 batch 8 16.4-19.2 -> 30.0-30.4, batch 16
+// 19.4-23.5 -> 52.5-56.9; synth 110m F16 batch 6 191-203 -> 144-155 (its weights in L3: why
+// F16 starts at 8, not 6), batch 8 172-178 -> 183-208; synth 110m Q6_K batch 12 278-280 ->
+// 253-261, batch 16 255-289 -> 300-306 (docs/kernels.md, fortieth pass).
+// The batches from which weights of `type` (as amx_bf16_takes them) run on bf16 tiles.
+constexpr std::int64_t amx_bf16_min_tokens(GgmlType type) {
+  switch (type) {
+    case GgmlType::kF16:
+    case GgmlType::kBF16: return 8;
+    case GgmlType::kF32: return 12;
+    case GgmlType::kQ6_K: return 16;
+    default: return kAmxBf16MinTokens;
+  }
+}
 // Whether the bf16 tiles take weights w: Q8_0 or Q4_K in kRows8, or F32, F16, BF16 or Q6_K
 // in GGUF rows, with rows % 8 == 0 and cols % 32 == 0.
 bool amx_bf16_takes(const WeightView& w);
 // Whether a matmul of w by n_tokens tokens with ctx runs the bf16 tiles: ctx.amx_bf16, the
 // avx512amx level on a CPU with AMX-BF16 and AVX-512 BF16, amx_bf16_takes(w),
-// kAmxBf16MinTokens or more tokens.
+// amx_bf16_min_tokens(w.type) or more tokens.
 bool amx_bf16_applies(const KernelContext& ctx, const WeightView& w, std::int64_t n_tokens);
 // Whether this CPU runs the bf16 tiles at all (AMX-BF16 and AVX-512 BF16 with the avx512amx level).
 bool amx_bf16_supported(const CpuFeatures& cpu);

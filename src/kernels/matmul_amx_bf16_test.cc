@@ -216,11 +216,16 @@ TEST_F(AmxBf16Test, TakenOnlyWhereItApplies) {
   const PackedMatrix q4k = make_matrix(16, 256, 3, GgmlType::kQ4_K);
   EXPECT_TRUE(amx_bf16_applies(ctx, q4k.packed_view(), kAmxBf16MinTokens));
   EXPECT_FALSE(amx_bf16_applies(ctx, q4k.gguf_view(), 512)) << "Q4_K in the GGUF layout";
+  EXPECT_FALSE(amx_bf16_applies(ctx, q4k.packed_view(), kAmxBf16MinTokens - 1));
+  // The GGUF-row types from fewer tokens: Q6_K 16, F32 12, F16 and BF16 8.
   const PackedMatrix q6k = make_matrix(16, 256, 3, GgmlType::kQ6_K);
-  EXPECT_TRUE(amx_bf16_applies(ctx, q6k.gguf_view(), kAmxBf16MinTokens));
+  EXPECT_TRUE(amx_bf16_applies(ctx, q6k.gguf_view(), 16));
+  EXPECT_FALSE(amx_bf16_applies(ctx, q6k.gguf_view(), 15));
   EXPECT_FALSE(amx_bf16_applies(ctx, make_matrix(16, 64, 3, GgmlType::kQ4_0).gguf_view(), 512)) << "Q4_0";
-  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16}) {
-    EXPECT_TRUE(amx_bf16_applies(ctx, make_matrix(24, 96, 3, type).gguf_view(), kAmxBf16MinTokens)) << type_name(type);
+  for (auto [type, from] : {std::pair{GgmlType::kF32, 12}, {GgmlType::kF16, 8}, {GgmlType::kBF16, 8}}) {
+    EXPECT_EQ(amx_bf16_min_tokens(type), from) << type_name(type);
+    EXPECT_TRUE(amx_bf16_applies(ctx, make_matrix(24, 96, 3, type).gguf_view(), from)) << type_name(type);
+    EXPECT_FALSE(amx_bf16_applies(ctx, make_matrix(24, 96, 3, type).gguf_view(), from - 1)) << type_name(type);
     EXPECT_FALSE(amx_bf16_applies(ctx, make_matrix(24, 80, 3, type).gguf_view(), 512)) << "cols % 32 != 0";
     EXPECT_FALSE(amx_bf16_applies(ctx, make_matrix(20, 96, 3, type).gguf_view(), 512)) << "rows % 8 != 0";
   }
@@ -237,6 +242,46 @@ TEST_F(AmxBf16Test, TakenOnlyWhereItApplies) {
   ctx.amx_bf16 = true;
   matmul(m.engine_view(), x.data(), n, b.data(), ctx);
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
+}
+
+// Decode batches of float weights and Q6_K on the tiles (from amx_bf16_min_tokens, under 16
+// tokens one partial token tile): a token's row the same bits in batches of 8 to 31 at any
+// place and on one or two threads as in a batch of 131 (whose error bound
+// WithinTheBf16BoundOfTheExactProduct checks), and not the bits of the level's own kernels
+// (the tiles ran); one token fewer than the threshold gives the level's own bits.
+TEST_F(AmxBf16Test, SmallBatchesOfFloatWeightsAndQ6kRunOnTheTiles) {
+  ThreadPool pool1(1), pool2(2);
+  for (GgmlType type : {GgmlType::kF16, GgmlType::kBF16, GgmlType::kF32, GgmlType::kQ6_K}) {
+    const std::int64_t rows = 40, cols = 512, n = 131, from = amx_bf16_min_tokens(type);
+    const PackedMatrix m = make_matrix(rows, cols, 21, type);
+    const WeightView w = m.engine_view();
+    const std::vector<float> x = testing::make_acts(n, cols, 22);
+    KernelContext base = bf16_context(&pool1);
+    std::vector<float> ref(n * rows, NAN);
+    matmul(w, x.data(), n, ref.data(), base);
+    KernelContext own(&pool1, Isa::kAvx512Amx);
+    own.amx_bf16 = false;
+    for (ThreadPool* pool : {&pool1, &pool2}) {
+      KernelContext ctx = bf16_context(pool);
+      for (std::int64_t k : {from, from + 1, std::int64_t{16}, std::int64_t{17}, std::int64_t{31}}) {
+        if (k < from) continue;
+        ASSERT_TRUE(amx_bf16_applies(ctx, w, k)) << type_name(type) << " " << k;
+        for (std::int64_t first : {std::int64_t{0}, std::int64_t{5}, n - k}) {
+          std::vector<float> y(k * rows, NAN), y_own(k * rows, NAN);
+          matmul(w, x.data() + first * cols, k, y.data(), ctx);
+          ASSERT_EQ(std::memcmp(y.data(), ref.data() + first * rows, y.size() * 4), 0)
+              << type_name(type) << " tokens " << first << ".." << first + k << " threads " << pool->num_threads();
+          matmul(w, x.data() + first * cols, k, y_own.data(), own);
+          EXPECT_NE(std::memcmp(y.data(), y_own.data(), y.size() * 4), 0) << type_name(type) << " " << k;
+        }
+      }
+      // Below the threshold: the level's own kernels.
+      std::vector<float> y(from - 1 > 0 ? (from - 1) * rows : 0, NAN), y_own(y.size(), NAN);
+      matmul(w, x.data(), from - 1, y.data(), ctx);
+      matmul(w, x.data(), from - 1, y_own.data(), own);
+      EXPECT_EQ(std::memcmp(y.data(), y_own.data(), y.size() * 4), 0) << type_name(type) << " " << from - 1;
+    }
+  }
 }
 
 // The vectors' gate: the avx512vnni-zmm level only, the GGUF-row types, 32+ tokens, on;
