@@ -119,10 +119,10 @@ bool default_amx_bf16();
 // amx_bf16: on the avx512amx level of a CPU with AMX-BF16 and AVX-512 BF16, the weights
 // amx_bf16_takes (Q8_0 and Q4_K in kRows8; F32, F16, BF16 and Q6_K in GGUF rows) times
 // amx_bf16_min_tokens(type) or more tokens (32; F16 and BF16 8, F32 12, Q6_K 16) take bf16
-// tiles (amx_bf16_applies): prompts and decode batches run faster, and their results are no longer bitwise those of the same
-// tokens decoded one by one (bf16 weights and activations, 8 significant bits; see
-// matmul_amx_bf16_impl.h); they still do not depend
-// on the batch, the token's place in it or the thread count. Default: default_amx_bf16()
+// tiles (amx_bf16_applies): prompts and decode batches run faster, and their results are no
+// longer bitwise those of the same tokens decoded one by one (bf16 weights and activations, 8
+// significant bits; see matmul_amx_bf16_impl.h); they still do not depend on the batch, the
+// token's place in it or the thread count. Default: default_amx_bf16()
 // (on; ECOSERVE_AMX_BF16=0, or false here, so that every batch gives the bits of batch 1).
 // bf16_vectors: the same for the avx512vnni-zmm level on a CPU with AVX-512 BF16, for the
 // weights bf16_vectors_takes (F32, F16, BF16 and Q6_K in GGUF rows; Q8_0 and Q4_K stay on
