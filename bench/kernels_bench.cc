@@ -45,6 +45,7 @@
 #include "base/fp16.h"
 #include "base/thread_pool.h"
 #include "base/zeroed_buffer.h"
+#include "kernels/bf16_weight_tiles.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/packed_weights.h"
@@ -253,6 +254,11 @@ void BM_Synth1bMatmuls(benchmark::State& state) {
   const std::int64_t code = state.range(0), n = state.range(1);
   ThreadPool pool(static_cast<int>(state.range(2)));
   KernelContext ctx(&pool);
+  const bool made = state.range(3) != 0;
+  if (made && !amx_bf16_supported(detect_cpu_features())) {
+    state.SkipWithError("made: this CPU has no AMX-BF16 tiles");
+    return;
+  }
   // Indexes 1000 on: apart from run_model's weights of the same shapes.
   std::vector<std::array<const Weights*, 7>> layers;
   std::int64_t bytes = 0;
@@ -278,6 +284,21 @@ void BM_Synth1bMatmuls(benchmark::State& state) {
     kind_bytes[3] += static_cast<double>(L[6]->bytes.size());
   }
   kind_bytes[4] = static_cast<double>(out.bytes.size());
+  // made: the tiles of every matrix the bf16 tiles take made once (Bf16WeightTiles), as
+  // EngineOptions::bf16_weights does at load.
+  Bf16WeightTiles tiles;
+  if (made) {
+    std::vector<const Weights*> all = {&out};
+    for (const auto& L : layers) all.insert(all.end(), L.begin(), L.end());
+    for (const Weights* w : all) {
+      const Status st = amx_bf16_takes(w->view) ? tiles.add(w->view, pool) : ok_status();
+      if (!st.ok()) {
+        state.SkipWithError(st.message().c_str());
+        return;
+      }
+    }
+    ctx.bf16_weights = &tiles;
+  }
   using Clock = std::chrono::steady_clock;
   auto timed = [&](int kind, auto&& call) {
     const Clock::time_point t0 = Clock::now();
@@ -304,7 +325,8 @@ void BM_Synth1bMatmuls(benchmark::State& state) {
   for (int i = 0; i < 5; ++i) {
     if (seconds[i] > 0) state.counters[names[i]] = kind_bytes[i] * iters / seconds[i] / 1e9;
   }
-  state.SetLabel(std::string(type_name(type_arg(code))) + (code >= kPackedCode ? " rows8" : ""));
+  state.SetLabel(std::string(type_name(type_arg(code))) + (code >= kPackedCode ? " rows8" : "") +
+                 (made ? " made" : ""));
 }
 
 void BM_PrefillMatmuls(benchmark::State& state) { run_model(state, state.range(1), 1); }
@@ -356,16 +378,26 @@ void model_args(benchmark::internal::Benchmark* b) {
 }
 
 void synth1b_args(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"type", "n", "threads"});
+  b->ArgNames({"type", "n", "threads", "made"});
   for (std::int64_t type : {kQ4kRows8, kQ8Rows8})
     for (std::int64_t n : {1, 4, 32, 512})
-      for (std::int64_t threads : {1, 2}) b->Args({type, n, threads});
+      for (std::int64_t threads : {1, 2}) b->Args({type, n, threads, 0});
   // F16 and Q6_K (GGUF rows) prompts: float tiles and int8 K-quant kernels, or bf16 tiles.
   for (std::int64_t type : {1, 14})
-    for (std::int64_t threads : {1, 2}) b->Args({type, 512, threads});
+    for (std::int64_t threads : {1, 2}) b->Args({type, 512, threads, 0});
   // And their decode batches.
   for (std::int64_t type : {1, 14})
-    for (std::int64_t n : {1, 4, 8, 16, 32}) b->Args({type, n, 1});
+    for (std::int64_t n : {1, 4, 8, 16, 32}) b->Args({type, n, 1, 0});
+  // Batches and prompts with the bf16 tiles made at load (CPUs with AMX-BF16 only), each
+  // beside the same batch without (made 0 above, and here at 8, 16, 64).
+  for (std::int64_t type : {kQ8Rows8, kQ4kRows8, std::int64_t{1}, std::int64_t{14}}) {
+    for (std::int64_t n : {4, 8, 12, 16, 24, 32, 64, 512}) {
+      const bool rows8 = type >= kPackedCode;
+      const bool listed = rows8 ? n == 4 || n == 32 || n == 512 : n == 4 || n == 8 || n == 16 || n == 32 || n == 512;
+      if (!listed) b->Args({type, n, 1, 0});
+      b->Args({type, n, 1, 1});
+    }
+  }
 }
 
 void prefill_args(benchmark::internal::Benchmark* b) {

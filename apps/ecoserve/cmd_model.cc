@@ -13,6 +13,7 @@
 
 #include "apps/ecoserve/commands.h"
 #include "kernels/attention.h"
+#include "kernels/bf16_weight_tiles.h"
 #include "kernels/cpu_features.h"
 #include "kernels/ggml_type.h"
 #include "kernels/matmul.h"
@@ -180,6 +181,7 @@ int run_info(const InfoArgs& a) {
                       {"attention_f32_wide", kernels::default_attention_f32_wide()},
                       {"attention_row_prefetch", kernels::default_attention_row_prefetch()},
                       {"amx_bf16", kernels::default_amx_bf16() && kernels::amx_bf16_supported(cpu)},
+                      {"bf16_weights", kernels::default_bf16_weights() && kernels::amx_bf16_supported(cpu)},
                       {"attention_fp16_math", kernels::default_attention_fp16_math() && cpu.avx512_fp16},
                       {"attention_bf16_vectors", kernels::default_attention_bf16() && cpu.avx512_bf16 &&
                                                      kernels::default_isa() == kernels::Isa::kAvx512VnniZmm},
@@ -265,6 +267,7 @@ int run_info(const InfoArgs& a) {
                                                                                : "every CPU"));
     line("amx bf16", kernels::amx_bf16_summary(kernels::default_amx_bf16(), cpu));
     line("matmul bf16", kernels::bf16_vectors_summary(kernels::default_matmul_bf16(), cpu));
+    line("bf16 weights", kernels::bf16_weights_summary(kernels::default_bf16_weights(), cpu));
     line("attention fp16 math",
          !cpu.avx512_fp16 ? std::string("not on this CPU (AVX512-FP16)")
          : kernels::default_attention_fp16_math()

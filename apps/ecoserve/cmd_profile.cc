@@ -15,6 +15,7 @@
 #include "engine/cost_profiler.h"
 #include "engine/model_runner.h"
 #include "kernels/attention.h"
+#include "kernels/bf16_weight_tiles.h"
 #include "kernels/machine_peak.h"
 #include "kernels/matmul.h"
 #include "loadgen/length_distribution.h"
@@ -46,6 +47,8 @@ struct ProfileArgs {
 // and attention work per token of context.
 struct ModelCost {
   double weight_bytes = 0;        // all linear-layer weights
+  double made_weight_bytes = 0;   // the same with the bf16 tiles made at load (Bf16WeightTiles)
+  double tile_bytes = 0;          // those tiles
   double macs_per_token = 0;      // linear layers + output projection
   double layer_macs_per_token = 0;  // linear layers only (prefill samples one token)
   double kv_bytes_per_ctx = 0;    // K and V of one context token, all layers
@@ -57,6 +60,9 @@ ModelCost model_cost(const model::LlamaModel& m, engine::KvCacheType kv_type) {
   ModelCost c;
   auto add = [&](const kernels::WeightView& w, bool layer) {
     c.weight_bytes += static_cast<double>(w.row_bytes) * w.rows;
+    const std::int64_t made = kernels::Bf16WeightTiles::bytes_for(w);
+    c.made_weight_bytes += made > 0 ? static_cast<double>(made) : static_cast<double>(w.row_bytes) * w.rows;
+    c.tile_bytes += static_cast<double>(made);
     c.macs_per_token += static_cast<double>(w.rows) * w.cols;
     if (layer) c.layer_macs_per_token += static_cast<double>(w.rows) * w.cols;
   };
@@ -194,7 +200,11 @@ int run_profile(const ProfileArgs& a) {
   const int64_t amx_from = amx && wq0.layout == kernels::WeightLayout::kRows8 ? kernels::amx_min_tokens(wq0.type) : 0;
   // The batch from which they run bf16 tiles instead (0: never; KernelContext::amx_bf16).
   const bool bf16_on = amx && kernels::default_amx_bf16() && kernels::amx_bf16_supported(cpu);
-  const int64_t bf16_from = bf16_on && kernels::amx_bf16_takes(wq0) ? kernels::amx_bf16_min_tokens(wq0.type) : 0;
+  // Whether their tiles are made at load (EngineOptions::bf16_weights): those batches then
+  // read the tiles' 2 bytes per weight, not the weights, and start lower.
+  const bool made = bf16_on && kernels::amx_bf16_takes(wq0) && kernels::default_bf16_weights();
+  const int64_t bf16_from =
+      bf16_on && kernels::amx_bf16_takes(wq0) ? kernels::amx_bf16_min_tokens(wq0.type, made) : 0;
   // Or, at the avx512vnni-zmm level, on AVX512-BF16 vectors (KernelContext::bf16_vectors).
   const int64_t bf16_vec_from = a.isa == kernels::Isa::kAvx512VnniZmm && kernels::default_matmul_bf16() &&
                                         kernels::bf16_vectors_supported(cpu) && kernels::bf16_vectors_takes(wq0)
@@ -268,6 +278,11 @@ int run_profile(const ProfileArgs& a) {
                 kernels::openblas_core().c_str());
     std::printf("prefill: one %d-token prompt (best of %d); decode: %d steps per batch from context %d; KV cache %s\n",
                 a.prompt_len, a.repeats, a.decode_steps, a.context, engine::kv_cache_type_name(kv_type));
+    if (kernels::default_bf16_weights()) {
+      std::printf("bf16 weights (ECOSERVE_BF16_WEIGHTS=1): %.1f MB of bf16 tiles made at load%s\n",
+                  cost.tile_bytes / 1e6,
+                  made ? (", read by batches of " + std::to_string(bf16_from) + "+").c_str() : "");
+    }
     if (a.roofline) {
       std::printf("roofline inputs: %.1f MB of weights per step, %.1f M multiply-adds per token; per core, measured "
                   "now: %.1f G float FMA-MAC/s on 256-bit registers",
@@ -387,14 +402,22 @@ int run_profile(const ProfileArgs& a) {
       std::fflush(stdout);
       return true;
     };
+    // The cost of a step of n tokens: with the tiles made at load, batches on them read the tiles.
+    auto step_cost = [&](int64_t n) {
+      ModelCost sc = cost;
+      if (made && linear_peak(n) == Peak::kAmxBf16) sc.weight_bytes = cost.made_weight_bytes;
+      return sc;
+    };
     Bound pb;
     if (a.roofline) {
-      pb = prefill_bound(cost, a.prompt_len, gbps, gmacs(th, linear_peak(a.prompt_len)), gmacs(th, prefill_attn_peak));
+      pb = prefill_bound(step_cost(a.prompt_len), a.prompt_len, gbps, gmacs(th, linear_peak(a.prompt_len)),
+                         gmacs(th, prefill_attn_peak));
       pb.linear_peak = linear_peak(a.prompt_len);
       pb.attention_peak = prefill_attn_peak;
     }
     auto decode_roof = [&](int32_t b) {
-      Bound db = decode_bound(cost, b, a.context, gbps, gmacs(th, linear_peak(b)), gmacs(th, decode_attn_peak));
+      Bound db =
+          decode_bound(step_cost(b), b, a.context, gbps, gmacs(th, linear_peak(b)), gmacs(th, decode_attn_peak));
       db.linear_peak = linear_peak(b);
       db.attention_peak = decode_attn_peak;
       return db;

@@ -102,6 +102,7 @@ void engine_and_instance_options(const ServeArgs& a, const model::LlamaModel& m,
   eo.max_context = a.ctx;
   eo.kv_cache_type = a.kv_cache_type;
   eo.isa = a.isa;
+  eo.bf16_weights = a.bf16_weights;
   const auto& cfg = m.config();
   const int64_t context = a.ctx > 0 ? a.ctx : cfg.n_ctx_train;
   const int64_t block_bytes = engine::ModelRunner::kv_bytes_per_block(cfg, a.block_size, eo.kv_cache_type);
@@ -143,11 +144,11 @@ StatusOr<std::unique_ptr<cluster::InstanceBackend>> make_instance(std::shared_pt
   const int64_t block_bytes = engine::ModelRunner::kv_bytes_per_block(m->config(), eo.block_size, eo.kv_cache_type);
   std::fprintf(stderr,
                "[ecoserve] instance %s (%s): %d threads, KV cache %d blocks of %d tokens, %s (%.0f MiB reserved), %d "
-               "host swap blocks, %s kernels\n",
+               "host swap blocks, %s kernels%s\n",
                name.c_str(), role.c_str(), eo.num_threads > 0 ? eo.num_threads : cores, instance->num_kv_blocks(),
                eo.block_size, engine::kv_cache_type_name(eo.kv_cache_type),
                instance->num_kv_blocks() * static_cast<double>(block_bytes) / (1 << 20), instance->num_host_blocks(),
-               std::string(kernels::isa_name(eo.isa)).c_str());
+               std::string(kernels::isa_name(eo.isa)).c_str(), eo.bf16_weights ? ", bf16 weights made at load" : "");
   return instance;
 }
 
@@ -188,6 +189,7 @@ StatusOr<std::string> spawn_instance(const ServeArgs& a, const engine::EngineOpt
       a.prefix_caching ? "--enable-prefix-caching" : "--no-prefix-caching", "--preemption-mode",
       a.preemption_mode, "--swap-space-mb", std::to_string(a.swap_mb), "--name", std::to_string(i)};
   if (a.mmap) argv.push_back("--mmap");
+  argv.push_back(a.bf16_weights ? "--bf16-weights" : "--no-bf16-weights");
   const std::string profile = !a.profile.empty() ? a.profile : engine::default_cost_profile_path(a.model);
   if (a.policy == "temporal" && std::filesystem::exists(profile)) argv.insert(argv.end(), {"--profile", profile});
   auto child = std::make_unique<Subprocess>();

@@ -4,6 +4,7 @@
 #include "apps/ecoserve/commands.h"
 #include "base/log.h"
 #include "kernels/attention.h"
+#include "kernels/bf16_weight_tiles.h"
 #include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
 
@@ -17,7 +18,8 @@ int main(int argc, char** argv) {
         ecoserve::kernels::attention_row_prefetch_from_env().status(),
         ecoserve::kernels::amx_bf16_from_env().status(),
         ecoserve::kernels::attention_fp16_math_from_env().status(),
-        ecoserve::kernels::attention_bf16_from_env().status(), ecoserve::kernels::matmul_bf16_from_env().status()}) {
+        ecoserve::kernels::attention_bf16_from_env().status(), ecoserve::kernels::matmul_bf16_from_env().status(),
+        ecoserve::kernels::bf16_weights_from_env().status()}) {
     if (!s.ok()) {
       std::fprintf(stderr, "error: %s\n", s.message().c_str());
       return 2;

@@ -29,6 +29,7 @@ struct ServeArgs {
   int32_t block_size = 16;
   engine::KvCacheType kv_cache_type = engine::KvCacheType::kF32;
   kernels::Isa isa = kernels::default_isa();
+  bool bf16_weights = kernels::default_bf16_weights();  // EngineOptions::bf16_weights
   int32_t ctx = 0;
   int32_t max_waiting = 256;
   std::string api_key;

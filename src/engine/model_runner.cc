@@ -8,6 +8,7 @@
 
 #include "base/zeroed_buffer.h"
 #include "kernels/attention.h"
+#include "kernels/bf16_weight_tiles.h"
 #include "kernels/ops.h"
 
 namespace ecoserve::engine {
@@ -53,6 +54,7 @@ struct ModelRunner::Impl {
   Impl(ThreadPool* pool, kernels::Isa isa) : kctx(pool, isa), attn_scratch(pool->num_threads()) {}
 
   kernels::KernelContext kctx;
+  kernels::Bf16WeightTiles bf16_weights;  // EngineOptions::bf16_weights (kctx points at it)
   // Per layer: [block][slot][kv_head][head_dim] values of elem_bytes each.
   std::vector<ZeroedBuffer<uint8_t>> k_cache, v_cache;
   // Host swap pool, same layout: [host block][slot][kv_head][head_dim] per layer.
@@ -90,6 +92,28 @@ int64_t ModelRunner::kv_bytes_per_block(const model::LlamaConfig& c, int32_t blo
   return 2ll * c.n_layer * block_size * c.kv_dim() * static_cast<int64_t>(kv_elem_bytes(type));
 }
 
+Status ModelRunner::make_bf16_weights() {
+  if (!options_.amx_bf16 || options_.isa != kernels::Isa::kAvx512Amx ||
+      !kernels::amx_bf16_supported(kernels::detect_cpu_features())) {
+    return failed_precondition_error(
+        "engine: bf16_weights (ECOSERVE_BF16_WEIGHTS) needs the bf16 tiles: a CPU with AMX-BF16 and AVX-512 BF16 "
+        "at the avx512amx level, with amx_bf16 on (ECOSERVE_AMX_BF16)");
+  }
+  std::vector<const kernels::WeightView*> views = {&model_->output()};
+  for (const model::LayerWeights& l : model_->layers()) {
+    for (const kernels::WeightView* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) views.push_back(v);
+  }
+  for (const kernels::WeightView* v : views) {
+    if (!kernels::amx_bf16_takes(*v)) continue;
+    const Status st = impl_->bf16_weights.add(*v, *pool_);
+    if (!st.ok()) return st.with_prefix("engine: bf16 weights");
+  }
+  impl_->kctx.bf16_weights = &impl_->bf16_weights;
+  return ok_status();
+}
+
+int64_t ModelRunner::bf16_weight_bytes() const { return impl_->bf16_weights.bytes(); }
+
 StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(std::shared_ptr<const model::LlamaModel> model,
                                                            const EngineOptions& options) {
   if (!model) return invalid_argument_error("engine: no model");
@@ -118,6 +142,7 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(std::shared_ptr<const
   r->impl_ = std::make_unique<Impl>(r->pool_.get(), options.isa);
   r->impl_->kctx.amx_bf16 = options.amx_bf16;
   r->impl_->kctx.bf16_vectors = options.matmul_bf16;
+  if (options.bf16_weights) ECO_RETURN_IF_ERROR(r->make_bf16_weights());
   r->impl_->elem_bytes = kv_elem_bytes(options.kv_cache_type);
   const size_t per_layer = static_cast<size_t>(r->num_blocks_) * options.block_size * c.kv_dim() * r->impl_->elem_bytes;
   if (options.num_host_blocks < 0) return invalid_argument_error("engine: negative num_host_blocks");

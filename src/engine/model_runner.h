@@ -26,6 +26,7 @@
 #include "base/thread_pool.h"
 #include "engine/sampler.h"
 #include "kernels/attention.h"
+#include "kernels/bf16_weight_tiles.h"
 #include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
 #include "model/llama_model.h"
@@ -72,6 +73,12 @@ struct EngineOptions {
   // (faster prompts; weights and activations rounded to bf16). Default: ECOSERVE_MATMUL_BF16
   // (unset: on; false where a caller needs every batch to give the bits of batch 1).
   bool matmul_bf16 = kernels::default_matmul_bf16();
+  // kernels::Bf16WeightTiles: every matrix the bf16 tiles take made into their bf16 B tiles
+  // once, at create(), instead of on every call of 8-32+ tokens (the same bits; 2 more bytes
+  // per weight: a Q8_0 model's memory about 3x, an F16 one's 2x). Needs amx_bf16 on a CPU
+  // with AMX-BF16 at the avx512amx level (else create() fails with FAILED_PRECONDITION).
+  // Default: ECOSERVE_BF16_WEIGHTS (unset: off).
+  bool bf16_weights = kernels::default_bf16_weights();
 };
 
 // Header of an exported sequence's KV (little-endian, fixed layout).
@@ -105,6 +112,8 @@ class ModelRunner final : public Executor {
   int32_t num_host_blocks() const override { return options_.num_host_blocks; }
   int32_t max_context() const override { return max_context_; }
   int32_t num_threads() const { return pool_->num_threads(); }
+  // Bytes of the bf16 tiles made at create() (EngineOptions::bf16_weights; 0 without).
+  int64_t bf16_weight_bytes() const;
   KvCacheType kv_cache_type() const { return options_.kv_cache_type; }
   int64_t kv_bytes_per_block() const {
     return kv_bytes_per_block(model_->config(), options_.block_size, options_.kv_cache_type);
@@ -131,6 +140,7 @@ class ModelRunner final : public Executor {
  private:
   struct Impl;
   ModelRunner() = default;
+  Status make_bf16_weights();
 
   std::shared_ptr<const model::LlamaModel> model_;
   EngineOptions options_;

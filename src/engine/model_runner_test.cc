@@ -717,6 +717,61 @@ TEST(ModelRunnerRealModel, AmxBf16FloatWeightPromptsAreChunkInvariant) {
   expect_bf16_prompts_chunk_invariant(*model);
 }
 
+// EngineOptions::bf16_weights: the TinyStories model's (Q8_0, rows of 8) bf16 tiles made at
+// create() give a 96-token prompt and a decode batch of 32 the logits without them,
+// bit for bit; without the bf16 tiles create() fails with FAILED_PRECONDITION.
+TEST(ModelRunnerRealModel, Bf16WeightsMadeAtCreateGiveTheSameLogits) {
+  auto path = shared_data_path("models/tinystories-656k-q8_0.gguf");
+  if (!path) GTEST_SKIP() << missing_data_message("models/tinystories-656k-q8_0.gguf");
+  auto model = model::LlamaModel::load(*path);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  auto make = [&](bool made, bool amx_bf16) {
+    EngineOptions opt;
+    opt.num_threads = 2;
+    opt.num_kv_blocks = 64;
+    opt.isa = kernels::Isa::kAvx512Amx;
+    opt.amx_bf16 = amx_bf16;
+    opt.bf16_weights = made;
+    return ModelRunner::create(*model, opt);
+  };
+  if (!kernels::amx_bf16_supported(kernels::detect_cpu_features())) {
+    EngineOptions opt;
+    opt.bf16_weights = true;
+    auto r = ModelRunner::create(*model, opt);
+    EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition) << r.status().to_string();
+    GTEST_SKIP() << "this CPU has no AMX-BF16 (or no tile state from Linux): no bf16 tiles to make";
+  }
+  auto refused = make(true, false);
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition) << refused.status().to_string();
+  auto plain = make(false, true), made = make(true, true);
+  ASSERT_TRUE(plain.ok() && made.ok()) << made.status().to_string();
+  EXPECT_EQ((*plain)->bf16_weight_bytes(), 0);
+  // Every layer matrix and the (tied) output: 2 bytes per weight, rows rounded up to 16.
+  int64_t want = 0;
+  for (const model::LayerWeights& l : (*model)->layers()) {
+    for (const kernels::WeightView* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      want += kernels::Bf16WeightTiles::bytes_for(*v);
+    }
+  }
+  want += kernels::Bf16WeightTiles::bytes_for((*model)->output());
+  EXPECT_GT(want, 0);
+  EXPECT_EQ((*made)->bf16_weight_bytes(), want);
+  const int32_t vocab = (*model)->config().n_vocab;
+  const auto prompt = random_tokens(96, vocab, 41);
+  const auto table = range_ids(0, 8);
+  EXPECT_EQ(run_one(**plain, make_step(1, 0, prompt, table)).seqs.at(0).logits,
+            run_one(**made, make_step(1, 0, prompt, table)).seqs.at(0).logits);
+  // A batch of 32 sequences of one token each (a block each).
+  StepPlan plan;
+  for (int32_t s = 0; s < 32; ++s) {
+    plan.seqs.push_back(make_step(100 + s, 0, random_tokens(1, vocab, 50 + s), range_ids(8 + s, 1)));
+  }
+  auto a = (*plain)->execute(plan), b = (*made)->execute(plan);
+  ASSERT_TRUE(a.ok() && b.ok()) << b.status().to_string();
+  ASSERT_EQ(a->seqs.size(), 32u);
+  for (size_t i = 0; i < a->seqs.size(); ++i) EXPECT_EQ(a->seqs[i].logits, b->seqs[i].logits) << "sequence " << i;
+}
+
 // A tiny model with head size 64 (4 query heads, 2 KV heads, n_embd 256).
 TinyLlamaSpec head_dim_64_spec() {
   TinyLlamaSpec spec;

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "base/status.h"
+#include "kernels/bf16_weight_tiles.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/packed_weights.h"
 
@@ -166,7 +167,12 @@ constexpr std::int64_t kAmxBf16ChunkTokens = 256;
 struct Bf16Target {
   const WeightView* w;
   float* y;
+  const std::uint16_t* made = nullptr;  // its tiles made at load (KernelContext::bf16_weights)
 };
+
+const std::uint16_t* made_tiles(const KernelContext& ctx, const WeightView& w) {
+  return ctx.bf16_weights != nullptr ? ctx.bf16_weights->find(w) : nullptr;
+}
 
 // The targets (each bf16_products_apply, the same cols) times x [n_tokens][cols] on the bf16
 // tiles or, at the avx512vnni-zmm level, AVX512-BF16 vectors: x packed once per chunk of
@@ -209,7 +215,7 @@ void amx_bf16_matmul(std::span<const Bf16Target> targets, const float* x, std::i
         if (lo < hi) {
           detail::amx_bf16_rows(t.w->type, static_cast<const std::uint8_t*>(t.w->data), t.w->row_bytes, cols, acts,
                                 nt, lo - base, hi - base, run_blocks, t.y + tc * t.w->rows, t.w->rows, wbuf,
-                                vectors);
+                                vectors, t.made);
         }
         base += t.w->rows;
       }
@@ -270,7 +276,7 @@ bool amx_bf16_takes(const WeightView& w) {
 bool amx_bf16_applies(const KernelContext& ctx, const WeightView& w, std::int64_t n_tokens) {
   static const bool kSupported = amx_bf16_supported(detect_cpu_features());
   return ctx.amx_bf16 && kSupported && ctx.isa == Isa::kAvx512Amx && amx_bf16_takes(w) &&
-         n_tokens >= amx_bf16_min_tokens(w.type);
+         n_tokens >= amx_bf16_min_tokens(w.type, made_tiles(ctx, w) != nullptr);
 }
 
 StatusOr<bool> matmul_bf16_from_env() { return switch_from_env("ECOSERVE_MATMUL_BF16", true); }
@@ -372,6 +378,11 @@ std::string q4k_tile_pairs_summary(std::int32_t pairs) {
 }
 
 namespace detail {
+void amx_bf16_bad_type(const char* fn, GgmlType type) {
+  ECO_CHECK_MSG(false, "{}: the bf16 tiles do not take {} weights", fn, type_name(type));
+  std::abort();
+}
+
 std::size_t amx_bf16_acts_bytes(std::int64_t n_tokens, std::int64_t cols) {
   return static_cast<std::size_t>((n_tokens + 15) / 16 * 16 * cols * 2);
 }
@@ -390,7 +401,7 @@ void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y
   auto run = [&](auto&& rows_fn) { run_shares(pool, w.rows, n_tokens, rows_fn); };
 
   if (bf16_products_apply(ctx, w, n_tokens)) {
-    const Bf16Target target{&w, y};
+    const Bf16Target target{&w, y, made_tiles(ctx, w)};
     amx_bf16_matmul({&target, 1}, x, n_tokens, ctx);
     return;
   }
@@ -454,7 +465,7 @@ void matmul_many(std::span<const MatmulTarget> targets, const float* x, std::int
     for (const MatmulTarget& t : targets) {
       if (bf16_products_apply(ctx, *t.w, n_tokens) && t.w->cols == targets[0].w->cols) {
         ECO_CHECK_MSG(t.w->data != nullptr && t.y != nullptr && x != nullptr, "matmul_many: null data pointer");
-        bf16_targets[n_bf16++] = {t.w, t.y};
+        bf16_targets[n_bf16++] = {t.w, t.y, made_tiles(ctx, *t.w)};
       } else {
         other_targets[n_other++] = t;
       }

@@ -118,7 +118,8 @@ bool default_amx_bf16();
 // changes. Default: default_q4k_tile_pairs().
 // amx_bf16: on the avx512amx level of a CPU with AMX-BF16 and AVX-512 BF16, the weights
 // amx_bf16_takes (Q8_0 and Q4_K in kRows8; F32, F16, BF16 and Q6_K in GGUF rows) times
-// amx_bf16_min_tokens(type) or more tokens (32; F16 and BF16 8, F32 12, Q6_K 16) take bf16
+// amx_bf16_min_tokens(type, made) or more tokens (32; F16 and BF16 8, F32 12, Q6_K 16; with
+// the tiles made at load, bf16_weights, Q8_0 16, Q4_K 24, Q6_K 8) take bf16
 // tiles (amx_bf16_applies): prompts and decode batches run faster, and their results are no
 // longer bitwise those of the same tokens decoded one by one (bf16 weights and activations, 8
 // significant bits; see matmul_amx_bf16_impl.h); they still do not depend on the batch, the
@@ -129,6 +130,8 @@ bool default_amx_bf16();
 // the int8 kernels, which run faster there): the bf16 tiles' roundings with the products on
 // vdpbf16ps (bf16_vectors_applies). Default: default_matmul_bf16() (on;
 // ECOSERVE_MATMUL_BF16=0, or false here, for the bits of batch 1).
+class Bf16WeightTiles;  // kernels/bf16_weight_tiles.h
+
 struct KernelContext {
   explicit KernelContext(ThreadPool* p, Isa i = default_isa()) : pool(p), isa(i) {}
   ThreadPool* pool;
@@ -138,6 +141,9 @@ struct KernelContext {
   std::int32_t q4k_tile_pairs = default_q4k_tile_pairs();
   bool amx_bf16 = default_amx_bf16();
   bool bf16_vectors = default_matmul_bf16();
+  // Matrices whose bf16 tiles were made at load (null: none): the bf16 tiles and vectors
+  // read them instead of copying the weights per call. Not owned; outlives the context's use.
+  const Bf16WeightTiles* bf16_weights = nullptr;
   std::vector<std::uint8_t> scratch;
   std::vector<float> tile_scratch;  // per thread: the int8 kernels' block scales and unpacked rows
 };
@@ -179,13 +185,23 @@ inline constexpr std::int64_t kAmxBf16MinTokens = 32;
 // 19.4-23.5 -> 52.5-56.9; synth 110m F16 batch 6 191-203 -> 144-155 (its weights in L3: why
 // F16 starts at 8, not 6), batch 8 172-178 -> 183-208; synth 110m Q6_K batch 12 278-280 ->
 // 253-261, batch 16 255-289 -> 300-306 (docs/kernels.md, fortieth pass).
+// With the tiles made at load (`made`: KernelContext::bf16_weights holds the matrix), no
+// copy is left to share and the tiles read 2 bytes per weight: Q8_0 starts at 16, Q4_K at
+// 24, Q6_K at 8. Same Xeon, kernels_bench BM_Synth1bMatmuls (the weights from DRAM), one
+// thread, ms, own kernels / made tiles, two rounds: Q8_0 8 139-158 / 187-254, 12 169-172 /
+// 263-274, 16 229-230 / 190-223, 24 284-365 / 213-227; Q4_K 12 170-172 / 228-248, 16
+// 237-247 / 246-265, 24 354-365 / 187-201; Q6_K 4 175-212 / 214-230, 8 373-388 / 213-222;
+// F16 4 224-259 / 206-230, 8 313-318 / 204-253 (F16 stays at 8, F32 at 12: unmeasured
+// below on weights in L3).
 // The batches from which weights of `type` (as amx_bf16_takes them) run on bf16 tiles.
-constexpr std::int64_t amx_bf16_min_tokens(GgmlType type) {
+constexpr std::int64_t amx_bf16_min_tokens(GgmlType type, bool made = false) {
   switch (type) {
     case GgmlType::kF16:
     case GgmlType::kBF16: return 8;
     case GgmlType::kF32: return 12;
-    case GgmlType::kQ6_K: return 16;
+    case GgmlType::kQ6_K: return made ? 8 : 16;
+    case GgmlType::kQ8_0: return made ? 16 : kAmxBf16MinTokens;
+    case GgmlType::kQ4_K: return made ? 24 : kAmxBf16MinTokens;
     default: return kAmxBf16MinTokens;
   }
 }
@@ -194,7 +210,7 @@ constexpr std::int64_t amx_bf16_min_tokens(GgmlType type) {
 bool amx_bf16_takes(const WeightView& w);
 // Whether a matmul of w by n_tokens tokens with ctx runs the bf16 tiles: ctx.amx_bf16, the
 // avx512amx level on a CPU with AMX-BF16 and AVX-512 BF16, amx_bf16_takes(w),
-// amx_bf16_min_tokens(w.type) or more tokens.
+// amx_bf16_min_tokens(w.type, made) or more tokens (made: ctx.bf16_weights holds w's tiles).
 bool amx_bf16_applies(const KernelContext& ctx, const WeightView& w, std::int64_t n_tokens);
 // Whether this CPU runs the bf16 tiles at all (AMX-BF16 and AVX-512 BF16 with the avx512amx level).
 bool amx_bf16_supported(const CpuFeatures& cpu);

@@ -457,18 +457,36 @@ void bf16_vectors_tile(const std::uint16_t* a, int valid, const std::uint16_t* b
   }
 }
 
+// Pairs [p0, p1) of 8-row groups (pair p: rows 16p to 16p + 15) of a matrix of K's type with
+// `groups` groups, every block's B tile, at out + (p * nb + b) B tiles: the tiles
+// bf16_rows copies per call, made once (Bf16WeightTiles). The last pair of an odd count
+// repeats its group, as bf16_rows's copy does.
+template <class K>
+void bf16_make_tiles(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, std::int64_t groups,
+                     std::int64_t p0, std::int64_t p1, std::uint16_t* out) {
+  const std::int64_t nb = cols / 32, gbytes = 8 * static_cast<std::int64_t>(row_bytes);
+  for (std::int64_t p = p0; p < p1; ++p) {
+    const std::uint8_t* g0 = w + 2 * p * gbytes;
+    const std::uint8_t* g1 = 2 * p + 1 < groups ? g0 + gbytes : nullptr;
+    for (std::int64_t b = 0; b < nb; ++b) K::block(g0, g1, nb, b, out + (p * nb + b) * kBf16TileElems);
+  }
+}
+
 // Weight rows [r0, r1) (r0 % 16 == 0, r1 % 8 == 0) of a matrix of K's type (Bf16Q8, Bf16Q4k:
 // kRows8; Bf16Plain<Row>: GGUF rows) times tokens [0, n_tokens) of the packed activations `a`, into y; runs of
 // kb_run blocks; wbuf: 4 * kb_run B tiles (64-byte aligned): the current slab's and the next's.
-// kTiles: the products on AMX tiles (bf16_tiles), else on AVX512-BF16 vectors (bf16_vectors_tile).
+// made: null, or the matrix's B tiles made once (bf16_make_tiles's layout), which the
+// products then read in place of the copies (the same bits), two slabs ahead prefetched
+// into L2. kTiles: the products on AMX tiles (bf16_tiles), else on AVX512-BF16 vectors
+// (bf16_vectors_tile).
 template <class K, bool kTiles>
 void bf16_rows(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const std::uint16_t* a,
                std::int64_t n_tokens, std::int64_t r0, std::int64_t r1, std::int64_t kb_run, float* y,
-               std::int64_t y_stride, std::uint16_t* wbuf) {
+               std::int64_t y_stride, std::uint16_t* wbuf, const std::uint16_t* made) {
   const std::int64_t nb = cols / 32, gbytes = 8 * static_cast<std::int64_t>(row_bytes);
   const std::int64_t full = n_tokens / 16 * 16, rem = n_tokens - full;
   const std::int64_t a_tile = nb * kBf16TileElems;  // elements between token tiles
-  const std::int64_t pair_stride = kb_run * kBf16TileElems;
+  const std::int64_t pair_stride = made != nullptr ? nb * kBf16TileElems : kb_run * kBf16TileElems;
   // Tile calls per slab: pairs of 16-token tiles, a lone one, the tokens left (vectors: calls
   // of 8 tokens).
   const std::int64_t calls = kTiles ? full / 32 + full / 16 % 2 + (rem > 0 ? 1 : 0) : (n_tokens + 7) / 8;
@@ -494,24 +512,33 @@ void bf16_rows(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, 
   for (std::int64_t kc = 0; kc < nb; kc += kb_run) {
     const std::int64_t kb = imin(kb_run, nb - kc);
     std::uint16_t* cur = wbuf;
-    std::uint16_t* next = wbuf + 2 * pair_stride;
+    std::uint16_t* next = wbuf + 2 * kb_run * kBf16TileElems;  // (unused with made tiles)
     const std::uint8_t* g[4];
-    SlabRepack<K>(g, slab_groups(r0, g), nb, kc, kc + kb, cur, pair_stride, 1).finish();
+    if (made == nullptr) SlabRepack<K>(g, slab_groups(r0, g), nb, kc, kc + kb, cur, pair_stride, 1).finish();
     const std::int64_t begin = K::offset(nb, kc, gbytes), end = K::offset(nb, kc + kb, gbytes);
     for (std::int64_t s = r0; s < r1; s += 32) {
       const std::int64_t srows = imin(32, r1 - s);
       const int n0 = srows >= 16 ? 16 : 8, n1 = srows >= 32 ? 16 : 8;
       Background bg;
-      if (s + 32 < r1) {
+      if (made != nullptr) {
+        // The tiles in place; the slab two ahead's (one range of kb tiles per pair) into L2.
+        if (s + 64 < r1) {
+          const auto* ahead = reinterpret_cast<const std::uint8_t*>(made + ((s + 64) / 16 * nb) * kBf16TileElems);
+          const int pairs = static_cast<int>(imin(2, (r1 - s - 64 + 15) / 16));
+          bg.prefetch = SlabPrefetch(ahead, nb * 2 * kBf16TileElems, pairs, 1, kc * 2 * kBf16TileElems,
+                                     kb * 2 * kBf16TileElems, calls * kb);
+        }
+      } else if (s + 32 < r1) {
         const std::uint8_t* gn[4];
         const int pairs = slab_groups(s + 32, gn);
         bg.copy = SlabRepack<K>(gn, pairs, nb, kc, kc + kb, next, pair_stride, calls * kb);
       }
-      if (s + 64 < r1) {
+      if (made == nullptr && s + 64 < r1) {
         bg.prefetch = SlabPrefetch(w + (s + 64) / 8 * gbytes, gbytes, static_cast<int>(imin(4, (r1 - s - 64) / 8)),
                                    K::kRanges, begin, end - begin, calls * kb);
       }
       const std::uint16_t* a0 = a + kc * kBf16TileElems;
+      const std::uint16_t* tiles = made != nullptr ? made + (s / 16 * nb + kc) * kBf16TileElems : cur;
       const bool first = kc == 0;
       if constexpr (!kTiles) {
         for (std::int64_t t = 0; t < n_tokens; t += 8) {
@@ -519,9 +546,9 @@ void bf16_rows(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, 
           const int valid = static_cast<int>(imin(8, n_tokens - t));
           float* yt = y + t * y_stride + s;
           if (srows > 16) {
-            bf16_vectors_tile<2>(at, valid, cur, pair_stride, n0, n1, kb, yt, y_stride, first, bg);
+            bf16_vectors_tile<2>(at, valid, tiles, pair_stride, n0, n1, kb, yt, y_stride, first, bg);
           } else {
-            bf16_vectors_tile<1>(at, valid, cur, 0, n0, n1, kb, yt, y_stride, first, bg);
+            bf16_vectors_tile<1>(at, valid, tiles, 0, n0, n1, kb, yt, y_stride, first, bg);
           }
         }
       } else {
@@ -529,9 +556,9 @@ void bf16_rows(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, 
           constexpr int kMt = decltype(mt)::value;
           float* yt = y + t * y_stride + s;
           if (srows > 16) {
-            bf16_tiles<kMt, 2>(a0 + t / 16 * a_tile, a_tile, cur, pair_stride, kb, yt, y_stride, first, bg);
+            bf16_tiles<kMt, 2>(a0 + t / 16 * a_tile, a_tile, tiles, pair_stride, kb, yt, y_stride, first, bg);
           } else {
-            bf16_tiles<kMt, 1>(a0 + t / 16 * a_tile, a_tile, cur, 0, kb, yt, y_stride, first, bg);
+            bf16_tiles<kMt, 1>(a0 + t / 16 * a_tile, a_tile, tiles, 0, kb, yt, y_stride, first, bg);
           }
         };
         if (full > 0) {

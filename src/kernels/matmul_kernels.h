@@ -101,12 +101,22 @@ const QuantRowKernels* quant_row_kernels_avx512amx();
 // wbuf: 4 * run_blocks * 1 KiB, 64-byte aligned, private to the caller. vectors: the products
 // on AVX512-BF16 vectors instead of AMX tiles (KernelContext::bf16_vectors, the
 // avx512vnni-zmm level; the CPU needs AVX-512 BF16 only), the same roundings, other sums.
+// made: null, or the matrix's tiles from amx_bf16_make_tiles, read in place of the per-call
+// copies (the same bits). amx_bf16_make_tiles: pairs [p0, p1) of the `groups` 8-row groups
+// (rows / 8) of a matrix as B tiles, pair p's block b at out + (p * cols / 32 + b) * 512
+// (64-byte aligned); the last pair of an odd count repeats its group.
 std::size_t amx_bf16_acts_bytes(std::int64_t n_tokens, std::int64_t cols);
 void amx_bf16_pack_acts(const float* x, std::int64_t cols, std::int64_t n_tokens, std::int64_t tile0,
                         std::int64_t tile1, std::uint16_t* a);
 void amx_bf16_rows(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols,
                    const std::uint16_t* a, std::int64_t n_tokens, std::int64_t r0, std::int64_t r1,
-                   std::int64_t run_blocks, float* y, std::int64_t y_stride, std::uint16_t* wbuf, bool vectors);
+                   std::int64_t run_blocks, float* y, std::int64_t y_stride, std::uint16_t* wbuf, bool vectors,
+                   const std::uint16_t* made);
+// Aborts naming `fn` and `type`, a type the bf16 tiles do not take (a broken invariant: the
+// callers check amx_bf16_takes); outside the ISA objects, which must not build strings.
+[[noreturn]] void amx_bf16_bad_type(const char* fn, GgmlType type);
+void amx_bf16_make_tiles(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols,
+                         std::int64_t groups, std::int64_t p0, std::int64_t p1, std::uint16_t* out);
 
 // The kernel for `type` (one of Q8_0, Q4_0, Q4_K, Q6_K) stored in `layout`
 // (kRows8: Q8_0, Q4_K) at ISA level `isa` (which the CPU must support: the

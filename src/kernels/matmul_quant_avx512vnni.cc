@@ -39,27 +39,46 @@ void amx_bf16_pack_acts(const float* x, std::int64_t cols, std::int64_t n_tokens
   isa_avx512vnni::bf16_pack_acts(x, cols, n_tokens, tile0, tile1, a);
 }
 
+namespace {
+// Calls run(K{}) with the bf16 tiles' source K of weights of `type`; false for a type
+// they do not take.
+template <class Fn>
+bool bf16_source(GgmlType type, Fn&& run) {
+  namespace k = isa_avx512vnni;
+  switch (type) {
+    case GgmlType::kQ8_0: run(k::Bf16Q8{}); return true;
+    case GgmlType::kQ4_K: run(k::Bf16Q4k{}); return true;
+    case GgmlType::kQ6_K: run(k::Bf16Plain<k::Q6kRow>{}); return true;
+    case GgmlType::kF32: run(k::Bf16Plain<k::F32Row>{}); return true;
+    case GgmlType::kF16: run(k::Bf16Plain<k::F16Row>{}); return true;
+    case GgmlType::kBF16: run(k::Bf16Plain<k::Bf16Row>{}); return true;
+    default: return false;
+  }
+}
+}  // namespace
+
 void amx_bf16_rows(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols,
                    const std::uint16_t* a, std::int64_t n_tokens, std::int64_t r0, std::int64_t r1,
-                   std::int64_t run_blocks, float* y, std::int64_t y_stride, std::uint16_t* wbuf, bool vectors) {
+                   std::int64_t run_blocks, float* y, std::int64_t y_stride, std::uint16_t* wbuf, bool vectors,
+                   const std::uint16_t* made) {
   namespace k = isa_avx512vnni;
   auto run = [&](auto source) {
+    using K = decltype(source);
     if (vectors) {
-      k::bf16_rows<decltype(source), false>(w, row_bytes, cols, a, n_tokens, r0, r1, run_blocks, y, y_stride, wbuf);
+      k::bf16_rows<K, false>(w, row_bytes, cols, a, n_tokens, r0, r1, run_blocks, y, y_stride, wbuf, made);
     } else {
-      k::bf16_rows<decltype(source), true>(w, row_bytes, cols, a, n_tokens, r0, r1, run_blocks, y, y_stride, wbuf);
+      k::bf16_rows<K, true>(w, row_bytes, cols, a, n_tokens, r0, r1, run_blocks, y, y_stride, wbuf, made);
     }
   };
-  switch (type) {
-    case GgmlType::kQ8_0: return run(k::Bf16Q8{});
-    case GgmlType::kQ4_K: return run(k::Bf16Q4k{});
-    case GgmlType::kQ6_K: return run(k::Bf16Plain<k::Q6kRow>{});
-    case GgmlType::kF32: return run(k::Bf16Plain<k::F32Row>{});
-    case GgmlType::kF16: return run(k::Bf16Plain<k::F16Row>{});
-    case GgmlType::kBF16: return run(k::Bf16Plain<k::Bf16Row>{});
-    default: break;
-  }
-  ECO_CHECK_MSG(false, "amx_bf16_rows: a type the bf16 tiles do not take");
+  if (!bf16_source(type, run)) amx_bf16_bad_type("amx_bf16_rows", type);
+}
+
+void amx_bf16_make_tiles(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols,
+                         std::int64_t groups, std::int64_t p0, std::int64_t p1, std::uint16_t* out) {
+  auto run = [&](auto source) {
+    isa_avx512vnni::bf16_make_tiles<decltype(source)>(w, row_bytes, cols, groups, p0, p1, out);
+  };
+  if (!bf16_source(type, run)) amx_bf16_bad_type("amx_bf16_make_tiles", type);
 }
 
 }  // namespace ecoserve::kernels::detail

@@ -1,0 +1,177 @@
+// Bf16WeightTiles: the bf16 tiles' weights made once give every product the bits of the
+// per-call copies (tiles and vectors, matmul and matmul_many, one and two threads, one and
+// two chunks of tokens), are read in place of the weights, and refuse what they cannot
+// hold. The products are skipped on a CPU without AMX-BF16.
+#include "kernels/bf16_weight_tiles.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/cpu_features.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_test_util.h"
+
+namespace ecoserve::kernels {
+namespace {
+
+using testing::make_matrix;
+using testing::PackedMatrix;
+
+bool have_tiles() { return amx_bf16_supported(detect_cpu_features()); }
+
+KernelContext bf16_context(ThreadPool* pool, Isa isa, const Bf16WeightTiles* made) {
+  KernelContext ctx(pool, isa);
+  ctx.amx_bf16 = ctx.bf16_vectors = true;
+  ctx.bf16_weights = made;
+  return ctx;
+}
+
+TEST(Bf16WeightTilesTest, MadeTilesGiveTheCopiesBits) {
+  if (!have_tiles()) GTEST_SKIP() << "this CPU has no AMX-BF16 and AVX-512 BF16: no bf16 tiles to make";
+  ThreadPool pool1(1), pool2(2);
+  struct Case {
+    GgmlType type;
+    std::int64_t rows, cols;
+  };
+  // Odd group counts (136, 40, 56, 72 rows) end on a lone 8-row group.
+  for (auto [type, rows, cols] :
+       {Case{GgmlType::kQ8_0, 136, 2048}, Case{GgmlType::kQ4_K, 136, 768}, Case{GgmlType::kQ6_K, 40, 768},
+        Case{GgmlType::kF16, 136, 800}, Case{GgmlType::kF32, 56, 352}, Case{GgmlType::kBF16, 72, 1056}}) {
+    const PackedMatrix m = make_matrix(rows, cols, 21, type), m2 = make_matrix(48, cols, 22, type);
+    const WeightView w = m.engine_view(), w2 = m2.engine_view();
+    Bf16WeightTiles tiles;
+    ASSERT_TRUE(tiles.add(w, pool2).ok()) << type_name(type);
+    ASSERT_NE(tiles.find(w), nullptr);
+    EXPECT_EQ(tiles.find(w2), nullptr);
+    EXPECT_EQ(tiles.bytes(), (rows + 15) / 16 * 16 * cols * 2);
+    // The vectors take the GGUF-row types only (Q8_0 and Q4_K go to the int8 kernels there).
+    const bool rows8 = type == GgmlType::kQ8_0 || type == GgmlType::kQ4_K;
+    int compared = 0;
+    for (Isa isa : {Isa::kAvx512Amx, Isa::kAvx512VnniZmm}) {
+      if (isa == Isa::kAvx512VnniZmm && rows8) continue;
+      for (ThreadPool* pool : {&pool1, &pool2}) {
+        for (std::int64_t n : {amx_bf16_min_tokens(type), std::int64_t{35}, std::int64_t{300}}) {
+          const std::vector<float> x = testing::make_acts(n, cols, 23);
+          KernelContext copies = bf16_context(pool, isa, nullptr), made = bf16_context(pool, isa, &tiles);
+          const bool on = isa == Isa::kAvx512Amx ? amx_bf16_applies(made, w, n) : bf16_vectors_applies(made, w, n);
+          if (!on) continue;
+          std::vector<float> y(n * rows, NAN), ym(n * rows, NAN), y2(n * 48, NAN), y2m(n * 48, NAN);
+          matmul(w, x.data(), n, y.data(), copies);
+          matmul(w, x.data(), n, ym.data(), made);
+          const std::string what = std::string(type_name(type)) + " " + std::string(isa_name(isa)) + " tokens " +
+                                   std::to_string(n) + " threads " + std::to_string(pool->num_threads());
+          ASSERT_EQ(std::memcmp(y.data(), ym.data(), y.size() * 4), 0) << what;
+          // Fused with a matrix whose tiles were not made: each its own bits.
+          std::fill(ym.begin(), ym.end(), NAN);
+          const MatmulTarget fused[] = {{&w2, y2m.data()}, {&w, ym.data()}};
+          matmul_many(fused, x.data(), n, made);
+          matmul(w2, x.data(), n, y2.data(), copies);
+          ASSERT_EQ(std::memcmp(y.data(), ym.data(), y.size() * 4), 0) << what << " fused";
+          ASSERT_EQ(std::memcmp(y2.data(), y2m.data(), y2.size() * 4), 0) << what << " fused, not made";
+          ++compared;
+        }
+      }
+    }
+    // Tiles: 3 batches x 2 pools; vectors (GGUF rows, from 32 tokens): 2 x 2 more.
+    EXPECT_EQ(compared, rows8 ? 6 : 10) << type_name(type);
+  }
+}
+
+// With the tiles made, the bf16 tiles start at amx_bf16_min_tokens(type, true): a batch of
+// that many gives each token's row of a batch of 64 (bits independent of the batch), one
+// token fewer the level's own kernels' bits.
+TEST(Bf16WeightTilesTest, MadeTilesStartAtTheirOwnThresholds) {
+  if (!have_tiles()) GTEST_SKIP() << "this CPU has no AMX-BF16 and AVX-512 BF16: no bf16 tiles to make";
+  ThreadPool pool(2);
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kF16}) {
+    const std::int64_t rows = 40, cols = 768, from = amx_bf16_min_tokens(type, true);
+    EXPECT_LE(from, amx_bf16_min_tokens(type)) << type_name(type);
+    const PackedMatrix m = make_matrix(rows, cols, 51, type);
+    const WeightView w = m.engine_view();
+    Bf16WeightTiles tiles;
+    ASSERT_TRUE(tiles.add(w, pool).ok());
+    KernelContext made = bf16_context(&pool, Isa::kAvx512Amx, &tiles);
+    KernelContext copies = bf16_context(&pool, Isa::kAvx512Amx, nullptr);
+    KernelContext own = bf16_context(&pool, Isa::kAvx512Amx, nullptr);
+    own.amx_bf16 = false;
+    EXPECT_TRUE(amx_bf16_applies(made, w, from)) << type_name(type);
+    EXPECT_FALSE(amx_bf16_applies(made, w, from - 1)) << type_name(type);
+    const std::vector<float> x = testing::make_acts(64, cols, 52);
+    std::vector<float> ref(64 * rows), y(from * rows), below(from * rows), own_below(from * rows);
+    matmul(w, x.data(), 64, ref.data(), copies);
+    matmul(w, x.data(), from, y.data(), made);
+    EXPECT_EQ(std::memcmp(y.data(), ref.data(), y.size() * 4), 0) << type_name(type) << " " << from << " tokens";
+    matmul(w, x.data(), from - 1, below.data(), made);
+    matmul(w, x.data(), from - 1, own_below.data(), own);
+    EXPECT_EQ(std::memcmp(below.data(), own_below.data(), (from - 1) * rows * 4), 0) << type_name(type);
+    EXPECT_NE(std::memcmp(below.data(), ref.data(), (from - 1) * rows * 4), 0) << type_name(type);
+  }
+}
+
+// The products read the made tiles, not the weights: bytes changed after add() (which the
+// contract forbids) leave a made context's results those of the old weights.
+TEST(Bf16WeightTilesTest, ProductsReadTheMadeTiles) {
+  if (!have_tiles()) GTEST_SKIP() << "this CPU has no AMX-BF16 and AVX-512 BF16: no bf16 tiles to make";
+  ThreadPool pool(2);
+  const std::int64_t rows = 64, cols = 512, n = 40;
+  const PackedMatrix a = make_matrix(rows, cols, 31, GgmlType::kQ8_0), b = make_matrix(rows, cols, 32, GgmlType::kQ8_0);
+  std::vector<std::uint8_t> bytes = a.packed;
+  WeightView w = a.packed_view();
+  w.data = bytes.data();
+  Bf16WeightTiles tiles;
+  ASSERT_TRUE(tiles.add(w, pool).ok());
+  const std::vector<float> x = testing::make_acts(n, cols, 33);
+  KernelContext copies = bf16_context(&pool, Isa::kAvx512Amx, nullptr);
+  KernelContext made = bf16_context(&pool, Isa::kAvx512Amx, &tiles);
+  std::vector<float> ya(n * rows), yb(n * rows), ym(n * rows);
+  matmul(w, x.data(), n, ya.data(), copies);
+  std::memcpy(bytes.data(), b.packed.data(), bytes.size());
+  matmul(w, x.data(), n, yb.data(), copies);
+  matmul(w, x.data(), n, ym.data(), made);
+  EXPECT_NE(std::memcmp(ya.data(), yb.data(), ya.size() * 4), 0) << "the two matrices differ";
+  EXPECT_EQ(std::memcmp(ya.data(), ym.data(), ya.size() * 4), 0) << "the made tiles are the old weights'";
+  // A second add of the same data keeps the first tiles.
+  ASSERT_TRUE(tiles.add(w, pool).ok());
+  EXPECT_EQ(tiles.size(), 1u);
+  matmul(w, x.data(), n, ym.data(), made);
+  EXPECT_EQ(std::memcmp(ya.data(), ym.data(), ya.size() * 4), 0);
+}
+
+TEST(Bf16WeightTilesTest, RefusesWhatTheTilesDoNotTake) {
+  ThreadPool pool(1);
+  Bf16WeightTiles tiles;
+  const PackedMatrix q4 = make_matrix(32, 256, 41, GgmlType::kQ4_0);
+  const Status st = tiles.add(q4.gguf_view(), pool);
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.to_string();
+  EXPECT_EQ(Bf16WeightTiles::bytes_for(q4.gguf_view()), 0);
+  // Q8_0 in GGUF rows: the tiles take it only in kRows8.
+  const PackedMatrix q8 = make_matrix(32, 256, 42, GgmlType::kQ8_0);
+  EXPECT_EQ(tiles.add(q8.gguf_view(), pool).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Bf16WeightTiles::bytes_for(q8.packed_view()), 32 * 256 * 2);
+  if (!have_tiles()) {
+    EXPECT_EQ(tiles.add(q8.packed_view(), pool).code(), StatusCode::kFailedPrecondition) << "no AMX-BF16 here";
+  }
+  EXPECT_EQ(tiles.size(), 0u);
+  EXPECT_EQ(tiles.bytes(), 0);
+}
+
+TEST(Bf16WeightsEnvTest, ReadsZeroOrOne) {
+  ASSERT_EQ(setenv("ECOSERVE_BF16_WEIGHTS", "1", 1), 0);
+  EXPECT_TRUE(*bf16_weights_from_env());
+  ASSERT_EQ(setenv("ECOSERVE_BF16_WEIGHTS", "0", 1), 0);
+  EXPECT_FALSE(*bf16_weights_from_env());
+  ASSERT_EQ(setenv("ECOSERVE_BF16_WEIGHTS", "yes", 1), 0);
+  const StatusOr<bool> bad = bf16_weights_from_env();
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("ECOSERVE_BF16_WEIGHTS"), std::string::npos) << bad.status().to_string();
+  ASSERT_EQ(unsetenv("ECOSERVE_BF16_WEIGHTS"), 0);
+  EXPECT_FALSE(*bf16_weights_from_env()) << "off by default";
+}
+
+}  // namespace
+}  // namespace ecoserve::kernels
