@@ -571,10 +571,28 @@ def gpu_profile():
     seed(t, "csv_header_only", b"\x07\x03model,op,tokens,time_us\n")
 
 
+# ---------------------------------------------------------------- meminfo
+def meminfo():
+    t = "meminfo"
+    host = ("MemTotal:       24608572 kB\nMemFree:        10236644 kB\nMemAvailable:   20123456 kB\n"
+            "Buffers:          143220 kB\nCached:          9608744 kB\nSwapCached:            0 kB\n"
+            "HugePages_Total:       0\nHugepagesize:       2048 kB\n")
+    seed(t, "host", host)
+    seed(t, "first_line", "MemAvailable: 1 kB\n")
+    seed(t, "no_newline", "MemTotal: 5 kB\nMemAvailable:\t\t7 kB")
+    seed(t, "missing", "MemTotal: 5 kB\nMemFree: 3 kB\n")
+    seed(t, "wrong_unit", "MemAvailable: 12 MB\n")
+    seed(t, "negative", "MemAvailable: -5 kB\n")
+    seed(t, "negative_zero", "MemAvailable: -0 kB\n")
+    seed(t, "huge", "MemAvailable: 99999999999999999999 kB\n")
+    seed(t, "key_prefix", "MemAvailableX: 5 kB\nMemAvailable: 6 kB\n")
+    seed(t, "empty", "")
+
+
 if __name__ == "__main__":
     targets = {"openai_request": openai_request, "http_request": http_request, "sse_parser": sse_parser,
                "chat_template": chat_template, "tokenizers": tokenizers, "gguf": gguf_seeds,
-               "config_text": config_text, "gpu_profile": gpu_profile}
+               "config_text": config_text, "gpu_profile": gpu_profile, "meminfo": meminfo}
     for name in sys.argv[1:] or targets:
         targets[name]()
     for target, n in sorted(written.items()):

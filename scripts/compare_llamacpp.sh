@@ -111,7 +111,8 @@ const rows = [...byThreads.values()].map(({ eco, native, node }) => {
                          node_overhead_ms_per_token: 1000 / node.decode - 1000 / native.decode },
     ratio: { prefill: pp.tokens_per_second / native.pp, decode: tg.tokens_per_second / native.decode },
     cpu_variant: native.cpu_variant, ecoserve_isa: pp.isa, ecoserve_openblas_core: pp.openblas_core,
-    ecoserve_float_prefill: pp.float_matmul_kernel, ecoserve_amx_bf16: pp.amx_bf16 === true, runs: Number(nruns),
+    ecoserve_float_prefill: pp.float_matmul_kernel, ecoserve_amx_bf16: pp.amx_bf16 === true,
+    ecoserve_bf16_weights: pp.bf16_weights === true, runs: Number(nruns),
   };
 });
 const r0 = rows[0];
@@ -120,12 +121,14 @@ if (json === "1") {
                                llamacpp_cpu_variant: r0.cpu_variant, ecoserve_isa: r0.ecoserve_isa,
                                ecoserve_openblas_core: r0.ecoserve_openblas_core,
                                ecoserve_float_prefill: r0.ecoserve_float_prefill,
-                               ecoserve_amx_bf16: r0.ecoserve_amx_bf16, results: rows }, null, 2));
+                               ecoserve_amx_bf16: r0.ecoserve_amx_bf16, ecoserve_bf16_weights: r0.ecoserve_bf16_weights,
+                               results: rows }, null, 2));
   process.exit(0);
 }
 console.log(`model: ${model}`);
 console.log(`cpu: ${cpu}; llama.cpp: node-llama-cpp ${nlc} (llama.cpp ${release}), CPU build libggml-cpu-${r0.cpu_variant}.so; ` +
-            `ecoserve: kernels ${r0.ecoserve_isa}${r0.ecoserve_amx_bf16 ? " with bf16 tiles for 32+ tokens (ECOSERVE_AMX_BF16)" : ""}, ` +
+            `ecoserve: kernels ${r0.ecoserve_isa}${r0.ecoserve_amx_bf16 ? " with bf16 tiles for prompts (ECOSERVE_AMX_BF16)" : ""}` +
+            `${r0.ecoserve_bf16_weights ? ", their weights made at load (ECOSERVE_BF16_WEIGHTS)" : ""}, ` +
             `float-weight prefill on ${r0.ecoserve_float_prefill}`);
 console.log(`best of ${nruns} runs; prefill: one ${r0.prompt_len}-token prompt, best of 3; decode: ${r0.decode_steps} greedy tokens (logits + sampling each) ` +
             `from context ${r0.context}, batch 1; KV cache ${r0.kv_cache_type} on both; llama.cpp without flash attention`);

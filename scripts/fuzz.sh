@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-12}
 shift || true
 all_targets=(openai_request http_request sse_parser gguf tokenizer_spm tokenizer_bpe chat_template wire config_text
-             gpu_profile)
+             gpu_profile meminfo)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all_targets[@]}")
 

@@ -181,7 +181,10 @@ int run_info(const InfoArgs& a) {
                       {"attention_f32_wide", kernels::default_attention_f32_wide()},
                       {"attention_row_prefetch", kernels::default_attention_row_prefetch()},
                       {"amx_bf16", kernels::default_amx_bf16() && kernels::amx_bf16_supported(cpu)},
-                      {"bf16_weights", kernels::default_bf16_weights() && kernels::amx_bf16_supported(cpu)},
+                      {"bf16_weights",
+                       kernels::amx_bf16_supported(cpu)
+                           ? std::string(kernels::bf16_weights_mode_name(kernels::default_bf16_weights()))
+                           : std::string("unsupported")},
                       {"attention_fp16_math", kernels::default_attention_fp16_math() && cpu.avx512_fp16},
                       {"attention_bf16_vectors", kernels::default_attention_bf16() && cpu.avx512_bf16 &&
                                                      kernels::default_isa() == kernels::Isa::kAvx512VnniZmm},

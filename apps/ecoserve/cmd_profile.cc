@@ -8,10 +8,12 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "apps/ecoserve/commands.h"
 #include "base/clock.h"
+#include "base/memory_info.h"
 #include "engine/cost_profiler.h"
 #include "engine/model_runner.h"
 #include "kernels/attention.h"
@@ -201,8 +203,18 @@ int run_profile(const ProfileArgs& a) {
   // The batch from which they run bf16 tiles instead (0: never; KernelContext::amx_bf16).
   const bool bf16_on = amx && kernels::default_amx_bf16() && kernels::amx_bf16_supported(cpu);
   // Whether their tiles are made at load (EngineOptions::bf16_weights): those batches then
-  // read the tiles' 2 bytes per weight, not the weights, and start lower.
-  const bool made = bf16_on && kernels::amx_bf16_takes(wq0) && kernels::default_bf16_weights();
+  // read the tiles' 2 bytes per weight, not the weights, and start lower. Auto is decided
+  // here, once, by the engine's rule, so that every runner below and the header agree.
+  const kernels::Bf16WeightsMode bf16_mode = kernels::default_bf16_weights();
+  bool made = bf16_on && kernels::amx_bf16_takes(wq0) && bf16_mode != kernels::Bf16WeightsMode::kOff;
+  std::string made_why = bf16_mode == kernels::Bf16WeightsMode::kOn ? "ECOSERVE_BF16_WEIGHTS=1" : "auto";
+  if (made && bf16_mode == kernels::Bf16WeightsMode::kAuto) {
+    const StatusOr<int64_t> available = mem_available_bytes();
+    const int64_t kv_bytes = int64_t{need_blocks} * engine::ModelRunner::kv_bytes_per_block(c, a.block_size, kv_type);
+    made = available.ok() && kernels::bf16_weights_auto_fits(static_cast<int64_t>(cost.tile_bytes), *available,
+                                                             kv_bytes, kernels::kBf16WeightsAutoShare);
+    if (available.ok()) made_why += fmt::format(": {:.1f} GB available", static_cast<double>(*available) / 1e9);
+  }
   const int64_t bf16_from =
       bf16_on && kernels::amx_bf16_takes(wq0) ? kernels::amx_bf16_min_tokens(wq0.type, made) : 0;
   // Or, at the avx512vnni-zmm level, on AVX512-BF16 vectors (KernelContext::bf16_vectors).
@@ -278,10 +290,13 @@ int run_profile(const ProfileArgs& a) {
                 kernels::openblas_core().c_str());
     std::printf("prefill: one %d-token prompt (best of %d); decode: %d steps per batch from context %d; KV cache %s\n",
                 a.prompt_len, a.repeats, a.decode_steps, a.context, engine::kv_cache_type_name(kv_type));
-    if (kernels::default_bf16_weights()) {
-      std::printf("bf16 weights (ECOSERVE_BF16_WEIGHTS=1): %.1f MB of bf16 tiles made at load%s\n",
-                  cost.tile_bytes / 1e6,
-                  made ? (", read by batches of " + std::to_string(bf16_from) + "+").c_str() : "");
+    if (made) {
+      std::printf("bf16 weights (%s): %.1f MB of bf16 tiles made at load, read by batches of %lld+\n",
+                  made_why.c_str(), cost.tile_bytes / 1e6, static_cast<long long>(bf16_from));
+    } else if (bf16_on && kernels::amx_bf16_takes(wq0) && bf16_mode == kernels::Bf16WeightsMode::kAuto) {
+      std::printf("bf16 weights (%s): not made (%.1f MB of tiles > %.0f%% of the memory available less the KV "
+                  "cache)\n",
+                  made_why.c_str(), cost.tile_bytes / 1e6, 100 * kernels::kBf16WeightsAutoShare);
     }
     if (a.roofline) {
       std::printf("roofline inputs: %.1f MB of weights per step, %.1f M multiply-adds per token; per core, measured "
@@ -291,10 +306,12 @@ int run_profile(const ProfileArgs& a) {
       if (amx) {
         std::printf(", %.1f G int8-dot MAC/s (vpdpbusd, zmm), %.1f G on AMX tiles (tdpbssd: counted for %s)\n",
                     int8_gmacs, amx_gmacs,
-                    amx_from > 0 ? ("batches of " + std::to_string(amx_from) + "+" +
-                                    (bf16_from > 0 ? " up to " + std::to_string(bf16_from - 1) : std::string()))
-                                       .c_str()
-                                 : "nothing here: the model has no repacked Q8_0 or Q4_K");
+                    amx_from == 0 ? "nothing here: the model has no repacked Q8_0 or Q4_K"
+                    : bf16_from > 0 && bf16_from <= amx_from
+                        ? ("nothing here: the bf16 tiles take batches of " + std::to_string(bf16_from) + "+").c_str()
+                        : ("batches of " + std::to_string(amx_from) + "+" +
+                           (bf16_from > 0 ? " up to " + std::to_string(bf16_from - 1) : std::string()))
+                              .c_str());
         if (bf16_from > 0 || attn_bf16) {
           std::printf("bf16 tiles (ECOSERVE_AMX_BF16): %.1f G bf16 MAC/s (tdpbf16ps), counted for %s%s\n", bf16_gmacs,
                       bf16_from > 0 ? ("batches of " + std::to_string(bf16_from) + "+").c_str() : "",
@@ -350,6 +367,9 @@ int run_profile(const ProfileArgs& a) {
     eo.num_kv_blocks = need_blocks;
     eo.kv_cache_type = kv_type;
     eo.isa = a.isa;
+    // Auto decided above; 1 stays 1, so that where the tiles cannot run the engine says so.
+    eo.bf16_weights = made || bf16_mode == kernels::Bf16WeightsMode::kOn ? kernels::Bf16WeightsMode::kOn
+                                                                          : kernels::Bf16WeightsMode::kOff;
     auto runner = engine::ModelRunner::create(*model, eo);
     if (!runner.ok()) {
       std::fprintf(stderr, "error: %s\n", runner.status().message().c_str());
@@ -374,6 +394,7 @@ int run_profile(const ProfileArgs& a) {
                             {"gemv_prefetch", kernels::default_gemv_prefetch()},
                             {"q4k_tile_pairs", kernels::default_q4k_tile_pairs()},
                             {"amx_bf16", bf16_on},
+                            {"bf16_weights", made},
                             {"matmul_bf16_vectors", bf16_vec_from > 0},
                             {"openblas_core", kernels::openblas_core()}};
         if (test.starts_with("decode")) {

@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "apps/ecoserve/commands.h"
 #include "apps/ecoserve/serve_args.h"
 #include "base/clock.h"
@@ -102,7 +104,10 @@ void engine_and_instance_options(const ServeArgs& a, const model::LlamaModel& m,
   eo.max_context = a.ctx;
   eo.kv_cache_type = a.kv_cache_type;
   eo.isa = a.isa;
-  eo.bf16_weights = a.bf16_weights;
+  eo.bf16_weights = *kernels::parse_bf16_weights_mode(a.bf16_weights, "--bf16-weights");  // checked by the flag
+  // Instances in processes of their own each make their tiles: each gets its part of the
+  // share. In-process instances share one set (run_serve: EngineOptions::bf16_tiles).
+  eo.bf16_weights_share = a.multi_process ? a.bf16_weights_share / n : a.bf16_weights_share;
   const auto& cfg = m.config();
   const int64_t context = a.ctx > 0 ? a.ctx : cfg.n_ctx_train;
   const int64_t block_bytes = engine::ModelRunner::kv_bytes_per_block(cfg, a.block_size, eo.kv_cache_type);
@@ -148,7 +153,10 @@ StatusOr<std::unique_ptr<cluster::InstanceBackend>> make_instance(std::shared_pt
                name.c_str(), role.c_str(), eo.num_threads > 0 ? eo.num_threads : cores, instance->num_kv_blocks(),
                eo.block_size, engine::kv_cache_type_name(eo.kv_cache_type),
                instance->num_kv_blocks() * static_cast<double>(block_bytes) / (1 << 20), instance->num_host_blocks(),
-               std::string(kernels::isa_name(eo.isa)).c_str(), eo.bf16_weights ? ", bf16 weights made at load" : "");
+               std::string(kernels::isa_name(eo.isa)).c_str(),
+               instance->bf16_weights_decision() == "off"
+                   ? ""
+                   : (", bf16 weights " + instance->bf16_weights_decision()).c_str());
   return instance;
 }
 
@@ -189,7 +197,9 @@ StatusOr<std::string> spawn_instance(const ServeArgs& a, const engine::EngineOpt
       a.prefix_caching ? "--enable-prefix-caching" : "--no-prefix-caching", "--preemption-mode",
       a.preemption_mode, "--swap-space-mb", std::to_string(a.swap_mb), "--name", std::to_string(i)};
   if (a.mmap) argv.push_back("--mmap");
-  argv.push_back(a.bf16_weights ? "--bf16-weights" : "--no-bf16-weights");
+  // Each child is one instance: it gets its share of auto's memory already divided.
+  argv.insert(argv.end(), {"--bf16-weights=" + a.bf16_weights, "--bf16-weights-share",
+                           fmt::format("{}", eo.bf16_weights_share)});
   const std::string profile = !a.profile.empty() ? a.profile : engine::default_cost_profile_path(a.model);
   if (a.policy == "temporal" && std::filesystem::exists(profile)) argv.insert(argv.end(), {"--profile", profile});
   auto child = std::make_unique<Subprocess>();
@@ -461,6 +471,19 @@ int run_serve(const ServeArgs& args) {
     step_metrics->observe_step(st);
     if (delay > Duration::zero()) std::this_thread::sleep_for(delay);  // tests: a slower engine
   };
+  if (!a.multi_process && n > 1) {
+    // One set of bf16 tiles for every instance (they share the model): decided and made here,
+    // once, beside all the instances' KV caches.
+    ThreadPool pool(std::max(1, static_cast<int32_t>(std::thread::hardware_concurrency())));
+    auto made = engine::make_bf16_weights(**model, eo, n * eo.kv_cache_bytes, pool);
+    if (!made.ok()) return fail(made.status());
+    if (made->decision != "off") {
+      std::fprintf(stderr, "[ecoserve] bf16 weights %s%s\n", made->decision.c_str(),
+                   made->tiles ? fmt::format(", shared by the {} instances", n).c_str() : "");
+    }
+    eo.bf16_tiles = made->tiles;
+    if (!made->tiles) eo.bf16_weights = kernels::Bf16WeightsMode::kOff;  // decided: the instances need not
+  }
   std::shared_ptr<const policy::CostModel> cost_model;
   if (a.strategy == "padg") {
     if (Status s = setup_padg(a, *model, eo, io, &cost_model); !s.ok()) return fail(s);

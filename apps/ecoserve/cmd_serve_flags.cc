@@ -103,9 +103,20 @@ void add_engine_flags(CLI::App* cmd, const std::shared_ptr<ServeArgs>& a) {
   cmd->add_option("--block-size", a->block_size, "KV block size in tokens")->capture_default_str()->check(CLI::Range(1, 4096));
   add_kv_cache_dtype_option(cmd, a->kv_cache_type);
   add_isa_option(cmd, a->isa);
-  cmd->add_flag("--bf16-weights,!--no-bf16-weights", a->bf16_weights,
+  cmd->add_flag("--bf16-weights{1},--no-bf16-weights{0}", a->bf16_weights,
                 "make the weights' bf16 tiles once at load (CPUs with AMX-BF16: 2 more bytes of memory per weight; "
-                "prompts and decode batches of 8-64 faster, the same results; default: ECOSERVE_BF16_WEIGHTS, off)");
+                "prompts and decode batches of 8-64 faster, the same results): --bf16-weights always (or the "
+                "instance fails to start), --no-bf16-weights never, --bf16-weights=auto when the tiles fit "
+                "--bf16-weights-share of the memory available at load less the KV cache; default: "
+                "ECOSERVE_BF16_WEIGHTS, else auto")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"0", "1", "auto"}));
+  cmd->add_option("--bf16-weights-share", a->bf16_weights_share,
+                  "with --bf16-weights=auto: the share of the memory available at load (less the KV caches) the bf16 "
+                  "tiles may take; in-process instances share one set, --multi-process children each get the share "
+                  "divided by --instances")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("-c,--ctx-size", a->ctx, "context length per request; 0 = the model's")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);

@@ -29,7 +29,10 @@ struct ServeArgs {
   int32_t block_size = 16;
   engine::KvCacheType kv_cache_type = engine::KvCacheType::kF32;
   kernels::Isa isa = kernels::default_isa();
-  bool bf16_weights = kernels::default_bf16_weights();  // EngineOptions::bf16_weights
+  // EngineOptions::bf16_weights as 0, 1 or auto (kernels::bf16_weights_mode_name), and the
+  // share of available memory auto lets the tiles take (serve divides it among its instances).
+  std::string bf16_weights = std::string(kernels::bf16_weights_mode_name(kernels::default_bf16_weights()));
+  double bf16_weights_share = kernels::kBf16WeightsAutoShare;
   int32_t ctx = 0;
   int32_t max_waiting = 256;
   std::string api_key;

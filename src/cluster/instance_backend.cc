@@ -17,6 +17,7 @@ StatusOr<std::unique_ptr<InstanceBackend>> InstanceBackend::create(std::shared_p
   std::unique_ptr<InstanceBackend> b(new InstanceBackend());
   b->num_kv_blocks_ = runner->num_kv_blocks();
   b->num_host_blocks_ = runner->num_host_blocks();
+  b->bf16_weights_decision_ = runner->bf16_weights_decision();
   ECO_ASSIGN_OR_RETURN(b->loop_, instance::InstanceLoop::create(std::move(runner), instance_options, clock));
   b->model_ = std::move(model);
   b->copier_ = std::thread([raw = b.get()] { raw->copier_main(); });

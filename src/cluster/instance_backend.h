@@ -61,6 +61,8 @@ class InstanceBackend final : public GenerationBackend {
   // Block geometry of the engine (for log lines).
   int32_t num_kv_blocks() const { return num_kv_blocks_; }
   int32_t num_host_blocks() const { return num_host_blocks_; }
+  // engine::ModelRunner::bf16_weights_decision() (for log lines).
+  const std::string& bf16_weights_decision() const { return bf16_weights_decision_; }
 
  private:
   InstanceBackend() = default;
@@ -77,6 +79,7 @@ class InstanceBackend final : public GenerationBackend {
   std::thread copier_;
   int32_t num_kv_blocks_ = 0;
   int32_t num_host_blocks_ = 0;
+  std::string bf16_weights_decision_;
   std::string role_ = "mixed";
 };
 

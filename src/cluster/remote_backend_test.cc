@@ -99,6 +99,9 @@ class RemoteTest : public ::testing::Test {
     eo.num_threads = 1;
     eo.num_kv_blocks = 128;
     eo.kv_cache_type = kv;
+    // Tokens compared bitwise across batchings: the int8 levels' guarantee, not the bf16
+    // tiles' (which, with their weights made at load, take Q8_0 batches from 16 tokens).
+    eo.amx_bf16 = false;
     instance::InstanceOptions io;
     io.policy = role == "prefill" ? "prefill-only" : "chunked";
     fill_model_fields(*model_, io);

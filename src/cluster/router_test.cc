@@ -187,6 +187,9 @@ TEST(RouterTest, RealInstancesGiveTheSameGreedyTokensUnderEveryRouter) {
   engine::EngineOptions eo;
   eo.num_threads = 1;
   eo.num_kv_blocks = 128;
+  // Tokens compared bitwise across batchings: the int8 levels' guarantee, not the bf16
+  // tiles' (which, with their weights made at load, take Q8_0 batches from 16 tokens).
+  eo.amx_bf16 = false;
   const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "Tom and Sue went to the park",
                                             "One day", "Once upon a time, there was"};
   std::vector<std::vector<int32_t>> ids, want;
@@ -394,6 +397,9 @@ TEST_F(FudgTest, TokensEqualOneInstanceAndTheKvMoves) {
       eo.num_threads = 1;
       eo.num_kv_blocks = 128;
       eo.kv_cache_type = kv;
+      // Tokens compared bitwise across batchings: the int8 levels' guarantee, not the bf16
+      // tiles' (which, with their weights made at load, take Q8_0 batches from 16 tokens).
+      eo.amx_bf16 = false;
       auto single = InstanceBackend::create(model_, eo, instance::InstanceOptions{}, &clock_);
       ASSERT_TRUE(single.ok());
       (*single)->start();

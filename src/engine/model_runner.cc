@@ -6,6 +6,9 @@
 #include <cstring>
 #include <limits>
 
+#include <fmt/format.h>
+
+#include "base/memory_info.h"
 #include "base/zeroed_buffer.h"
 #include "kernels/attention.h"
 #include "kernels/bf16_weight_tiles.h"
@@ -54,7 +57,8 @@ struct ModelRunner::Impl {
   Impl(ThreadPool* pool, kernels::Isa isa) : kctx(pool, isa), attn_scratch(pool->num_threads()) {}
 
   kernels::KernelContext kctx;
-  kernels::Bf16WeightTiles bf16_weights;  // EngineOptions::bf16_weights (kctx points at it)
+  // EngineOptions::bf16_weights's tiles or EngineOptions::bf16_tiles (kctx points at them), or null.
+  std::shared_ptr<const kernels::Bf16WeightTiles> bf16_weights;
   // Per layer: [block][slot][kv_head][head_dim] values of elem_bytes each.
   std::vector<ZeroedBuffer<uint8_t>> k_cache, v_cache;
   // Host swap pool, same layout: [host block][slot][kv_head][head_dim] per layer.
@@ -92,27 +96,75 @@ int64_t ModelRunner::kv_bytes_per_block(const model::LlamaConfig& c, int32_t blo
   return 2ll * c.n_layer * block_size * c.kv_dim() * static_cast<int64_t>(kv_elem_bytes(type));
 }
 
-Status ModelRunner::make_bf16_weights() {
-  if (!options_.amx_bf16 || options_.isa != kernels::Isa::kAvx512Amx ||
+StatusOr<Bf16Weights> make_bf16_weights(const model::LlamaModel& model, const EngineOptions& options,
+                                        int64_t kv_bytes, ThreadPool& pool) {
+  using kernels::Bf16WeightsMode;
+  const Bf16WeightsMode mode = options.bf16_weights;
+  Bf16Weights out;
+  if (mode == Bf16WeightsMode::kOff) return out;
+  if (!options.amx_bf16 || options.isa != kernels::Isa::kAvx512Amx ||
       !kernels::amx_bf16_supported(kernels::detect_cpu_features())) {
+    if (mode == Bf16WeightsMode::kAuto) {
+      out.decision = "auto: not made (the bf16 tiles do not run here)";
+      return out;
+    }
     return failed_precondition_error(
         "engine: bf16_weights (ECOSERVE_BF16_WEIGHTS) needs the bf16 tiles: a CPU with AMX-BF16 and AVX-512 BF16 "
         "at the avx512amx level, with amx_bf16 on (ECOSERVE_AMX_BF16)");
   }
-  std::vector<const kernels::WeightView*> views = {&model_->output()};
-  for (const model::LayerWeights& l : model_->layers()) {
+  std::vector<const kernels::WeightView*> views = {&model.output()};
+  for (const model::LayerWeights& l : model.layers()) {
     for (const kernels::WeightView* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) views.push_back(v);
   }
-  for (const kernels::WeightView* v : views) {
-    if (!kernels::amx_bf16_takes(*v)) continue;
-    const Status st = impl_->bf16_weights.add(*v, *pool_);
-    if (!st.ok()) return st.with_prefix("engine: bf16 weights");
+  std::erase_if(views, [](const kernels::WeightView* v) { return !kernels::amx_bf16_takes(*v); });
+  int64_t tile_bytes = 0;
+  for (const kernels::WeightView* v : views) tile_bytes += kernels::Bf16WeightTiles::bytes_for(*v);
+  const double mb = static_cast<double>(tile_bytes) / 1e6;
+  if (mode == Bf16WeightsMode::kAuto) {
+    const StatusOr<int64_t> available = mem_available_bytes();
+    if (!available.ok()) {
+      out.decision = fmt::format("auto: not made ({})", available.status().message());
+      return out;
+    }
+    if (!kernels::bf16_weights_auto_fits(tile_bytes, *available, kv_bytes, options.bf16_weights_share)) {
+      out.decision =
+          tile_bytes == 0
+              ? std::string("auto: not made (no matrix the bf16 tiles take)")
+              : fmt::format("auto: not made ({:.1f} MB of tiles > {:.0f}% of {:.1f} MB available less {:.1f} MB of KV "
+                            "cache; ECOSERVE_BF16_WEIGHTS=1 makes them)",
+                            mb, 100 * options.bf16_weights_share, static_cast<double>(*available) / 1e6,
+                            static_cast<double>(kv_bytes) / 1e6);
+      return out;
+    }
   }
-  impl_->kctx.bf16_weights = &impl_->bf16_weights;
+  auto tiles = std::make_shared<kernels::Bf16WeightTiles>();
+  for (const kernels::WeightView* v : views) {
+    const Status st = tiles->add(*v, pool);
+    if (st.ok()) continue;
+    if (mode == Bf16WeightsMode::kOn) return st.with_prefix("engine: bf16 weights");
+    out.decision = fmt::format("auto: not made ({})", st.message());  // run without, as if they did not fit
+    return out;
+  }
+  out.tiles = std::move(tiles);
+  out.decision = fmt::format("{}made at load: {:.1f} MB", mode == Bf16WeightsMode::kAuto ? "auto: " : "", mb);
+  return out;
+}
+
+Status ModelRunner::make_bf16_weights() {
+  if (options_.bf16_tiles != nullptr) {
+    impl_->bf16_weights = options_.bf16_tiles;
+    bf16_weights_decision_ = fmt::format("shared: {:.1f} MB", static_cast<double>(options_.bf16_tiles->bytes()) / 1e6);
+  } else {
+    const int64_t kv_bytes = int64_t{num_blocks_} * kv_bytes_per_block();
+    ECO_ASSIGN_OR_RETURN(Bf16Weights made, engine::make_bf16_weights(*model_, options_, kv_bytes, *pool_));
+    impl_->bf16_weights = std::move(made.tiles);
+    bf16_weights_decision_ = std::move(made.decision);
+  }
+  impl_->kctx.bf16_weights = impl_->bf16_weights.get();
   return ok_status();
 }
 
-int64_t ModelRunner::bf16_weight_bytes() const { return impl_->bf16_weights.bytes(); }
+int64_t ModelRunner::bf16_weight_bytes() const { return impl_->bf16_weights ? impl_->bf16_weights->bytes() : 0; }
 
 StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(std::shared_ptr<const model::LlamaModel> model,
                                                            const EngineOptions& options) {
@@ -142,7 +194,7 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(std::shared_ptr<const
   r->impl_ = std::make_unique<Impl>(r->pool_.get(), options.isa);
   r->impl_->kctx.amx_bf16 = options.amx_bf16;
   r->impl_->kctx.bf16_vectors = options.matmul_bf16;
-  if (options.bf16_weights) ECO_RETURN_IF_ERROR(r->make_bf16_weights());
+  ECO_RETURN_IF_ERROR(r->make_bf16_weights());
   r->impl_->elem_bytes = kv_elem_bytes(options.kv_cache_type);
   const size_t per_layer = static_cast<size_t>(r->num_blocks_) * options.block_size * c.kv_dim() * r->impl_->elem_bytes;
   if (options.num_host_blocks < 0) return invalid_argument_error("engine: negative num_host_blocks");

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -75,10 +76,18 @@ struct EngineOptions {
   bool matmul_bf16 = kernels::default_matmul_bf16();
   // kernels::Bf16WeightTiles: every matrix the bf16 tiles take made into their bf16 B tiles
   // once, at create(), instead of on every call of 8-32+ tokens (the same bits; 2 more bytes
-  // per weight: a Q8_0 model's memory about 3x, an F16 one's 2x). Needs amx_bf16 on a CPU
-  // with AMX-BF16 at the avx512amx level (else create() fails with FAILED_PRECONDITION).
-  // Default: ECOSERVE_BF16_WEIGHTS (unset: off).
-  bool bf16_weights = kernels::default_bf16_weights();
+  // per weight: a Q8_0 model's memory about 3x, an F16 one's 2x). kOn needs amx_bf16 on a CPU
+  // with AMX-BF16 at the avx512amx level (else create() fails with FAILED_PRECONDITION);
+  // kAuto makes them there when they fit bf16_weights_share of the memory available at
+  // create() less kv_cache_bytes (kernels::bf16_weights_auto_fits), else runs without.
+  // Default: ECOSERVE_BF16_WEIGHTS (unset: auto).
+  kernels::Bf16WeightsMode bf16_weights = kernels::default_bf16_weights();
+  double bf16_weights_share = kernels::kBf16WeightsAutoShare;
+  // Tiles already made for this model (make_bf16_weights below), shared by the engines of one
+  // process over one model (serve's in-process instances): when set, create() uses them and
+  // does not consult bf16_weights. Tiles of another model are never found, and then cost
+  // only their memory.
+  std::shared_ptr<const kernels::Bf16WeightTiles> bf16_tiles;
 };
 
 // Header of an exported sequence's KV (little-endian, fixed layout).
@@ -94,6 +103,19 @@ struct KvExportHeader {
   uint32_t num_tokens = 0;
   uint32_t first_token = 0;  // position of the first exported token in its sequence
 };
+
+// The bf16 tiles an engine with `options` makes for `model` (EngineOptions::bf16_weights) on
+// `pool`'s threads, and what was decided (ModelRunner::bf16_weights_decision's wording):
+// tiles null when none are made (off; auto where the tiles do not run, do not fit beside
+// kv_bytes of KV cache, or cannot be allocated); FAILED_PRECONDITION for kOn where the bf16
+// tiles do not run, its allocation error where they cannot be made. ModelRunner::create calls
+// it; serve calls it once for in-process instances that share a model (EngineOptions::bf16_tiles).
+struct Bf16Weights {
+  std::shared_ptr<const kernels::Bf16WeightTiles> tiles;
+  std::string decision = "off";
+};
+StatusOr<Bf16Weights> make_bf16_weights(const model::LlamaModel& model, const EngineOptions& options,
+                                        int64_t kv_bytes, ThreadPool& pool);
 
 class ModelRunner final : public Executor {
  public:
@@ -114,6 +136,9 @@ class ModelRunner final : public Executor {
   int32_t num_threads() const { return pool_->num_threads(); }
   // Bytes of the bf16 tiles made at create() (EngineOptions::bf16_weights; 0 without).
   int64_t bf16_weight_bytes() const;
+  // What create() did about EngineOptions::bf16_weights, for logs ("made at load: 2068.8 MB",
+  // "auto: not made (...)", "shared: 2068.8 MB" with EngineOptions::bf16_tiles, "off").
+  const std::string& bf16_weights_decision() const { return bf16_weights_decision_; }
   KvCacheType kv_cache_type() const { return options_.kv_cache_type; }
   int64_t kv_bytes_per_block() const {
     return kv_bytes_per_block(model_->config(), options_.block_size, options_.kv_cache_type);
@@ -146,6 +171,7 @@ class ModelRunner final : public Executor {
   EngineOptions options_;
   int32_t num_blocks_ = 0;
   int32_t max_context_ = 0;
+  std::string bf16_weights_decision_ = "off";
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<Impl> impl_;
 };

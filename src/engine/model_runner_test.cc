@@ -725,20 +725,30 @@ TEST(ModelRunnerRealModel, Bf16WeightsMadeAtCreateGiveTheSameLogits) {
   if (!path) GTEST_SKIP() << missing_data_message("models/tinystories-656k-q8_0.gguf");
   auto model = model::LlamaModel::load(*path);
   ASSERT_TRUE(model.ok()) << model.status().to_string();
-  auto make = [&](bool made, bool amx_bf16) {
+  auto options = [](kernels::Bf16WeightsMode mode, bool amx_bf16, double share = kernels::kBf16WeightsAutoShare) {
     EngineOptions opt;
     opt.num_threads = 2;
     opt.num_kv_blocks = 64;
     opt.isa = kernels::Isa::kAvx512Amx;
     opt.amx_bf16 = amx_bf16;
-    opt.bf16_weights = made;
-    return ModelRunner::create(*model, opt);
+    opt.bf16_weights = mode;
+    opt.bf16_weights_share = share;
+    return opt;
+  };
+  auto make = [&](bool made, bool amx_bf16) {
+    return ModelRunner::create(
+        *model, options(made ? kernels::Bf16WeightsMode::kOn : kernels::Bf16WeightsMode::kOff, amx_bf16));
   };
   if (!kernels::amx_bf16_supported(kernels::detect_cpu_features())) {
     EngineOptions opt;
-    opt.bf16_weights = true;
+    opt.bf16_weights = kernels::Bf16WeightsMode::kOn;
     auto r = ModelRunner::create(*model, opt);
     EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition) << r.status().to_string();
+    opt.bf16_weights = kernels::Bf16WeightsMode::kAuto;  // auto runs without them
+    auto a = ModelRunner::create(*model, opt);
+    ASSERT_TRUE(a.ok()) << a.status().to_string();
+    EXPECT_EQ((*a)->bf16_weight_bytes(), 0);
+    EXPECT_EQ((*a)->bf16_weights_decision(), "auto: not made (the bf16 tiles do not run here)");
     GTEST_SKIP() << "this CPU has no AMX-BF16 (or no tile state from Linux): no bf16 tiles to make";
   }
   auto refused = make(true, false);
@@ -746,6 +756,8 @@ TEST(ModelRunnerRealModel, Bf16WeightsMadeAtCreateGiveTheSameLogits) {
   auto plain = make(false, true), made = make(true, true);
   ASSERT_TRUE(plain.ok() && made.ok()) << made.status().to_string();
   EXPECT_EQ((*plain)->bf16_weight_bytes(), 0);
+  EXPECT_EQ((*plain)->bf16_weights_decision(), "off");
+  EXPECT_EQ((*made)->bf16_weights_decision().rfind("made at load: ", 0), 0u) << (*made)->bf16_weights_decision();
   // Every layer matrix and the (tied) output: 2 bytes per weight, rows rounded up to 16.
   int64_t want = 0;
   for (const model::LayerWeights& l : (*model)->layers()) {
@@ -756,6 +768,21 @@ TEST(ModelRunnerRealModel, Bf16WeightsMadeAtCreateGiveTheSameLogits) {
   want += kernels::Bf16WeightTiles::bytes_for((*model)->output());
   EXPECT_GT(want, 0);
   EXPECT_EQ((*made)->bf16_weight_bytes(), want);
+  // Auto: made where they fit the share of the memory available less the KV cache, else
+  // not (and the engine runs without them); without the tiles' path, not made.
+  auto make_auto = [&](double share, bool amx_bf16) {
+    return ModelRunner::create(*model, options(kernels::Bf16WeightsMode::kAuto, amx_bf16, share));
+  };
+  auto roomy = make_auto(0.25, true), tight = make_auto(1e-12, true), no_tiles = make_auto(0.25, false);
+  ASSERT_TRUE(roomy.ok() && tight.ok() && no_tiles.ok()) << tight.status().to_string();
+  EXPECT_EQ((*roomy)->bf16_weight_bytes(), want);
+  EXPECT_EQ((*roomy)->bf16_weights_decision().rfind("auto: made at load: ", 0), 0u)
+      << (*roomy)->bf16_weights_decision();
+  EXPECT_EQ((*tight)->bf16_weight_bytes(), 0);
+  EXPECT_EQ((*tight)->bf16_weights_decision().rfind("auto: not made (", 0), 0u) << (*tight)->bf16_weights_decision();
+  EXPECT_NE((*tight)->bf16_weights_decision().find("MB available"), std::string::npos);
+  EXPECT_EQ((*no_tiles)->bf16_weight_bytes(), 0);
+  EXPECT_EQ((*no_tiles)->bf16_weights_decision(), "auto: not made (the bf16 tiles do not run here)");
   const int32_t vocab = (*model)->config().n_vocab;
   const auto prompt = random_tokens(96, vocab, 41);
   const auto table = range_ids(0, 8);
@@ -770,6 +797,32 @@ TEST(ModelRunnerRealModel, Bf16WeightsMadeAtCreateGiveTheSameLogits) {
   ASSERT_TRUE(a.ok() && b.ok()) << b.status().to_string();
   ASSERT_EQ(a->seqs.size(), 32u);
   for (size_t i = 0; i < a->seqs.size(); ++i) EXPECT_EQ(a->seqs[i].logits, b->seqs[i].logits) << "sequence " << i;
+  // Tiles made once (make_bf16_weights) and shared by two engines (EngineOptions::bf16_tiles):
+  // both use them, whatever bf16_weights says, and give the same logits.
+  EngineOptions on = options(kernels::Bf16WeightsMode::kOn, true);
+  ThreadPool pool(2);
+  auto tiles = make_bf16_weights(**model, on, 0, pool);
+  ASSERT_TRUE(tiles.ok()) << tiles.status().to_string();
+  ASSERT_NE(tiles->tiles, nullptr);
+  EXPECT_EQ(tiles->tiles->bytes(), want);
+  EXPECT_EQ(tiles->decision.rfind("made at load: ", 0), 0u) << tiles->decision;
+  for (int i = 0; i < 2; ++i) {
+    EngineOptions opt = options(kernels::Bf16WeightsMode::kOff, true);
+    opt.bf16_tiles = tiles->tiles;
+    auto shared = ModelRunner::create(*model, opt);
+    ASSERT_TRUE(shared.ok()) << shared.status().to_string();
+    EXPECT_EQ((*shared)->bf16_weight_bytes(), want);
+    EXPECT_EQ((*shared)->bf16_weights_decision().rfind("shared: ", 0), 0u) << (*shared)->bf16_weights_decision();
+    auto c = (*shared)->execute(plan);
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    for (size_t j = 0; j < a->seqs.size(); ++j) EXPECT_EQ(a->seqs[j].logits, c->seqs[j].logits) << "sequence " << j;
+  }
+  EXPECT_EQ(tiles->tiles.use_count(), 1) << "the engines let go of the shared tiles";
+  on.bf16_weights = kernels::Bf16WeightsMode::kOff;
+  auto off = make_bf16_weights(**model, on, 0, pool);
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->tiles, nullptr);
+  EXPECT_EQ(off->decision, "off");
 }
 
 // A tiny model with head size 64 (4 query heads, 2 KV heads, n_embd 256).

@@ -1,6 +1,9 @@
 #include "kernels/bf16_weight_tiles.h"
 
 #include <algorithm>
+#include <cstdlib>
+
+#include <fmt/format.h>
 
 #include "kernels/matmul_kernels.h"
 
@@ -39,27 +42,64 @@ const std::uint16_t* Bf16WeightTiles::find(const WeightView& w) const {
   return it == tiles_.end() ? nullptr : it->second.data();
 }
 
-StatusOr<bool> bf16_weights_from_env() { return switch_from_env("ECOSERVE_BF16_WEIGHTS", false); }
-
-bool default_bf16_weights() {
-  static const bool kOn = [] {
-    StatusOr<bool> on = bf16_weights_from_env();
-    return on.ok() && *on;
-  }();
-  return kOn;
+std::string_view bf16_weights_mode_name(Bf16WeightsMode mode) {
+  switch (mode) {
+    case Bf16WeightsMode::kOff: return "0";
+    case Bf16WeightsMode::kOn: return "1";
+    case Bf16WeightsMode::kAuto: return "auto";
+  }
+  return "?";
 }
 
-std::string bf16_weights_summary(bool on, const CpuFeatures& cpu) {
+StatusOr<Bf16WeightsMode> parse_bf16_weights_mode(std::string_view text, std::string_view what) {
+  if (text == "0") return Bf16WeightsMode::kOff;
+  if (text == "1") return Bf16WeightsMode::kOn;
+  if (text == "auto") return Bf16WeightsMode::kAuto;
+  return invalid_argument_error("{}: '{}' is not 0, 1 or auto", what, text);
+}
+
+StatusOr<Bf16WeightsMode> bf16_weights_from_env() {
+  const char* v = std::getenv("ECOSERVE_BF16_WEIGHTS");
+  if (v == nullptr) return Bf16WeightsMode::kAuto;
+  return parse_bf16_weights_mode(v, "ECOSERVE_BF16_WEIGHTS");
+}
+
+Bf16WeightsMode default_bf16_weights() {
+  static const Bf16WeightsMode kMode = [] {
+    StatusOr<Bf16WeightsMode> mode = bf16_weights_from_env();
+    return mode.ok() ? *mode : Bf16WeightsMode::kOff;
+  }();
+  return kMode;
+}
+
+bool bf16_weights_auto_fits(std::int64_t tile_bytes, std::int64_t available_bytes, std::int64_t kv_bytes,
+                            double share) {
+  if (tile_bytes <= 0 || available_bytes <= kv_bytes) return false;
+  return static_cast<double>(tile_bytes) <= share * static_cast<double>(available_bytes - kv_bytes);
+}
+
+std::string bf16_weights_summary(Bf16WeightsMode mode, const CpuFeatures& cpu) {
   if (!amx_bf16_supported(cpu)) {
-    return on ? "requested (ECOSERVE_BF16_WEIGHTS=1) but not on this CPU: engines refuse to start (it needs the bf16 "
-                "tiles: AMX-BF16 and AVX-512 BF16)"
-              : "not on this CPU (needs the bf16 tiles: AMX-BF16 and AVX-512 BF16)";
+    return mode == Bf16WeightsMode::kOn
+               ? "requested (ECOSERVE_BF16_WEIGHTS=1) but not on this CPU: engines refuse to start (it needs the "
+                 "bf16 tiles: AMX-BF16 and AVX-512 BF16)"
+               : "not on this CPU (needs the bf16 tiles: AMX-BF16 and AVX-512 BF16)";
   }
-  return on ? "on (ECOSERVE_BF16_WEIGHTS=1): the matrices the bf16 tiles take are made into their bf16 B tiles at "
-              "load (2 bytes per weight more memory); batches on the tiles read them instead of copying the "
-              "weights per call (the same bits)"
-            : "off (unset or ECOSERVE_BF16_WEIGHTS=0; 1: the bf16 tiles' weights made once at load, 2 bytes per "
-              "weight more memory, faster batches on the tiles)";
+  switch (mode) {
+    case Bf16WeightsMode::kOn:
+      return "on (ECOSERVE_BF16_WEIGHTS=1): the matrices the bf16 tiles take are made into their bf16 B tiles at "
+             "load (2 bytes per weight more memory); batches on the tiles read them instead of copying the weights "
+             "per call (the same bits)";
+    case Bf16WeightsMode::kAuto:
+      return fmt::format(
+          "auto (unset or ECOSERVE_BF16_WEIGHTS=auto): the bf16 tiles' weights made once at load (2 bytes per weight "
+          "more memory, faster batches on the tiles, the same bits) when they take at most {:.0f}% of the memory "
+          "available at load less the KV cache (serve's in-process instances share one set); 0 or 1 decide",
+          100 * kBf16WeightsAutoShare);
+    case Bf16WeightsMode::kOff: break;
+  }
+  return "off (ECOSERVE_BF16_WEIGHTS=0; 1 or auto: the bf16 tiles' weights made once at load, 2 bytes per weight "
+         "more memory, faster batches on the tiles)";
 }
 
 }  // namespace ecoserve::kernels

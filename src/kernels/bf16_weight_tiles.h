@@ -6,16 +6,19 @@
 // time, most of a decode batch's of 8-32: docs/kernels.md). These tables hold a model's
 // matrices as those B tiles, 2 bytes per weight besides the weights themselves, and the
 // products read them in place of the copies: the same bits, the copy's time saved. A
-// memory-for-speed trade the operator opts into (EngineOptions::bf16_weights,
-// ECOSERVE_BF16_WEIGHTS): a Q8_0 model takes about 3x its file's memory, an F16 one 2x.
+// memory-for-speed trade (a Q8_0 model takes about 3x its file's memory, an F16 one 2x)
+// that engines make by default where it fits (EngineOptions::bf16_weights, Bf16WeightsMode,
+// ECOSERVE_BF16_WEIGHTS).
 //
 // Contract: matrices are keyed by their data pointer, which must outlive the table and
 // keep its bytes; add() before the first matmul that uses the context the table is
-// attached to (KernelContext::bf16_weights), find() from any thread afterwards.
+// attached to (KernelContext::bf16_weights), find() from any thread afterwards: a made table
+// is read-only, and engines over the same model may share one (EngineOptions::bf16_tiles).
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "base/status.h"
@@ -47,11 +50,29 @@ class Bf16WeightTiles {
   std::int64_t bytes_ = 0;
 };
 
-// EngineOptions::bf16_weights's default: environment variable ECOSERVE_BF16_WEIGHTS (0 or 1;
-// unset: off); another value is an INVALID_ARGUMENT error naming it.
-StatusOr<bool> bf16_weights_from_env();
-bool default_bf16_weights();  // bf16_weights_from_env(), false when it fails; once per process
-// What `on` (default_bf16_weights()) means on `cpu`, for `model info` and `profile`.
-std::string bf16_weights_summary(bool on, const CpuFeatures& cpu);
+// EngineOptions::bf16_weights: whether an engine makes its bf16 tiles at load. kAuto makes
+// them where the bf16 tiles run (amx_bf16 on, the avx512amx level, amx_bf16_supported) and
+// they fit bf16_weights_auto_fits; kOn makes them or fails; kOff never does.
+enum class Bf16WeightsMode { kOff, kOn, kAuto };
+// "0", "1" or "auto", as ECOSERVE_BF16_WEIGHTS spells them.
+std::string_view bf16_weights_mode_name(Bf16WeightsMode mode);
+// Parses 0, 1 or auto; INVALID_ARGUMENT naming `what` otherwise.
+StatusOr<Bf16WeightsMode> parse_bf16_weights_mode(std::string_view text, std::string_view what);
+// EngineOptions::bf16_weights's default: environment variable ECOSERVE_BF16_WEIGHTS (0, 1 or
+// auto; unset: auto); another value is an INVALID_ARGUMENT error naming it.
+StatusOr<Bf16WeightsMode> bf16_weights_from_env();
+Bf16WeightsMode default_bf16_weights();  // bf16_weights_from_env(), kOff when it fails; once per process
+
+// kAuto's rule (pure): make the tiles when they take at most `share` of the memory available
+// at load less the KV cache's reservation (committed as its blocks fill): tile_bytes > 0 and
+// tile_bytes <= share * (available_bytes - kv_bytes). The default share, a quarter, keeps
+// the tiles beside the weights, the KV cache and the page cache of a host that also runs
+// other work; serve divides it among its instances (each makes its own tiles).
+inline constexpr double kBf16WeightsAutoShare = 0.25;
+bool bf16_weights_auto_fits(std::int64_t tile_bytes, std::int64_t available_bytes, std::int64_t kv_bytes,
+                            double share);
+
+// What `mode` means on `cpu`, for `model info` and `profile`.
+std::string bf16_weights_summary(Bf16WeightsMode mode, const CpuFeatures& cpu);
 
 }  // namespace ecoserve::kernels

@@ -160,17 +160,47 @@ TEST(Bf16WeightTilesTest, RefusesWhatTheTilesDoNotTake) {
   EXPECT_EQ(tiles.bytes(), 0);
 }
 
-TEST(Bf16WeightsEnvTest, ReadsZeroOrOne) {
+TEST(Bf16WeightsEnvTest, ReadsZeroOneOrAuto) {
   ASSERT_EQ(setenv("ECOSERVE_BF16_WEIGHTS", "1", 1), 0);
-  EXPECT_TRUE(*bf16_weights_from_env());
+  EXPECT_EQ(*bf16_weights_from_env(), Bf16WeightsMode::kOn);
   ASSERT_EQ(setenv("ECOSERVE_BF16_WEIGHTS", "0", 1), 0);
-  EXPECT_FALSE(*bf16_weights_from_env());
-  ASSERT_EQ(setenv("ECOSERVE_BF16_WEIGHTS", "yes", 1), 0);
-  const StatusOr<bool> bad = bf16_weights_from_env();
-  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(bad.status().message().find("ECOSERVE_BF16_WEIGHTS"), std::string::npos) << bad.status().to_string();
+  EXPECT_EQ(*bf16_weights_from_env(), Bf16WeightsMode::kOff);
+  ASSERT_EQ(setenv("ECOSERVE_BF16_WEIGHTS", "auto", 1), 0);
+  EXPECT_EQ(*bf16_weights_from_env(), Bf16WeightsMode::kAuto);
+  for (const char* bad_value : {"yes", "", "AUTO", "2"}) {
+    ASSERT_EQ(setenv("ECOSERVE_BF16_WEIGHTS", bad_value, 1), 0);
+    const StatusOr<Bf16WeightsMode> bad = bf16_weights_from_env();
+    EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument) << bad_value;
+    EXPECT_NE(bad.status().message().find("ECOSERVE_BF16_WEIGHTS"), std::string::npos) << bad.status().to_string();
+  }
   ASSERT_EQ(unsetenv("ECOSERVE_BF16_WEIGHTS"), 0);
-  EXPECT_FALSE(*bf16_weights_from_env()) << "off by default";
+  EXPECT_EQ(*bf16_weights_from_env(), Bf16WeightsMode::kAuto) << "auto by default";
+  for (Bf16WeightsMode mode : {Bf16WeightsMode::kOff, Bf16WeightsMode::kOn, Bf16WeightsMode::kAuto}) {
+    EXPECT_EQ(*parse_bf16_weights_mode(bf16_weights_mode_name(mode), "x"), mode);
+  }
+}
+
+// kAuto's rule: the tiles within `share` of the memory available less the KV cache.
+TEST(Bf16WeightsAutoTest, FitsWithinTheShareOfAvailableMemoryLessTheKvCache) {
+  constexpr std::int64_t kGb = 1'000'000'000;
+  EXPECT_TRUE(bf16_weights_auto_fits(2 * kGb, 20 * kGb, 2 * kGb, 0.25));    // 2 <= 4.5
+  EXPECT_TRUE(bf16_weights_auto_fits(4 * kGb, 18 * kGb, 2 * kGb, 0.25));    // 4 <= 4: the bound is in
+  EXPECT_FALSE(bf16_weights_auto_fits(4 * kGb + 1, 18 * kGb, 2 * kGb, 0.25));
+  EXPECT_FALSE(bf16_weights_auto_fits(2 * kGb, 20 * kGb, 2 * kGb, 0.25 / 4));  // serve's 4 instances: 1.125 each
+  EXPECT_FALSE(bf16_weights_auto_fits(1, 2 * kGb, 2 * kGb, 1.0)) << "the KV cache takes it all";
+  EXPECT_FALSE(bf16_weights_auto_fits(1, kGb, 2 * kGb, 1.0)) << "the KV cache takes more than there is";
+  EXPECT_FALSE(bf16_weights_auto_fits(0, 20 * kGb, 0, 0.25)) << "no tiles to make";
+}
+
+TEST(Bf16WeightsAutoTest, SummariesNameTheMode) {
+  CpuFeatures none;
+  EXPECT_NE(bf16_weights_summary(Bf16WeightsMode::kAuto, none).find("not on this CPU"), std::string::npos);
+  EXPECT_NE(bf16_weights_summary(Bf16WeightsMode::kOn, none).find("refuse to start"), std::string::npos);
+  const CpuFeatures cpu = detect_cpu_features();
+  if (!amx_bf16_supported(cpu)) GTEST_SKIP() << "no AMX-BF16 here: the CPU's own summaries are checked above";
+  EXPECT_EQ(bf16_weights_summary(Bf16WeightsMode::kAuto, cpu).rfind("auto", 0), 0u);
+  EXPECT_EQ(bf16_weights_summary(Bf16WeightsMode::kOn, cpu).rfind("on", 0), 0u);
+  EXPECT_EQ(bf16_weights_summary(Bf16WeightsMode::kOff, cpu).rfind("off", 0), 0u);
 }
 
 }  // namespace

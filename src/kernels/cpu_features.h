@@ -48,7 +48,8 @@ struct CpuFeatures {
   bool amx_tile = false, amx_int8 = false, amx_bf16 = false;
   // Measured, not a cpuid flag: 512-bit vpdpbusd does at least 1.5x the
   // multiply-adds per second of the 256-bit one (machine_peak.h's probe, run
-  // once per process when avx512vnni is there). Not in flags().
+  // once per process when avx512vnni is there; taken as true with AMX-INT8, whose
+  // CPUs all have it, so that a noisy probe never costs them the AMX level). Not in flags().
   bool full_rate_512 = false;
   // The flags above that are set, in a fixed order ("avx2 fma f16c avx512f ...").
   std::string flags() const;

@@ -93,6 +93,15 @@ TEST(CpuFeaturesTest, LevelsAreChosenFromTheFeatures) {
   EXPECT_EQ(f.flags(), "avx2 fma f16c avx512f avx512bw avx512vl avx512dq avx512_vnni");
 }
 
+// A CPU with AMX-INT8 always gets the AMX level: its 512-bit rate is not left to a timing
+// probe, which a busy host can fool (it once picked avx512vnni in eight starts on a Xeon).
+TEST(CpuFeaturesTest, AmxCpusAlwaysGetTheAmxLevel) {
+  const CpuFeatures f = detect_cpu_features();
+  if (!f.amx_int8 || !isa_supported(Isa::kAvx512Vnni, f)) GTEST_SKIP() << "no AMX-INT8 here";
+  EXPECT_TRUE(f.full_rate_512);
+  EXPECT_EQ(best_isa(f), Isa::kAvx512Amx);
+}
+
 TEST(CpuFeaturesTest, ResolveNamesLevelsAndExplainsRefusals) {
   const CpuFeatures f = avx2_only();
   EXPECT_EQ(*resolve_isa("avx2", f), Isa::kAvx2);

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -24,6 +25,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "kernels/cpu_features.h"
+#include "kernels/matmul.h"
 #include "server/server_test_client.h"
 
 namespace ecoserve::server {
@@ -380,6 +383,59 @@ TEST_F(ServerHardening, ExpectContinueGetsAnInterimResponse) {
   EXPECT_EQ(reply.rfind("HTTP/1.1 200", 0), 0u) << reply;
   EXPECT_NE(reply.find("\"text_completion\""), std::string::npos) << reply;
   EXPECT_EQ(server.stop(), 0);
+}
+
+// EngineOptions::bf16_weights through serve: the log says what auto decided (made where this
+// CPU runs the bf16 tiles and they fit the share): in-process instances share one set made
+// once, --multi-process children each get their part of the share and decide; --no-bf16-weights
+// says nothing, and --bf16-weights makes them or stops the start with the engine's error.
+TEST_F(ServerHardening, InstancesLogTheirBf16WeightsDecision) {
+  const bool tiles = kernels::default_isa() == kernels::Isa::kAvx512Amx && kernels::default_amx_bf16() &&
+                     kernels::amx_bf16_supported(kernels::detect_cpu_features());
+  const std::string log = (std::filesystem::temp_directory_path() / "ecoserve_bf16_weights_serve.log").string();
+  auto start = [&](const std::vector<std::string>& args, std::string* text) {
+    ServerProcess server;
+    const std::string err = server.start(args, log);
+    std::ifstream in(log);
+    *text = std::string(std::istreambuf_iterator<char>(in), {});
+    if (err.empty()) {
+      EXPECT_EQ(server.stop(), 0);
+    }
+    return err;
+  };
+  auto count = [](const std::string& text, const std::string& what) {
+    int n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  const std::string not_here = "bf16 weights auto: not made (the bf16 tiles do not run here)";
+  std::string text;
+  // In one process: one set for both instances, decided and made once.
+  ASSERT_EQ(start({"--instances", "2", "--threads-per-instance", "1", "--bf16-weights=auto"}, &text), "") << text;
+  EXPECT_EQ(count(text, tiles ? "bf16 weights auto: made at load: " : not_here), 1) << text;
+  EXPECT_EQ(count(text, "MB, shared by the 2 instances"), tiles ? 1 : 0) << text;
+  EXPECT_EQ(count(text, "bf16 weights shared: "), tiles ? 2 : 0) << text;
+  // In processes of their own: each decides with half the share (here far too little).
+  ASSERT_EQ(start({"--instances", "2", "--threads-per-instance", "1", "--multi-process", "--bf16-weights=auto",
+                   "--bf16-weights-share", "0.000000001"},
+                  &text),
+            "")
+      << text;
+  EXPECT_EQ(count(text, tiles ? "bf16 weights auto: not made (" : not_here), 2) << text;
+  if (tiles) {
+    EXPECT_EQ(count(text, "MB available less"), 2) << text;
+  }
+  ASSERT_EQ(start({"--no-bf16-weights"}, &text), "") << text;
+  EXPECT_EQ(count(text, "bf16 weights"), 0) << text;
+  const std::string forced = start({"--bf16-weights"}, &text);
+  if (tiles) {
+    EXPECT_EQ(forced, "") << text;
+    EXPECT_EQ(count(text, "bf16 weights made at load: "), 1) << text;
+  } else {
+    EXPECT_NE(forced, "");
+    EXPECT_NE(text.find("needs the bf16 tiles"), std::string::npos) << text;
+  }
+  std::filesystem::remove(log);
 }
 
 }  // namespace
