@@ -5,6 +5,7 @@
 // Properties: it never crashes or throws; an error is INVALID_ARGUMENT with a message; a
 // result is a whole number of KiB, not negative, and the first "MemAvailable:" line of the
 // text (at a line start) reads back as that many kB.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -23,9 +24,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(*n >= 0 && *n % 1024 == 0, text);
   // The line it read: the first that starts with the key; past the key and blanks, digits
   // whose value is the result's KiB, then " kB".
-  std::size_t at = text.starts_with("MemAvailable:") ? 0 : text.find("\nMemAvailable:");
-  FUZZ_CHECK(at != std::string_view::npos, text);
-  if (at > 0) ++at;
+  std::size_t at = 0;
+  if (!text.starts_with("MemAvailable:")) {
+    const std::size_t newline = text.find("\nMemAvailable:");
+    FUZZ_CHECK(newline != std::string_view::npos, text);
+    at = newline + 1;
+  }
   const std::size_t end = std::min(text.find('\n', at), text.size());
   std::string_view rest = text.substr(at, end - at).substr(13);
   while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t')) rest.remove_prefix(1);

@@ -1,5 +1,6 @@
 #include "base/memory_info.h"
 
+#include <algorithm>
 #include <charconv>
 #include <fstream>
 #include <sstream>
