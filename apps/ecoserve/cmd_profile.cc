@@ -8,12 +8,10 @@
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "apps/ecoserve/commands.h"
 #include "base/clock.h"
-#include "base/memory_info.h"
 #include "engine/cost_profiler.h"
 #include "engine/model_runner.h"
 #include "kernels/attention.h"
@@ -203,18 +201,24 @@ int run_profile(const ProfileArgs& a) {
   // The batch from which they run bf16 tiles instead (0: never; KernelContext::amx_bf16).
   const bool bf16_on = amx && kernels::default_amx_bf16() && kernels::amx_bf16_supported(cpu);
   // Whether their tiles are made at load (EngineOptions::bf16_weights): those batches then
-  // read the tiles' 2 bytes per weight, not the weights, and start lower. Auto is decided
-  // here, once, by the engine's rule, so that every runner below and the header agree.
-  const kernels::Bf16WeightsMode bf16_mode = kernels::default_bf16_weights();
-  bool made = bf16_on && kernels::amx_bf16_takes(wq0) && bf16_mode != kernels::Bf16WeightsMode::kOff;
-  std::string made_why = bf16_mode == kernels::Bf16WeightsMode::kOn ? "ECOSERVE_BF16_WEIGHTS=1" : "auto";
-  if (made && bf16_mode == kernels::Bf16WeightsMode::kAuto) {
-    const StatusOr<int64_t> available = mem_available_bytes();
+  // read the tiles' 2 bytes per weight, not the weights, and start lower. Decided and made
+  // here, once, by the engine's own rule, and shared by the runner of every thread count.
+  std::shared_ptr<const kernels::Bf16WeightTiles> bf16_tiles;
+  std::string bf16_decision = "off";
+  if (bf16_on) {
+    engine::EngineOptions eo;
+    eo.isa = a.isa;
+    ThreadPool pool(*std::max_element(a.threads.begin(), a.threads.end()));
     const int64_t kv_bytes = int64_t{need_blocks} * engine::ModelRunner::kv_bytes_per_block(c, a.block_size, kv_type);
-    made = available.ok() && kernels::bf16_weights_auto_fits(static_cast<int64_t>(cost.tile_bytes), *available,
-                                                             kv_bytes, kernels::kBf16WeightsAutoShare);
-    if (available.ok()) made_why += fmt::format(": {:.1f} GB available", static_cast<double>(*available) / 1e9);
+    auto tiles = engine::make_bf16_weights(**model, eo, kv_bytes, pool);
+    if (!tiles.ok()) {
+      std::fprintf(stderr, "error: %s\n", tiles.status().message().c_str());
+      return 1;
+    }
+    bf16_tiles = tiles->tiles;
+    bf16_decision = tiles->decision;
   }
+  const bool made = bf16_tiles != nullptr && kernels::amx_bf16_takes(wq0);
   const int64_t bf16_from =
       bf16_on && kernels::amx_bf16_takes(wq0) ? kernels::amx_bf16_min_tokens(wq0.type, made) : 0;
   // Or, at the avx512vnni-zmm level, on AVX512-BF16 vectors (KernelContext::bf16_vectors).
@@ -290,13 +294,9 @@ int run_profile(const ProfileArgs& a) {
                 kernels::openblas_core().c_str());
     std::printf("prefill: one %d-token prompt (best of %d); decode: %d steps per batch from context %d; KV cache %s\n",
                 a.prompt_len, a.repeats, a.decode_steps, a.context, engine::kv_cache_type_name(kv_type));
-    if (made) {
-      std::printf("bf16 weights (%s): %.1f MB of bf16 tiles made at load, read by batches of %lld+\n",
-                  made_why.c_str(), cost.tile_bytes / 1e6, static_cast<long long>(bf16_from));
-    } else if (bf16_on && kernels::amx_bf16_takes(wq0) && bf16_mode == kernels::Bf16WeightsMode::kAuto) {
-      std::printf("bf16 weights (%s): not made (%.1f MB of tiles > %.0f%% of the memory available less the KV "
-                  "cache)\n",
-                  made_why.c_str(), cost.tile_bytes / 1e6, 100 * kernels::kBf16WeightsAutoShare);
+    if (bf16_decision != "off") {
+      std::printf("bf16 weights %s%s\n", bf16_decision.c_str(),
+                  made ? (", read by batches of " + std::to_string(bf16_from) + "+").c_str() : "");
     }
     if (a.roofline) {
       std::printf("roofline inputs: %.1f MB of weights per step, %.1f M multiply-adds per token; per core, measured "
@@ -367,9 +367,10 @@ int run_profile(const ProfileArgs& a) {
     eo.num_kv_blocks = need_blocks;
     eo.kv_cache_type = kv_type;
     eo.isa = a.isa;
-    // Auto decided above; 1 stays 1, so that where the tiles cannot run the engine says so.
-    eo.bf16_weights = made || bf16_mode == kernels::Bf16WeightsMode::kOn ? kernels::Bf16WeightsMode::kOn
-                                                                          : kernels::Bf16WeightsMode::kOff;
+    if (bf16_on) {  // decided above (elsewhere the engine decides: 1 where the tiles cannot run fails)
+      eo.bf16_tiles = bf16_tiles;
+      eo.bf16_weights = kernels::Bf16WeightsMode::kOff;
+    }
     auto runner = engine::ModelRunner::create(*model, eo);
     if (!runner.ok()) {
       std::fprintf(stderr, "error: %s\n", runner.status().message().c_str());
