@@ -389,11 +389,15 @@ void synth1b_args(benchmark::internal::Benchmark* b) {
   for (std::int64_t type : {1, 14})
     for (std::int64_t n : {1, 4, 8, 16, 32}) b->Args({type, n, 1, 0});
   // Batches and prompts with the bf16 tiles made at load (CPUs with AMX-BF16 only), each
-  // beside the same batch without (made 0 above, and here at 8, 16, 64).
-  for (std::int64_t type : {kQ8Rows8, kQ4kRows8, std::int64_t{1}, std::int64_t{14}}) {
+  // beside the same batch without (made 0 above, and here at the others); F32 (4.4 GB of
+  // weights) at decode batches only.
+  for (std::int64_t type : {kQ8Rows8, kQ4kRows8, kF16, kQ6_K, kF32}) {
     for (std::int64_t n : {4, 8, 12, 16, 24, 32, 64, 512}) {
+      if (type == kF32 && n > 32) continue;
       const bool rows8 = type >= kPackedCode;
-      const bool listed = rows8 ? n == 4 || n == 32 || n == 512 : n == 4 || n == 8 || n == 16 || n == 32 || n == 512;
+      const bool listed = type == kF32 ? false
+                          : rows8      ? n == 4 || n == 32 || n == 512
+                                       : n == 4 || n == 8 || n == 16 || n == 32 || n == 512;
       if (!listed) b->Args({type, n, 1, 0});
       b->Args({type, n, 1, 1});
     }

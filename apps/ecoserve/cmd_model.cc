@@ -182,7 +182,7 @@ int run_info(const InfoArgs& a) {
                       {"attention_row_prefetch", kernels::default_attention_row_prefetch()},
                       {"amx_bf16", kernels::default_amx_bf16() && kernels::amx_bf16_supported(cpu)},
                       {"bf16_weights",
-                       kernels::amx_bf16_supported(cpu)
+                       kernels::amx_bf16_supported(cpu) || kernels::bf16_vectors_supported(cpu)
                            ? std::string(kernels::bf16_weights_mode_name(kernels::default_bf16_weights()))
                            : std::string("unsupported")},
                       {"attention_fp16_math", kernels::default_attention_fp16_math() && cpu.avx512_fp16},

@@ -93,7 +93,7 @@ ModelCost model_cost(const model::LlamaModel& m, engine::KvCacheType kv_type) {
 // the bf16 tiles (ECOSERVE_AMX_BF16, on by default), bf16 tiles from amx_bf16_min_tokens
 // tokens for the weights they take (amx_bf16_takes: those two, and F32, F16, BF16, Q6_K);
 // vdpbf16ps on zmm for a prompt's attention on AVX512-BF16 vectors (ECOSERVE_ATTENTION_BF16)
-// and for batches of kAmxBf16MinTokens+ tokens of the weights bf16_vectors_takes
+// and for batches of bf16_vectors_min_tokens+ tokens of the weights bf16_vectors_takes
 // (ECOSERVE_MATMUL_BF16).
 enum class Peak { kInt8, kAmx, kAmxBf16, kBf16Dot, kFma256, kFma512 };
 const char* peak_name(Peak p) {
@@ -205,7 +205,10 @@ int run_profile(const ProfileArgs& a) {
   // here, once, by the engine's own rule, and shared by the runner of every thread count.
   std::shared_ptr<const kernels::Bf16WeightTiles> bf16_tiles;
   std::string bf16_decision = "off";
-  if (bf16_on) {
+  // At the avx512vnni-zmm level, AVX512-BF16 vectors (KernelContext::bf16_vectors) read them.
+  const bool vec_on = a.isa == kernels::Isa::kAvx512VnniZmm && kernels::default_matmul_bf16() &&
+                      kernels::bf16_vectors_supported(cpu);
+  if (bf16_on || vec_on) {
     engine::EngineOptions eo;
     eo.isa = a.isa;
     ThreadPool pool(*std::max_element(a.threads.begin(), a.threads.end()));
@@ -218,14 +221,13 @@ int run_profile(const ProfileArgs& a) {
     bf16_tiles = tiles->tiles;
     bf16_decision = tiles->decision;
   }
-  const bool made = bf16_tiles != nullptr && kernels::amx_bf16_takes(wq0);
+  const bool made =
+      bf16_tiles != nullptr && (bf16_on ? kernels::amx_bf16_takes(wq0) : kernels::bf16_vectors_takes(wq0));
   const int64_t bf16_from =
       bf16_on && kernels::amx_bf16_takes(wq0) ? kernels::amx_bf16_min_tokens(wq0.type, made) : 0;
   // Or, at the avx512vnni-zmm level, on AVX512-BF16 vectors (KernelContext::bf16_vectors).
-  const int64_t bf16_vec_from = a.isa == kernels::Isa::kAvx512VnniZmm && kernels::default_matmul_bf16() &&
-                                        kernels::bf16_vectors_supported(cpu) && kernels::bf16_vectors_takes(wq0)
-                                    ? kernels::kAmxBf16MinTokens
-                                    : 0;
+  const int64_t bf16_vec_from =
+      vec_on && kernels::bf16_vectors_takes(wq0) ? kernels::bf16_vectors_min_tokens(wq0.type, made) : 0;
   // Whether the prompt's attention runs on bf16 tiles (AttentionDims::amx_bf16).
   const bool attn_bf16 = kernels::prefill_attention_amx_bf16(bf16_on, a.isa, c.head_dim, a.prompt_len);
   // Or on AVX512-BF16 vectors (AttentionDims::bf16_vectors).
@@ -296,7 +298,9 @@ int run_profile(const ProfileArgs& a) {
                 a.prompt_len, a.repeats, a.decode_steps, a.context, engine::kv_cache_type_name(kv_type));
     if (bf16_decision != "off") {
       std::printf("bf16 weights %s%s\n", bf16_decision.c_str(),
-                  made ? (", read by batches of " + std::to_string(bf16_from) + "+").c_str() : "");
+                  made ? (", read by batches of " + std::to_string(bf16_from > 0 ? bf16_from : bf16_vec_from) + "+")
+                                 .c_str()
+                       : "");
     }
     if (a.roofline) {
       std::printf("roofline inputs: %.1f MB of weights per step, %.1f M multiply-adds per token; per core, measured "

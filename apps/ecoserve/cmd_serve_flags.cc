@@ -104,8 +104,9 @@ void add_engine_flags(CLI::App* cmd, const std::shared_ptr<ServeArgs>& a) {
   add_kv_cache_dtype_option(cmd, a->kv_cache_type);
   add_isa_option(cmd, a->isa);
   cmd->add_flag("--bf16-weights{1},--no-bf16-weights{0}", a->bf16_weights,
-                "make the weights' bf16 tiles once at load (CPUs with AMX-BF16: 2 more bytes of memory per weight; "
-                "prompts and decode batches of 8-64 faster, the same results): --bf16-weights always (or the "
+                "make the weights' bf16 tiles once at load (CPUs with AMX-BF16, or AVX-512 BF16 at the avx512vnni-zmm "
+                "level for float and Q6_K weights: 2 more bytes of memory per weight; prompts and decode batches of "
+                "8-64 faster, the same results): --bf16-weights always (or the "
                 "instance fails to start), --no-bf16-weights never, --bf16-weights=auto when the tiles fit "
                 "--bf16-weights-share of the memory available at load less the KV cache; default: "
                 "ECOSERVE_BF16_WEIGHTS, else auto")

@@ -102,24 +102,37 @@ StatusOr<Bf16Weights> make_bf16_weights(const model::LlamaModel& model, const En
   const Bf16WeightsMode mode = options.bf16_weights;
   Bf16Weights out;
   if (mode == Bf16WeightsMode::kOff) return out;
-  if (!options.amx_bf16 || options.isa != kernels::Isa::kAvx512Amx ||
-      !kernels::amx_bf16_supported(kernels::detect_cpu_features())) {
+  // Who reads the tiles: the AMX bf16 tiles, or the avx512vnni-zmm level's bf16 vectors
+  // (their types only: Q8_0 and Q4_K stay on the int8 kernels there).
+  const kernels::CpuFeatures cpu = kernels::detect_cpu_features();
+  const bool on_tiles = options.amx_bf16 && options.isa == kernels::Isa::kAvx512Amx && kernels::amx_bf16_supported(cpu);
+  const bool vectors =
+      options.matmul_bf16 && options.isa == kernels::Isa::kAvx512VnniZmm && kernels::bf16_vectors_supported(cpu);
+  if (!on_tiles && !vectors) {
     if (mode == Bf16WeightsMode::kAuto) {
-      out.decision = "auto: not made (the bf16 tiles do not run here)";
+      out.decision = "auto: not made (neither the bf16 tiles nor the bf16 vectors run here)";
       return out;
     }
     return failed_precondition_error(
-        "engine: bf16_weights (ECOSERVE_BF16_WEIGHTS) needs the bf16 tiles: a CPU with AMX-BF16 and AVX-512 BF16 "
-        "at the avx512amx level, with amx_bf16 on (ECOSERVE_AMX_BF16)");
+        "engine: bf16_weights (ECOSERVE_BF16_WEIGHTS) needs the bf16 tiles (a CPU with AMX-BF16 and AVX-512 BF16 "
+        "at the avx512amx level, amx_bf16 on: ECOSERVE_AMX_BF16) or the bf16 vectors (AVX-512 BF16 at the "
+        "avx512vnni-zmm level, matmul_bf16 on: ECOSERVE_MATMUL_BF16)");
   }
   std::vector<const kernels::WeightView*> views = {&model.output()};
   for (const model::LayerWeights& l : model.layers()) {
     for (const kernels::WeightView* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) views.push_back(v);
   }
-  std::erase_if(views, [](const kernels::WeightView* v) { return !kernels::amx_bf16_takes(*v); });
+  std::erase_if(views, [&](const kernels::WeightView* v) {
+    return on_tiles ? !kernels::amx_bf16_takes(*v) : !kernels::bf16_vectors_takes(*v);
+  });
   int64_t tile_bytes = 0;
   for (const kernels::WeightView* v : views) tile_bytes += kernels::Bf16WeightTiles::bytes_for(*v);
   const double mb = static_cast<double>(tile_bytes) / 1e6;
+  if (tile_bytes == 0) {  // e.g. Q8_0 at the avx512vnni-zmm level: its int8 kernels read the weights
+    out.decision = fmt::format("{}not made (no matrix the bf16 {} take)",
+                               mode == Bf16WeightsMode::kAuto ? "auto: " : "", on_tiles ? "tiles" : "vectors");
+    return out;
+  }
   if (mode == Bf16WeightsMode::kAuto) {
     const StatusOr<int64_t> available = mem_available_bytes();
     if (!available.ok()) {
@@ -127,13 +140,11 @@ StatusOr<Bf16Weights> make_bf16_weights(const model::LlamaModel& model, const En
       return out;
     }
     if (!kernels::bf16_weights_auto_fits(tile_bytes, *available, kv_bytes, options.bf16_weights_share)) {
-      out.decision =
-          tile_bytes == 0
-              ? std::string("auto: not made (no matrix the bf16 tiles take)")
-              : fmt::format("auto: not made ({:.1f} MB of tiles > {:.0f}% of {:.1f} MB available less {:.1f} MB of KV "
-                            "cache; ECOSERVE_BF16_WEIGHTS=1 makes them)",
-                            mb, 100 * options.bf16_weights_share, static_cast<double>(*available) / 1e6,
-                            static_cast<double>(kv_bytes) / 1e6);
+      out.decision = fmt::format(
+          "auto: not made ({:.1f} MB of tiles > {:.0f}% of {:.1f} MB available less {:.1f} MB of KV cache; "
+          "ECOSERVE_BF16_WEIGHTS=1 makes them)",
+          mb, 100 * options.bf16_weights_share, static_cast<double>(*available) / 1e6,
+          static_cast<double>(kv_bytes) / 1e6);
       return out;
     }
   }
@@ -146,7 +157,8 @@ StatusOr<Bf16Weights> make_bf16_weights(const model::LlamaModel& model, const En
     return out;
   }
   out.tiles = std::move(tiles);
-  out.decision = fmt::format("{}made at load: {:.1f} MB", mode == Bf16WeightsMode::kAuto ? "auto: " : "", mb);
+  out.decision = fmt::format("{}made at load: {:.1f} MB{}", mode == Bf16WeightsMode::kAuto ? "auto: " : "", mb,
+                             on_tiles ? "" : " (for the bf16 vectors)");
   return out;
 }
 

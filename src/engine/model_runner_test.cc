@@ -741,6 +741,7 @@ TEST(ModelRunnerRealModel, Bf16WeightsMadeAtCreateGiveTheSameLogits) {
   };
   if (!kernels::amx_bf16_supported(kernels::detect_cpu_features())) {
     EngineOptions opt;
+    opt.isa = kernels::Isa::kAvx2;  // neither the tiles nor (avx512vnni-zmm) the bf16 vectors
     opt.bf16_weights = kernels::Bf16WeightsMode::kOn;
     auto r = ModelRunner::create(*model, opt);
     EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition) << r.status().to_string();
@@ -748,7 +749,7 @@ TEST(ModelRunnerRealModel, Bf16WeightsMadeAtCreateGiveTheSameLogits) {
     auto a = ModelRunner::create(*model, opt);
     ASSERT_TRUE(a.ok()) << a.status().to_string();
     EXPECT_EQ((*a)->bf16_weight_bytes(), 0);
-    EXPECT_EQ((*a)->bf16_weights_decision(), "auto: not made (the bf16 tiles do not run here)");
+    EXPECT_EQ((*a)->bf16_weights_decision(), "auto: not made (neither the bf16 tiles nor the bf16 vectors run here)");
     GTEST_SKIP() << "this CPU has no AMX-BF16 (or no tile state from Linux): no bf16 tiles to make";
   }
   auto refused = make(true, false);
@@ -782,7 +783,8 @@ TEST(ModelRunnerRealModel, Bf16WeightsMadeAtCreateGiveTheSameLogits) {
   EXPECT_EQ((*tight)->bf16_weights_decision().rfind("auto: not made (", 0), 0u) << (*tight)->bf16_weights_decision();
   EXPECT_NE((*tight)->bf16_weights_decision().find("MB available"), std::string::npos);
   EXPECT_EQ((*no_tiles)->bf16_weight_bytes(), 0);
-  EXPECT_EQ((*no_tiles)->bf16_weights_decision(), "auto: not made (the bf16 tiles do not run here)");
+  EXPECT_EQ((*no_tiles)->bf16_weights_decision(),
+            "auto: not made (neither the bf16 tiles nor the bf16 vectors run here)");
   const int32_t vocab = (*model)->config().n_vocab;
   const auto prompt = random_tokens(96, vocab, 41);
   const auto table = range_ids(0, 8);
@@ -823,6 +825,77 @@ TEST(ModelRunnerRealModel, Bf16WeightsMadeAtCreateGiveTheSameLogits) {
   ASSERT_TRUE(off.ok());
   EXPECT_EQ(off->tiles, nullptr);
   EXPECT_EQ(off->decision, "off");
+}
+
+// The bf16 vectors (the avx512vnni-zmm level, AVX-512 BF16 without AMX: Zen 5) read made
+// tiles too, for the types they take (float weights, Q6_K): a float model's tiles made at
+// create() give a decode batch of 32 the logits of the per-call copies, bit for bit, and
+// take batches from bf16_vectors_min_tokens(type, true) = 8, whose logits are then those of
+// the same sequences in the batch of 32 (the vectors' bits do not depend on the batch); a
+// Q8_0 model (int8 kernels at that level) has nothing to make.
+TEST(ModelRunnerRealModel, Bf16WeightsMadeForTheBf16Vectors) {
+  if (!kernels::bf16_vectors_supported(kernels::detect_cpu_features())) {
+    GTEST_SKIP() << "this CPU has no AVX-512 BF16 at the avx512vnni-zmm level: no bf16 vectors";
+  }
+  const auto vocab = testing::tiny_vocab_path();
+  if (!vocab) GTEST_SKIP() << missing_data_message("vocab/ggml-vocab-llama-spm.gguf");
+  auto model = build_tiny_llama(TinyLlamaSpec{}, *vocab);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  const kernels::WeightView& wq = (*model)->layers()[0].wq;
+  ASSERT_EQ(wq.type, kernels::GgmlType::kF32);
+  ASSERT_TRUE(kernels::bf16_vectors_takes(wq));
+  auto options = [](kernels::Bf16WeightsMode mode) {
+    EngineOptions opt;
+    opt.num_threads = 2;
+    opt.num_kv_blocks = 64;
+    opt.isa = kernels::Isa::kAvx512VnniZmm;
+    opt.amx_bf16 = false;
+    opt.matmul_bf16 = true;
+    opt.bf16_weights = mode;
+    return opt;
+  };
+  auto plain = ModelRunner::create(*model, options(kernels::Bf16WeightsMode::kOff));
+  auto made = ModelRunner::create(*model, options(kernels::Bf16WeightsMode::kOn));
+  ASSERT_TRUE(plain.ok() && made.ok()) << made.status().to_string();
+  int64_t want = 0;
+  for (const model::LayerWeights& l : (*model)->layers()) {
+    for (const kernels::WeightView* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      if (kernels::bf16_vectors_takes(*v)) want += kernels::Bf16WeightTiles::bytes_for(*v);
+    }
+  }
+  if (kernels::bf16_vectors_takes((*model)->output())) want += kernels::Bf16WeightTiles::bytes_for((*model)->output());
+  EXPECT_GT(want, 0);
+  EXPECT_EQ((*made)->bf16_weight_bytes(), want);
+  EXPECT_EQ((*made)->bf16_weights_decision().rfind("made at load: ", 0), 0u) << (*made)->bf16_weights_decision();
+  EXPECT_NE((*made)->bf16_weights_decision().find("(for the bf16 vectors)"), std::string::npos);
+  const int32_t n_vocab = (*model)->config().n_vocab;
+  auto batch = [&](int32_t n) {
+    StepPlan plan;
+    for (int32_t s = 0; s < n; ++s) {
+      plan.seqs.push_back(make_step(100 + s, 0, random_tokens(1, n_vocab, 70 + s), range_ids(s, 1)));
+    }
+    return plan;
+  };
+  auto a32 = (*plain)->execute(batch(32));
+  auto b32 = (*made)->execute(batch(32));
+  ASSERT_TRUE(a32.ok() && b32.ok()) << b32.status().to_string();
+  for (size_t i = 0; i < 32; ++i) EXPECT_EQ(a32->seqs[i].logits, b32->seqs[i].logits) << "sequence " << i;
+  auto a8 = (*plain)->execute(batch(8));
+  auto b8 = (*made)->execute(batch(8));
+  ASSERT_TRUE(a8.ok() && b8.ok());
+  for (size_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(b8->seqs[i].logits, b32->seqs[i].logits) << "sequence " << i << ": batch 8 on the made vectors";
+    EXPECT_NE(a8->seqs[i].logits, b8->seqs[i].logits) << "sequence " << i << ": without them, the float tiles";
+  }
+  // Q8_0 in rows of 8 stays on the int8 kernels at this level: nothing to make.
+  auto path = shared_data_path("models/tinystories-656k-q8_0.gguf");
+  if (!path) GTEST_SKIP() << missing_data_message("models/tinystories-656k-q8_0.gguf");
+  auto q8 = model::LlamaModel::load(*path);
+  ASSERT_TRUE(q8.ok()) << q8.status().to_string();
+  auto q8_auto = ModelRunner::create(*q8, options(kernels::Bf16WeightsMode::kAuto));
+  ASSERT_TRUE(q8_auto.ok()) << q8_auto.status().to_string();
+  EXPECT_EQ((*q8_auto)->bf16_weight_bytes(), 0);
+  EXPECT_EQ((*q8_auto)->bf16_weights_decision(), "auto: not made (no matrix the bf16 vectors take)");
 }
 
 // A tiny model with head size 64 (4 query heads, 2 KV heads, n_embd 256).

@@ -15,8 +15,10 @@ std::int64_t Bf16WeightTiles::bytes_for(const WeightView& w) {
 }
 
 Status Bf16WeightTiles::add(const WeightView& w, ThreadPool& pool) {
-  if (!amx_bf16_supported(detect_cpu_features())) {
-    return failed_precondition_error("bf16 weights: this CPU has no AMX-BF16 tiles (or not AVX-512 BF16)");
+  const CpuFeatures cpu = detect_cpu_features();
+  if (!amx_bf16_supported(cpu) && !bf16_vectors_supported(cpu)) {
+    return failed_precondition_error(
+        "bf16 weights: this CPU has neither AMX-BF16 tiles nor AVX-512 BF16 vectors to read them");
   }
   if (!amx_bf16_takes(w)) {
     return failed_precondition_error("bf16 weights: the bf16 tiles do not take a {} x {} {} matrix", w.rows, w.cols,
@@ -79,27 +81,34 @@ bool bf16_weights_auto_fits(std::int64_t tile_bytes, std::int64_t available_byte
 }
 
 std::string bf16_weights_summary(Bf16WeightsMode mode, const CpuFeatures& cpu) {
-  if (!amx_bf16_supported(cpu)) {
+  const bool tiles = amx_bf16_supported(cpu);
+  if (!tiles && !bf16_vectors_supported(cpu)) {
     return mode == Bf16WeightsMode::kOn
                ? "requested (ECOSERVE_BF16_WEIGHTS=1) but not on this CPU: engines refuse to start (it needs the "
-                 "bf16 tiles: AMX-BF16 and AVX-512 BF16)"
-               : "not on this CPU (needs the bf16 tiles: AMX-BF16 and AVX-512 BF16)";
+                 "bf16 tiles, AMX-BF16 and AVX-512 BF16, or the bf16 vectors, AVX-512 BF16 at the avx512vnni-zmm "
+                 "level)"
+               : "not on this CPU (needs the bf16 tiles, AMX-BF16 and AVX-512 BF16, or the bf16 vectors, AVX-512 "
+                 "BF16 at the avx512vnni-zmm level)";
   }
+  const std::string_view readers = tiles ? "the bf16 tiles (at the avx512vnni-zmm level, the bf16 vectors)"
+                                         : "the bf16 vectors (the avx512vnni-zmm level's AVX512-BF16 products)";
   switch (mode) {
     case Bf16WeightsMode::kOn:
-      return "on (ECOSERVE_BF16_WEIGHTS=1): the matrices the bf16 tiles take are made into their bf16 B tiles at "
-             "load (2 bytes per weight more memory); batches on the tiles read them instead of copying the weights "
-             "per call (the same bits)";
+      return fmt::format("on (ECOSERVE_BF16_WEIGHTS=1): the matrices {} take are made into bf16 B tiles at load (2 "
+                         "bytes per weight more memory); batches read them instead of copying the weights per call "
+                         "(the same bits)",
+                         readers);
     case Bf16WeightsMode::kAuto:
       return fmt::format(
-          "auto (unset or ECOSERVE_BF16_WEIGHTS=auto): the bf16 tiles' weights made once at load (2 bytes per weight "
-          "more memory, faster batches on the tiles, the same bits) when they take at most {:.0f}% of the memory "
-          "available at load less the KV cache (serve's in-process instances share one set); 0 or 1 decide",
-          100 * kBf16WeightsAutoShare);
+          "auto (unset or ECOSERVE_BF16_WEIGHTS=auto): the weights of {} made into bf16 B tiles once at load (2 "
+          "bytes per weight more memory, faster batches, the same bits) when they take at most {:.0f}% of the "
+          "memory available at load less the KV cache (serve's in-process instances share one set); 0 or 1 decide",
+          readers, 100 * kBf16WeightsAutoShare);
     case Bf16WeightsMode::kOff: break;
   }
-  return "off (ECOSERVE_BF16_WEIGHTS=0; 1 or auto: the bf16 tiles' weights made once at load, 2 bytes per weight "
-         "more memory, faster batches on the tiles)";
+  return fmt::format("off (ECOSERVE_BF16_WEIGHTS=0; 1 or auto: the weights of {} made once at load, 2 bytes per "
+                     "weight more memory, faster batches)",
+                     readers);
 }
 
 }  // namespace ecoserve::kernels

@@ -8,7 +8,9 @@
 // products read them in place of the copies: the same bits, the copy's time saved. A
 // memory-for-speed trade (a Q8_0 model takes about 3x its file's memory, an F16 one 2x)
 // that engines make by default where it fits (EngineOptions::bf16_weights, Bf16WeightsMode,
-// ECOSERVE_BF16_WEIGHTS).
+// ECOSERVE_BF16_WEIGHTS). The avx512vnni-zmm level's AVX512-BF16 vectors
+// (KernelContext::bf16_vectors: F32, F16, BF16 and Q6_K in GGUF rows) read the same tiles, so
+// a CPU with AVX-512 BF16 and no AMX (Zen 5; Zen 4 where that level is forced) makes them too.
 //
 // Contract: matrices are keyed by their data pointer, which must outlive the table and
 // keep its bytes; add() before the first matmul that uses the context the table is
@@ -34,9 +36,11 @@ class Bf16WeightTiles {
   static std::int64_t bytes_for(const WeightView& w);
 
   // Makes w's tiles on the pool's threads (a second add of the same data does nothing).
-  // FAILED_PRECONDITION on a CPU without the bf16 tiles (amx_bf16_supported) or for a
-  // matrix they do not take (amx_bf16_takes); RESOURCE_EXHAUSTED when the memory cannot be
-  // reserved.
+  // FAILED_PRECONDITION on a CPU with neither the bf16 tiles (amx_bf16_supported) nor the
+  // bf16 vectors (bf16_vectors_supported: AVX-512 BF16 makes the tiles) or for a matrix
+  // the tiles do not take (amx_bf16_takes); RESOURCE_EXHAUSTED when the memory cannot be
+  // reserved. Which matrices a product reads them for is the caller's choice
+  // (engine::make_bf16_weights: amx_bf16_takes on AMX, bf16_vectors_takes elsewhere).
   Status add(const WeightView& w, ThreadPool& pool);
 
   // w's tiles (in kernels/matmul_kernels.h's amx_bf16_make_tiles layout), or null.
@@ -51,8 +55,10 @@ class Bf16WeightTiles {
 };
 
 // EngineOptions::bf16_weights: whether an engine makes its bf16 tiles at load. kAuto makes
-// them where the bf16 tiles run (amx_bf16 on, the avx512amx level, amx_bf16_supported) and
-// they fit bf16_weights_auto_fits; kOn makes them or fails; kOff never does.
+// them where the bf16 tiles run (amx_bf16 on, the avx512amx level, amx_bf16_supported) or
+// the bf16 vectors do (matmul_bf16 on, the avx512vnni-zmm level, bf16_vectors_supported;
+// only the matrices they take) and they fit bf16_weights_auto_fits; kOn makes them or
+// fails; kOff never does.
 enum class Bf16WeightsMode { kOff, kOn, kAuto };
 // "0", "1" or "auto", as ECOSERVE_BF16_WEIGHTS spells them.
 std::string_view bf16_weights_mode_name(Bf16WeightsMode mode);

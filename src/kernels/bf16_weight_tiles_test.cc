@@ -23,6 +23,7 @@ using testing::make_matrix;
 using testing::PackedMatrix;
 
 bool have_tiles() { return amx_bf16_supported(detect_cpu_features()); }
+bool have_vectors() { return bf16_vectors_supported(detect_cpu_features()); }
 
 KernelContext bf16_context(ThreadPool* pool, Isa isa, const Bf16WeightTiles* made) {
   KernelContext ctx(pool, isa);
@@ -32,7 +33,7 @@ KernelContext bf16_context(ThreadPool* pool, Isa isa, const Bf16WeightTiles* mad
 }
 
 TEST(Bf16WeightTilesTest, MadeTilesGiveTheCopiesBits) {
-  if (!have_tiles()) GTEST_SKIP() << "this CPU has no AMX-BF16 and AVX-512 BF16: no bf16 tiles to make";
+  if (!have_tiles() && !have_vectors()) GTEST_SKIP() << "this CPU has no AVX-512 BF16: no bf16 tiles to make";
   ThreadPool pool1(1), pool2(2);
   struct Case {
     GgmlType type;
@@ -53,12 +54,14 @@ TEST(Bf16WeightTilesTest, MadeTilesGiveTheCopiesBits) {
     const bool rows8 = type == GgmlType::kQ8_0 || type == GgmlType::kQ4_K;
     int compared = 0;
     for (Isa isa : {Isa::kAvx512Amx, Isa::kAvx512VnniZmm}) {
-      if (isa == Isa::kAvx512VnniZmm && rows8) continue;
+      if (isa == Isa::kAvx512VnniZmm && (rows8 || !have_vectors())) continue;
+      if (isa == Isa::kAvx512Amx && !have_tiles()) continue;
       for (ThreadPool* pool : {&pool1, &pool2}) {
         for (std::int64_t n : {amx_bf16_min_tokens(type), std::int64_t{35}, std::int64_t{300}}) {
           const std::vector<float> x = testing::make_acts(n, cols, 23);
           KernelContext copies = bf16_context(pool, isa, nullptr), made = bf16_context(pool, isa, &tiles);
-          const bool on = isa == Isa::kAvx512Amx ? amx_bf16_applies(made, w, n) : bf16_vectors_applies(made, w, n);
+          // Both on the bf16 path (the copies from their own threshold).
+          const bool on = bf16_products_apply(made, w, n) && bf16_products_apply(copies, w, n);
           if (!on) continue;
           std::vector<float> y(n * rows, NAN), ym(n * rows, NAN), y2(n * 48, NAN), y2m(n * 48, NAN);
           matmul(w, x.data(), n, y.data(), copies);
@@ -77,40 +80,71 @@ TEST(Bf16WeightTilesTest, MadeTilesGiveTheCopiesBits) {
         }
       }
     }
-    // Tiles: 3 batches x 2 pools; vectors (GGUF rows, from 32 tokens): 2 x 2 more.
-    EXPECT_EQ(compared, rows8 ? 6 : 10) << type_name(type);
+    // Tiles: 3 batches x 2 pools; vectors (GGUF rows, from 32 tokens without the made tiles,
+    // which the copies must reach): 2 x 2 more.
+    EXPECT_EQ(compared, (have_tiles() ? 6 : 0) + (rows8 || !have_vectors() ? 0 : 4)) << type_name(type);
   }
 }
 
-// With the tiles made, the bf16 tiles start at amx_bf16_min_tokens(type, true): a batch of
-// that many gives each token's row of a batch of 64 (bits independent of the batch), one
-// token fewer the level's own kernels' bits.
+// With the tiles made, the bf16 tiles start at amx_bf16_min_tokens(type, true) and the bf16
+// vectors (the avx512vnni-zmm level) at bf16_vectors_min_tokens(type, true): a batch of that
+// many gives each token's row of a batch of 64 (bits independent of the batch), one token
+// fewer the level's own kernels' bits.
 TEST(Bf16WeightTilesTest, MadeTilesStartAtTheirOwnThresholds) {
-  if (!have_tiles()) GTEST_SKIP() << "this CPU has no AMX-BF16 and AVX-512 BF16: no bf16 tiles to make";
+  if (!have_tiles() && !have_vectors()) GTEST_SKIP() << "this CPU has no AVX-512 BF16: no bf16 tiles to make";
   ThreadPool pool(2);
-  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kF16}) {
-    const std::int64_t rows = 40, cols = 768, from = amx_bf16_min_tokens(type, true);
-    EXPECT_LE(from, amx_bf16_min_tokens(type)) << type_name(type);
-    const PackedMatrix m = make_matrix(rows, cols, 51, type);
-    const WeightView w = m.engine_view();
-    Bf16WeightTiles tiles;
-    ASSERT_TRUE(tiles.add(w, pool).ok());
-    KernelContext made = bf16_context(&pool, Isa::kAvx512Amx, &tiles);
-    KernelContext copies = bf16_context(&pool, Isa::kAvx512Amx, nullptr);
-    KernelContext own = bf16_context(&pool, Isa::kAvx512Amx, nullptr);
-    own.amx_bf16 = false;
-    EXPECT_TRUE(amx_bf16_applies(made, w, from)) << type_name(type);
-    EXPECT_FALSE(amx_bf16_applies(made, w, from - 1)) << type_name(type);
-    const std::vector<float> x = testing::make_acts(64, cols, 52);
-    std::vector<float> ref(64 * rows), y(from * rows), below(from * rows), own_below(from * rows);
-    matmul(w, x.data(), 64, ref.data(), copies);
-    matmul(w, x.data(), from, y.data(), made);
-    EXPECT_EQ(std::memcmp(y.data(), ref.data(), y.size() * 4), 0) << type_name(type) << " " << from << " tokens";
-    matmul(w, x.data(), from - 1, below.data(), made);
-    matmul(w, x.data(), from - 1, own_below.data(), own);
-    EXPECT_EQ(std::memcmp(below.data(), own_below.data(), (from - 1) * rows * 4), 0) << type_name(type);
-    EXPECT_NE(std::memcmp(below.data(), ref.data(), (from - 1) * rows * 4), 0) << type_name(type);
+  int checked = 0;
+  for (Isa isa : {Isa::kAvx512Amx, Isa::kAvx512VnniZmm}) {
+    const bool tiles_level = isa == Isa::kAvx512Amx;
+    if (tiles_level ? !have_tiles() : !have_vectors()) continue;
+    for (GgmlType type :
+         {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kF16, GgmlType::kF32, GgmlType::kBF16}) {
+      const bool rows8 = type == GgmlType::kQ8_0 || type == GgmlType::kQ4_K;
+      if (!tiles_level && rows8) continue;  // the int8 kernels there
+      const std::int64_t rows = 40, cols = 768;
+      const std::int64_t from =
+          tiles_level ? amx_bf16_min_tokens(type, true) : bf16_vectors_min_tokens(type, true);
+      const std::int64_t own_from = tiles_level ? amx_bf16_min_tokens(type) : bf16_vectors_min_tokens(type);
+      const std::string what = std::string(type_name(type)) + " " + std::string(isa_name(isa));
+      EXPECT_LE(from, own_from) << what;
+      const PackedMatrix m = make_matrix(rows, cols, 51, type);
+      const WeightView w = m.engine_view();
+      Bf16WeightTiles tiles;
+      ASSERT_TRUE(tiles.add(w, pool).ok());
+      KernelContext made = bf16_context(&pool, isa, &tiles);
+      KernelContext copies = bf16_context(&pool, isa, nullptr);
+      KernelContext own = bf16_context(&pool, isa, nullptr);
+      own.amx_bf16 = own.bf16_vectors = false;
+      EXPECT_TRUE(bf16_products_apply(made, w, from)) << what;
+      EXPECT_FALSE(bf16_products_apply(made, w, from - 1)) << what;
+      EXPECT_EQ(bf16_products_apply(copies, w, from), from >= own_from) << what;
+      const std::vector<float> x = testing::make_acts(64, cols, 52);
+      std::vector<float> ref(64 * rows), y(from * rows), below(from * rows), own_below(from * rows);
+      matmul(w, x.data(), 64, ref.data(), copies);
+      matmul(w, x.data(), from, y.data(), made);
+      EXPECT_EQ(std::memcmp(y.data(), ref.data(), y.size() * 4), 0) << what << " " << from << " tokens";
+      matmul(w, x.data(), from - 1, below.data(), made);
+      matmul(w, x.data(), from - 1, own_below.data(), own);
+      EXPECT_EQ(std::memcmp(below.data(), own_below.data(), (from - 1) * rows * 4), 0) << what;
+      EXPECT_NE(std::memcmp(below.data(), ref.data(), (from - 1) * rows * 4), 0) << what;
+      ++checked;
+    }
   }
+  EXPECT_EQ(checked, (have_tiles() ? 6 : 0) + (have_vectors() ? 4 : 0));
+}
+
+// The thresholds themselves: made tiles start float weights lower on both levels (their own
+// kernels read the weights and, for F32, twice the bytes), Q6_K lower on the tiles only.
+TEST(Bf16WeightTilesTest, MadeThresholds) {
+  EXPECT_EQ(amx_bf16_min_tokens(GgmlType::kF32), 12);
+  EXPECT_EQ(amx_bf16_min_tokens(GgmlType::kF32, true), 4);
+  EXPECT_EQ(amx_bf16_min_tokens(GgmlType::kF16, true), 8);
+  EXPECT_EQ(amx_bf16_min_tokens(GgmlType::kQ6_K, true), 8);
+  for (GgmlType type : {GgmlType::kF16, GgmlType::kBF16, GgmlType::kF32}) {
+    EXPECT_EQ(bf16_vectors_min_tokens(type), kAmxBf16MinTokens) << type_name(type);
+    EXPECT_EQ(bf16_vectors_min_tokens(type, true), 8) << type_name(type);
+  }
+  EXPECT_EQ(bf16_vectors_min_tokens(GgmlType::kQ6_K, true), kAmxBf16MinTokens);
 }
 
 // The products read the made tiles, not the weights: bytes changed after add() (which the
@@ -153,8 +187,8 @@ TEST(Bf16WeightTilesTest, RefusesWhatTheTilesDoNotTake) {
   const PackedMatrix q8 = make_matrix(32, 256, 42, GgmlType::kQ8_0);
   EXPECT_EQ(tiles.add(q8.gguf_view(), pool).code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(Bf16WeightTiles::bytes_for(q8.packed_view()), 32 * 256 * 2);
-  if (!have_tiles()) {
-    EXPECT_EQ(tiles.add(q8.packed_view(), pool).code(), StatusCode::kFailedPrecondition) << "no AMX-BF16 here";
+  if (!have_tiles() && !have_vectors()) {
+    EXPECT_EQ(tiles.add(q8.packed_view(), pool).code(), StatusCode::kFailedPrecondition) << "no AVX-512 BF16 here";
   }
   EXPECT_EQ(tiles.size(), 0u);
   EXPECT_EQ(tiles.bytes(), 0);
@@ -196,6 +230,16 @@ TEST(Bf16WeightsAutoTest, SummariesNameTheMode) {
   CpuFeatures none;
   EXPECT_NE(bf16_weights_summary(Bf16WeightsMode::kAuto, none).find("not on this CPU"), std::string::npos);
   EXPECT_NE(bf16_weights_summary(Bf16WeightsMode::kOn, none).find("refuse to start"), std::string::npos);
+  CpuFeatures vectors_only;  // Zen 5: AVX-512 BF16 at the avx512vnni-zmm level, no AMX
+  vectors_only.avx2 = vectors_only.fma = vectors_only.f16c = vectors_only.avx512f = vectors_only.avx512bw =
+      vectors_only.avx512vl = vectors_only.avx512dq = vectors_only.avx512_vnni = vectors_only.avx512_bf16 =
+          vectors_only.full_rate_512 = true;
+  ASSERT_TRUE(bf16_vectors_supported(vectors_only));
+  ASSERT_FALSE(amx_bf16_supported(vectors_only));
+  const std::string s = bf16_weights_summary(Bf16WeightsMode::kAuto, vectors_only);
+  EXPECT_EQ(s.rfind("auto", 0), 0u) << s;
+  EXPECT_NE(s.find("bf16 vectors"), std::string::npos) << s;
+  EXPECT_EQ(s.find("bf16 tiles"), std::string::npos) << s;
   const CpuFeatures cpu = detect_cpu_features();
   if (!amx_bf16_supported(cpu)) GTEST_SKIP() << "no AMX-BF16 here: the CPU's own summaries are checked above";
   EXPECT_EQ(bf16_weights_summary(Bf16WeightsMode::kAuto, cpu).rfind("auto", 0), 0u);

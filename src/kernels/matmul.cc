@@ -302,7 +302,7 @@ bool bf16_vectors_takes(const WeightView& w) {
 bool bf16_vectors_applies(const KernelContext& ctx, const WeightView& w, std::int64_t n_tokens) {
   static const bool kSupported = bf16_vectors_supported(detect_cpu_features());
   return ctx.bf16_vectors && kSupported && ctx.isa == Isa::kAvx512VnniZmm && bf16_vectors_takes(w) &&
-         n_tokens >= kAmxBf16MinTokens;
+         n_tokens >= bf16_vectors_min_tokens(w.type, made_tiles(ctx, w) != nullptr);
 }
 
 std::string bf16_vectors_summary(bool on, const CpuFeatures& cpu) {
@@ -313,9 +313,10 @@ std::string bf16_vectors_summary(bool on, const CpuFeatures& cpu) {
                        kAmxBf16MinTokens);
   }
   return fmt::format("on (ECOSERVE_MATMUL_BF16 unset or 1; 0 for the float and int8 levels' bits): F32, F16, BF16 "
-                     "and Q6_K weights times batches of {}+ tokens on AVX512-BF16 vectors (vdpbf16ps) at the "
-                     "avx512vnni-zmm level; weights and activations rounded to bf16",
-                     kAmxBf16MinTokens);
+                     "and Q6_K weights times batches of {}+ tokens (F32, F16 and BF16 {}+ with their tiles made at "
+                     "load: bf16 weights) on AVX512-BF16 vectors (vdpbf16ps) at the avx512vnni-zmm level; weights and "
+                     "activations rounded to bf16",
+                     kAmxBf16MinTokens, bf16_vectors_min_tokens(GgmlType::kF16, true));
 }
 
 bool bf16_products_apply(const KernelContext& ctx, const WeightView& w, std::int64_t n_tokens) {

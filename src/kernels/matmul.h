@@ -191,19 +191,34 @@ inline constexpr std::int64_t kAmxBf16MinTokens = 32;
 // thread, ms, own kernels / made tiles, two rounds: Q8_0 8 139-158 / 187-254, 12 169-172 /
 // 263-274, 16 229-230 / 190-223, 24 284-365 / 213-227; Q4_K 12 170-172 / 228-248, 16
 // 237-247 / 246-265, 24 354-365 / 187-201; Q6_K 4 175-212 / 214-230, 8 373-388 / 213-222;
-// F16 4 224-259 / 206-230, 8 313-318 / 204-253 (F16 stays at 8, F32 at 12: unmeasured
-// below on weights in L3).
+// F16 4 224-259 / 206-230, 8 313-318 / 204-253 (F16 stays at 8); F32 (the float tiles and
+// the GEMV read 4 bytes per weight, the made tiles 2) 4 285-287 / 161-162, 8 607-682 /
+// 174-182: from 4.
 // The batches from which weights of `type` (as amx_bf16_takes them) run on bf16 tiles.
 constexpr std::int64_t amx_bf16_min_tokens(GgmlType type, bool made = false) {
   switch (type) {
     case GgmlType::kF16:
     case GgmlType::kBF16: return 8;
-    case GgmlType::kF32: return 12;
+    case GgmlType::kF32: return made ? 4 : 12;
     case GgmlType::kQ6_K: return made ? 8 : 16;
     case GgmlType::kQ8_0: return made ? 16 : kAmxBf16MinTokens;
     case GgmlType::kQ4_K: return made ? 24 : kAmxBf16MinTokens;
     default: return kAmxBf16MinTokens;
   }
+}
+// With KernelContext::bf16_vectors (the avx512vnni-zmm level), the batches from which weights
+// of `type` (as bf16_vectors_takes them) run on AVX512-BF16 vectors: kAmxBf16MinTokens; with
+// the tiles made at load (`made`), float weights from 8 (their own kernels there, the float
+// tiles, read 2 or 4 bytes per weight and do half the multiply-adds per instruction of
+// vdpbf16ps), Q6_K still from 32. Xeon family 6 model 167 at the avx512vnni-zmm level,
+// kernels_bench BM_Synth1bMatmuls, one thread, ms, own kernels / made vectors, two rounds:
+// F16 4 236-250 / 393-397, 8 504-599 / 365-404, 16 862-1056 / 612-807; F32 4 332-413 /
+// 338-420, 8 641-698 / 370-379, 12 691-745 / 604-629, 16 978-982 / 518-617; Q6_K 8 346-352 /
+// 419-452, 16 570-586 / 583-792, 24 656-787 / 786-798; from 32 the made vectors against the
+// per-call copies: F16 32 1395-1815 / 1181-1183, Q6_K 1247-1322 / 1002-1041.
+constexpr std::int64_t bf16_vectors_min_tokens(GgmlType type, bool made = false) {
+  const bool floats = type == GgmlType::kF16 || type == GgmlType::kBF16 || type == GgmlType::kF32;
+  return made && floats ? 8 : kAmxBf16MinTokens;
 }
 // Whether the bf16 tiles take weights w: Q8_0 or Q4_K in kRows8, or F32, F16, BF16 or Q6_K
 // in GGUF rows, with rows % 8 == 0 and cols % 32 == 0.
@@ -219,7 +234,7 @@ std::string amx_bf16_summary(bool on, const CpuFeatures& cpu);
 // KernelContext::bf16_vectors: whether its vectors take weights w (F32, F16, BF16 or Q6_K in
 // GGUF rows, rows % 8 == 0, cols % 32 == 0); whether a matmul of n_tokens tokens runs on
 // them (ctx.bf16_vectors, the avx512vnni-zmm level on a CPU with AVX-512 BF16,
-// bf16_vectors_takes(w), kAmxBf16MinTokens or more tokens); whether this CPU has them; for
+// bf16_vectors_takes(w), bf16_vectors_min_tokens(w.type, made) or more tokens); whether this CPU has them; for
 // `model info`, whether prompts take them (setting `on`) on `cpu`, and why. Zen 5 (family
 // 26 model 2), kernels_bench BM_Synth1bMatmuls at 512 tokens, one thread: see
 // docs/kernels.md's thirty-ninth pass.

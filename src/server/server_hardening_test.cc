@@ -390,8 +390,12 @@ TEST_F(ServerHardening, ExpectContinueGetsAnInterimResponse) {
 // once, --multi-process children each get their part of the share and decide; --no-bf16-weights
 // says nothing, and --bf16-weights makes them or stops the start with the engine's error.
 TEST_F(ServerHardening, InstancesLogTheirBf16WeightsDecision) {
+  const kernels::CpuFeatures cpu = kernels::detect_cpu_features();
   const bool tiles = kernels::default_isa() == kernels::Isa::kAvx512Amx && kernels::default_amx_bf16() &&
-                     kernels::amx_bf16_supported(kernels::detect_cpu_features());
+                     kernels::amx_bf16_supported(cpu);
+  // The bf16 vectors (Zen 5) read made tiles of float and Q6_K weights only: none in this Q8_0 model.
+  const bool vectors = kernels::default_isa() == kernels::Isa::kAvx512VnniZmm && kernels::default_matmul_bf16() &&
+                       kernels::bf16_vectors_supported(cpu);
   const std::string log = (std::filesystem::temp_directory_path() / "ecoserve_bf16_weights_serve.log").string();
   auto start = [&](const std::vector<std::string>& args, std::string* text) {
     ServerProcess server;
@@ -408,7 +412,9 @@ TEST_F(ServerHardening, InstancesLogTheirBf16WeightsDecision) {
     for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
     return n;
   };
-  const std::string not_here = "bf16 weights auto: not made (the bf16 tiles do not run here)";
+  const std::string not_here =
+      vectors ? "bf16 weights auto: not made (no matrix the bf16 vectors take)"
+              : "bf16 weights auto: not made (neither the bf16 tiles nor the bf16 vectors run here)";
   std::string text;
   // In one process: one set for both instances, decided and made once.
   ASSERT_EQ(start({"--instances", "2", "--threads-per-instance", "1", "--bf16-weights=auto"}, &text), "") << text;
@@ -431,6 +437,9 @@ TEST_F(ServerHardening, InstancesLogTheirBf16WeightsDecision) {
   if (tiles) {
     EXPECT_EQ(forced, "") << text;
     EXPECT_EQ(count(text, "bf16 weights made at load: "), 1) << text;
+  } else if (vectors) {
+    EXPECT_EQ(forced, "") << text;
+    EXPECT_EQ(count(text, "bf16 weights not made (no matrix the bf16 vectors take)"), 1) << text;
   } else {
     EXPECT_NE(forced, "");
     EXPECT_NE(text.find("needs the bf16 tiles"), std::string::npos) << text;
