@@ -47,8 +47,7 @@ struct ProfileArgs {
 // and attention work per token of context.
 struct ModelCost {
   double weight_bytes = 0;        // all linear-layer weights
-  double made_weight_bytes = 0;   // the same with the bf16 tiles made at load (Bf16WeightTiles)
-  double tile_bytes = 0;          // those tiles
+  double made_weight_bytes = 0;   // the same with the made tiles read in place of their matrices
   double macs_per_token = 0;      // linear layers + output projection
   double layer_macs_per_token = 0;  // linear layers only (prefill samples one token)
   double kv_bytes_per_ctx = 0;    // K and V of one context token, all layers
@@ -56,13 +55,14 @@ struct ModelCost {
   bool int8 = false;              // quantized weights: int8 dot kernels, else float FMA
 };
 
-ModelCost model_cost(const model::LlamaModel& m, engine::KvCacheType kv_type) {
+// tiles: the bf16 tiles made at load (Bf16WeightTiles), or null.
+ModelCost model_cost(const model::LlamaModel& m, engine::KvCacheType kv_type, const kernels::Bf16WeightTiles* tiles) {
   ModelCost c;
   auto add = [&](const kernels::WeightView& w, bool layer) {
-    c.weight_bytes += static_cast<double>(w.row_bytes) * w.rows;
-    const std::int64_t made = kernels::Bf16WeightTiles::bytes_for(w);
-    c.made_weight_bytes += made > 0 ? static_cast<double>(made) : static_cast<double>(w.row_bytes) * w.rows;
-    c.tile_bytes += static_cast<double>(made);
+    const double bytes = static_cast<double>(w.row_bytes) * w.rows;
+    c.weight_bytes += bytes;
+    const bool made = tiles != nullptr && tiles->find(w) != nullptr;
+    c.made_weight_bytes += made ? static_cast<double>(kernels::Bf16WeightTiles::bytes_for(w)) : bytes;
     c.macs_per_token += static_cast<double>(w.rows) * w.cols;
     if (layer) c.layer_macs_per_token += static_cast<double>(w.rows) * w.cols;
   };
@@ -188,7 +188,6 @@ int run_profile(const ProfileArgs& a) {
   }
   nlohmann::json results = nlohmann::json::array();
   const engine::KvCacheType kv_type = a.kv_cache_type;
-  const ModelCost cost = model_cost(**model, kv_type);
   // Per-core peaks, each with the instructions of the kernels it bounds: int8 dots of
   // the level (quantized weights), float FMAs on 256-bit registers (the float tiles,
   // attention), and on 512-bit ones where the float-weight matmul (tokens in lanes) or
@@ -198,17 +197,19 @@ int run_profile(const ProfileArgs& a) {
   const kernels::WeightView& wq0 = (*model)->layers()[0].wq;
   // The batch from which the linear layers run AMX tiles (0: never).
   const int64_t amx_from = amx && wq0.layout == kernels::WeightLayout::kRows8 ? kernels::amx_min_tokens(wq0.type) : 0;
-  // The batch from which they run bf16 tiles instead (0: never; KernelContext::amx_bf16).
-  const bool bf16_on = amx && kernels::default_amx_bf16() && kernels::amx_bf16_supported(cpu);
+  // Which bf16 products run: the AMX bf16 tiles (KernelContext::amx_bf16) or, at the
+  // avx512vnni-zmm level, AVX512-BF16 vectors (KernelContext::bf16_vectors); either reads
+  // the made tiles.
+  const kernels::Bf16WeightsReader bf16_reader =
+      kernels::bf16_weights_reader(a.isa, kernels::default_amx_bf16(), kernels::default_matmul_bf16(), cpu);
+  const bool bf16_on = bf16_reader == kernels::Bf16WeightsReader::kTiles;
+  const bool vec_on = bf16_reader == kernels::Bf16WeightsReader::kVectors;
   // Whether their tiles are made at load (EngineOptions::bf16_weights): those batches then
   // read the tiles' 2 bytes per weight, not the weights, and start lower. Decided and made
   // here, once, by the engine's own rule, and shared by the runner of every thread count.
   std::shared_ptr<const kernels::Bf16WeightTiles> bf16_tiles;
   std::string bf16_decision = "off";
-  // At the avx512vnni-zmm level, AVX512-BF16 vectors (KernelContext::bf16_vectors) read them.
-  const bool vec_on = a.isa == kernels::Isa::kAvx512VnniZmm && kernels::default_matmul_bf16() &&
-                      kernels::bf16_vectors_supported(cpu);
-  if (bf16_on || vec_on) {
+  if (bf16_reader != kernels::Bf16WeightsReader::kNone) {
     engine::EngineOptions eo;
     eo.isa = a.isa;
     ThreadPool pool(*std::max_element(a.threads.begin(), a.threads.end()));
@@ -221,8 +222,9 @@ int run_profile(const ProfileArgs& a) {
     bf16_tiles = tiles->tiles;
     bf16_decision = tiles->decision;
   }
-  const bool made =
-      bf16_tiles != nullptr && (bf16_on ? kernels::amx_bf16_takes(wq0) : kernels::bf16_vectors_takes(wq0));
+  const ModelCost cost = model_cost(**model, kv_type, bf16_tiles.get());
+  const bool made = bf16_tiles != nullptr && bf16_tiles->find(wq0) != nullptr;
+  // The batch from which the linear layers run bf16 tiles instead (0: never).
   const int64_t bf16_from =
       bf16_on && kernels::amx_bf16_takes(wq0) ? kernels::amx_bf16_min_tokens(wq0.type, made) : 0;
   // Or, at the avx512vnni-zmm level, on AVX512-BF16 vectors (KernelContext::bf16_vectors).
@@ -371,7 +373,7 @@ int run_profile(const ProfileArgs& a) {
     eo.num_kv_blocks = need_blocks;
     eo.kv_cache_type = kv_type;
     eo.isa = a.isa;
-    if (bf16_on) {  // decided above (elsewhere the engine decides: 1 where the tiles cannot run fails)
+    if (bf16_reader != kernels::Bf16WeightsReader::kNone) {  // decided above (elsewhere: 1 fails in the engine)
       eo.bf16_tiles = bf16_tiles;
       eo.bf16_weights = kernels::Bf16WeightsMode::kOff;
     }
@@ -431,7 +433,8 @@ int run_profile(const ProfileArgs& a) {
     // The cost of a step of n tokens: with the tiles made at load, batches on them read the tiles.
     auto step_cost = [&](int64_t n) {
       ModelCost sc = cost;
-      if (made && linear_peak(n) == Peak::kAmxBf16) sc.weight_bytes = cost.made_weight_bytes;
+      const Peak peak = linear_peak(n);
+      if (made && (peak == Peak::kAmxBf16 || peak == Peak::kBf16Dot)) sc.weight_bytes = cost.made_weight_bytes;
       return sc;
     };
     Bound pb;

@@ -104,11 +104,10 @@ StatusOr<Bf16Weights> make_bf16_weights(const model::LlamaModel& model, const En
   if (mode == Bf16WeightsMode::kOff) return out;
   // Who reads the tiles: the AMX bf16 tiles, or the avx512vnni-zmm level's bf16 vectors
   // (their types only: Q8_0 and Q4_K stay on the int8 kernels there).
-  const kernels::CpuFeatures cpu = kernels::detect_cpu_features();
-  const bool on_tiles = options.amx_bf16 && options.isa == kernels::Isa::kAvx512Amx && kernels::amx_bf16_supported(cpu);
-  const bool vectors =
-      options.matmul_bf16 && options.isa == kernels::Isa::kAvx512VnniZmm && kernels::bf16_vectors_supported(cpu);
-  if (!on_tiles && !vectors) {
+  const kernels::Bf16WeightsReader reader = kernels::bf16_weights_reader(
+      options.isa, options.amx_bf16, options.matmul_bf16, kernels::detect_cpu_features());
+  const bool on_tiles = reader == kernels::Bf16WeightsReader::kTiles;
+  if (reader == kernels::Bf16WeightsReader::kNone) {
     if (mode == Bf16WeightsMode::kAuto) {
       out.decision = "auto: not made (neither the bf16 tiles nor the bf16 vectors run here)";
       return out;
@@ -122,9 +121,7 @@ StatusOr<Bf16Weights> make_bf16_weights(const model::LlamaModel& model, const En
   for (const model::LayerWeights& l : model.layers()) {
     for (const kernels::WeightView* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) views.push_back(v);
   }
-  std::erase_if(views, [&](const kernels::WeightView* v) {
-    return on_tiles ? !kernels::amx_bf16_takes(*v) : !kernels::bf16_vectors_takes(*v);
-  });
+  std::erase_if(views, [&](const kernels::WeightView* v) { return !kernels::bf16_weights_reader_takes(reader, *v); });
   int64_t tile_bytes = 0;
   for (const kernels::WeightView* v : views) tile_bytes += kernels::Bf16WeightTiles::bytes_for(*v);
   const double mb = static_cast<double>(tile_bytes) / 1e6;

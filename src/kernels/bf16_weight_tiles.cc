@@ -44,6 +44,21 @@ const std::uint16_t* Bf16WeightTiles::find(const WeightView& w) const {
   return it == tiles_.end() ? nullptr : it->second.data();
 }
 
+Bf16WeightsReader bf16_weights_reader(Isa isa, bool amx_bf16, bool matmul_bf16, const CpuFeatures& cpu) {
+  if (amx_bf16 && isa == Isa::kAvx512Amx && amx_bf16_supported(cpu)) return Bf16WeightsReader::kTiles;
+  if (matmul_bf16 && isa == Isa::kAvx512VnniZmm && bf16_vectors_supported(cpu)) return Bf16WeightsReader::kVectors;
+  return Bf16WeightsReader::kNone;
+}
+
+bool bf16_weights_reader_takes(Bf16WeightsReader reader, const WeightView& w) {
+  switch (reader) {
+    case Bf16WeightsReader::kTiles: return amx_bf16_takes(w);
+    case Bf16WeightsReader::kVectors: return bf16_vectors_takes(w);
+    case Bf16WeightsReader::kNone: break;
+  }
+  return false;
+}
+
 std::string_view bf16_weights_mode_name(Bf16WeightsMode mode) {
   switch (mode) {
     case Bf16WeightsMode::kOff: return "0";

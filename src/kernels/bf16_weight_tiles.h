@@ -60,6 +60,15 @@ class Bf16WeightTiles {
 // only the matrices they take) and they fit bf16_weights_auto_fits; kOn makes them or
 // fails; kOff never does.
 enum class Bf16WeightsMode { kOff, kOn, kAuto };
+// Which products read made tiles with these settings on `cpu` (the gates of amx_bf16_applies
+// and bf16_vectors_applies less the batch size): the AMX bf16 tiles (amx_bf16 at the avx512amx
+// level, amx_bf16_supported), the bf16 vectors (matmul_bf16 at the avx512vnni-zmm level,
+// bf16_vectors_supported), or none; and whether `reader` reads w's (kTiles: amx_bf16_takes,
+// kVectors: bf16_vectors_takes).
+enum class Bf16WeightsReader { kNone, kTiles, kVectors };
+Bf16WeightsReader bf16_weights_reader(Isa isa, bool amx_bf16, bool matmul_bf16, const CpuFeatures& cpu);
+bool bf16_weights_reader_takes(Bf16WeightsReader reader, const WeightView& w);
+
 // "0", "1" or "auto", as ECOSERVE_BF16_WEIGHTS spells them.
 std::string_view bf16_weights_mode_name(Bf16WeightsMode mode);
 // Parses 0, 1 or auto; INVALID_ARGUMENT naming `what` otherwise.
