@@ -40,6 +40,7 @@ struct ProfileArgs {
   kernels::Isa isa = kernels::default_isa();
   bool json = false;
   bool roofline = false;  // also print each figure's roofline bound from measured machine peaks
+  bool phases = false;    // also print where each test's step time goes (ModelRunner::set_phase_clock)
 };
 
 // What one token costs the model: the matmul work and the weight bytes a step
@@ -48,6 +49,8 @@ struct ProfileArgs {
 struct ModelCost {
   double weight_bytes = 0;        // all linear-layer weights
   double made_weight_bytes = 0;   // the same with the made tiles read in place of their matrices
+  double output_weight_bytes = 0;       // of which the output projection's
+  double output_made_weight_bytes = 0;  // the same with its made tiles, if made
   double macs_per_token = 0;      // linear layers + output projection
   double layer_macs_per_token = 0;  // linear layers only (prefill samples one token)
   double kv_bytes_per_ctx = 0;    // K and V of one context token, all layers
@@ -70,6 +73,10 @@ ModelCost model_cost(const model::LlamaModel& m, engine::KvCacheType kv_type, co
     for (const auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) add(*w, true);
   }
   add(m.output(), false);
+  c.output_weight_bytes = static_cast<double>(m.output().row_bytes) * m.output().rows;
+  c.output_made_weight_bytes = tiles != nullptr && tiles->find(m.output()) != nullptr
+                                   ? static_cast<double>(kernels::Bf16WeightTiles::bytes_for(m.output()))
+                                   : c.output_weight_bytes;
   const auto& cfg = m.config();
   c.kv_bytes_per_ctx = static_cast<double>(engine::ModelRunner::kv_bytes_per_block(cfg, 1, kv_type));
   c.attn_macs_per_ctx = 2.0 * cfg.n_layer * cfg.n_head * cfg.head_dim;
@@ -143,33 +150,77 @@ Bound prefill_bound(const ModelCost& c, int32_t len, double gbps, double peak_gm
   return {len / std::max(mem_s, compute_s), mem_s >= compute_s ? "memory" : "compute", len / phases_s};
 }
 
-// Tokens/s of prefilling one prompt_len-token prompt (best of `repeats`).
-StatusOr<double> measure_prefill(engine::ModelRunner& r, const ProfileArgs& a, std::mt19937& rng) {
+// The bounds of a step's two large phases alone (engine::StepPhase), seconds: the decoder
+// layers' linear layers (their weights without the output projection, and their
+// multiply-adds at the peak of the kernels that run them) and attention (KV reads and
+// multiply-adds at its peak), each the slower of its reads and its multiply-adds.
+struct PhaseBounds {
+  double linear_s = 0;
+  double attention_s = 0;
+};
+
+PhaseBounds decode_phase_bounds(const ModelCost& c, int32_t batch, int32_t context, double gbps, double peak_gmacs,
+                                double fma_gmacs) {
+  const double ctx = static_cast<double>(batch) * context;
+  return {seconds(c.weight_bytes - c.output_weight_bytes, gbps, batch * c.layer_macs_per_token, peak_gmacs),
+          seconds(ctx * c.kv_bytes_per_ctx, gbps, ctx * c.attn_macs_per_ctx, fma_gmacs)};
+}
+
+PhaseBounds prefill_phase_bounds(const ModelCost& c, int32_t len, double gbps, double peak_gmacs, double fma_gmacs) {
+  const double attn = c.attn_macs_per_ctx * (static_cast<double>(len) * (len + 1) / 2);
+  return {seconds(c.weight_bytes - c.output_weight_bytes, gbps, len * c.layer_macs_per_token, peak_gmacs),
+          seconds(len * c.kv_bytes_per_ctx, gbps, attn, fma_gmacs)};
+}
+
+// Tokens/s of prefilling one prompt_len-token prompt (best of `repeats`); with --phases,
+// the best run's phase times into *phases.
+StatusOr<double> measure_prefill(engine::ModelRunner& r, const ProfileArgs& a, std::mt19937& rng,
+                                 engine::StepPhaseTimes* phases) {
   const StepPlan plan = engine::synthetic_step(1, 0, a.prompt_len, (a.prompt_len + a.block_size - 1) / a.block_size,
                                                r.model().config().n_vocab, rng);
   const SteadyClock clock;
+  if (a.phases) r.set_phase_clock(&clock);
   double best = 0;
   for (int32_t rep = 0; rep < a.repeats; ++rep) {
-    ECO_ASSIGN_OR_RETURN(double seconds, engine::time_step(r, plan, clock));
-    best = std::max(best, a.prompt_len / seconds);
+    StatusOr<double> seconds = engine::time_step(r, plan, clock);
+    const engine::StepPhaseTimes p = r.take_phase_times();
+    if (!seconds.ok()) {
+      r.set_phase_clock(nullptr);
+      return seconds.status();
+    }
+    if (a.prompt_len / *seconds > best) {
+      best = a.prompt_len / *seconds;
+      *phases = p;
+    }
   }
+  r.set_phase_clock(nullptr);
   return best;
 }
 
-// Tokens/s of decode steps for `batch` sequences that each hold `context` tokens.
-StatusOr<double> measure_decode(engine::ModelRunner& r, const ProfileArgs& a, int32_t batch, std::mt19937& rng) {
+// Tokens/s of decode steps for `batch` sequences that each hold `context` tokens; with
+// --phases, the timed steps' phase times into *phases.
+StatusOr<double> measure_decode(engine::ModelRunner& r, const ProfileArgs& a, int32_t batch, std::mt19937& rng,
+                                engine::StepPhaseTimes* phases) {
   const int32_t per_seq = (a.context + a.decode_steps + a.block_size - 1) / a.block_size;
   // Fill the contexts (untimed).
   ECO_RETURN_IF_ERROR(engine::fill_synthetic_context(r, batch, a.context, per_seq, rng));
   StepPlan plan = engine::synthetic_step(batch, a.context, 1, per_seq, r.model().config().n_vocab, rng);
   const SteadyClock clock;
+  if (a.phases) r.set_phase_clock(&clock);
   const TimePoint t0 = clock.now();
   for (int32_t step = 0; step < a.decode_steps; ++step) {
     for (auto& s : plan.seqs) s.num_computed = a.context + step;
-    ECO_ASSIGN_OR_RETURN(StepOutput o, r.execute(plan));
-    for (int32_t i = 0; i < batch; ++i) plan.seqs[i].tokens[0] = o.seqs[i].token;
+    StatusOr<StepOutput> o = r.execute(plan);
+    if (!o.ok()) {
+      r.set_phase_clock(nullptr);
+      return o.status();
+    }
+    for (int32_t i = 0; i < batch; ++i) plan.seqs[i].tokens[0] = o->seqs[i].token;
   }
-  return static_cast<double>(batch) * a.decode_steps / to_seconds(clock.now() - t0);
+  const double tokens_per_second = static_cast<double>(batch) * a.decode_steps / to_seconds(clock.now() - t0);
+  r.set_phase_clock(nullptr);
+  *phases = r.take_phase_times();
+  return tokens_per_second;
 }
 
 int run_profile(const ProfileArgs& a) {
@@ -366,6 +417,7 @@ int run_profile(const ProfileArgs& a) {
     }
   }
   std::mt19937 rng(1234);
+  double first_gbps = 0;  // the first thread count's read probe, compared at the end
   for (int32_t th : a.threads) {
     engine::EngineOptions eo;
     eo.num_threads = th;
@@ -386,13 +438,46 @@ int run_profile(const ProfileArgs& a) {
     if (a.roofline) {
       ThreadPool pool(th);
       gbps = kernels::measure_read_gbps(pool, 512u << 20);
+      if (first_gbps == 0) first_gbps = gbps;
       if (!a.json) std::printf("%-8d read bandwidth %.1f GB/s (measured now)\n", th, gbps);
     }
-    auto report = [&](const std::string& test, StatusOr<double> v, const Bound& bound) {
+    // With --phases: each phase's mean seconds per step, share of the step, and (with
+    // --roofline) the linear layers' and attention's own bounds against their time.
+    auto phase_json = [&](const engine::StepPhaseTimes& p, const PhaseBounds& pbounds) {
+      nlohmann::json j = nlohmann::json::object();
+      const double steps = static_cast<double>(std::max<int64_t>(1, p.steps));
+      const double total = std::max(1e-12, to_seconds(p.total()));
+      for (engine::StepPhase ph : engine::kAllStepPhases) {
+        const double sec = to_seconds(p[ph]);
+        nlohmann::json e = {{"seconds_per_step", sec / steps}, {"share", sec / total}};
+        const double bound_s = ph == engine::StepPhase::kLinear      ? pbounds.linear_s
+                               : ph == engine::StepPhase::kAttention ? pbounds.attention_s
+                                                                      : 0.0;
+        if (a.roofline && bound_s > 0 && sec > 0) e["roofline_pct"] = 100.0 * bound_s * steps / sec;
+        j[std::string(engine::step_phase_key(ph))] = e;
+      }
+      return j;
+    };
+    auto print_phases = [&](const nlohmann::json& j) {
+      std::printf("%-8s phases per step:", "");
+      const char* sep = " ";
+      for (engine::StepPhase ph : engine::kAllStepPhases) {
+        const nlohmann::json& e = j[std::string(engine::step_phase_key(ph))];
+        std::printf("%s%s %.2f ms (%.0f%%", sep, std::string(engine::step_phase_name(ph)).c_str(),
+                    1e3 * e["seconds_per_step"].get<double>(), 100.0 * e["share"].get<double>());
+        if (e.contains("roofline_pct")) std::printf(", %.0f%% of its roofline", e["roofline_pct"].get<double>());
+        std::printf(")");
+        sep = ", ";
+      }
+      std::printf("\n");
+    };
+    auto report = [&](const std::string& test, StatusOr<double> v, const Bound& bound,
+                      const engine::StepPhaseTimes& phases, const PhaseBounds& pbounds) {
       if (!v.ok()) {
         std::fprintf(stderr, "error: %s\n", v.status().message().c_str());
         return false;
       }
+      const nlohmann::json pj = a.phases ? phase_json(phases, pbounds) : nlohmann::json();
       if (a.json) {
         nlohmann::json r = {{"threads", th}, {"test", test}, {"tokens_per_second", *v},
                             {"kv_cache_type", engine::kv_cache_type_name(kv_type)},
@@ -419,6 +504,7 @@ int run_profile(const ProfileArgs& a) {
           r["linear_peak"] = peak_name(bound.linear_peak);
           r["attention_peak"] = peak_name(bound.attention_peak);
         }
+        if (a.phases) r["phases"] = pj;
         results.push_back(r);
       } else if (a.roofline) {
         std::printf("%-8d %-22s %12.1f %12.1f %5.0f%%  %-8s %10.1f %5.0f%%\n", th, test.c_str(), *v,
@@ -427,6 +513,7 @@ int run_profile(const ProfileArgs& a) {
       } else {
         std::printf("%-8d %-22s %12.1f\n", th, test.c_str(), *v);
       }
+      if (a.phases && !a.json) print_phases(pj);
       std::fflush(stdout);
       return true;
     };
@@ -434,15 +521,21 @@ int run_profile(const ProfileArgs& a) {
     auto step_cost = [&](int64_t n) {
       ModelCost sc = cost;
       const Peak peak = linear_peak(n);
-      if (made && (peak == Peak::kAmxBf16 || peak == Peak::kBf16Dot)) sc.weight_bytes = cost.made_weight_bytes;
+      if (made && (peak == Peak::kAmxBf16 || peak == Peak::kBf16Dot)) {
+        sc.weight_bytes = cost.made_weight_bytes;
+        sc.output_weight_bytes = cost.output_made_weight_bytes;
+      }
       return sc;
     };
     Bound pb;
+    PhaseBounds ppb;
     if (a.roofline) {
       pb = prefill_bound(step_cost(a.prompt_len), a.prompt_len, gbps, gmacs(th, linear_peak(a.prompt_len)),
                          gmacs(th, prefill_attn_peak));
       pb.linear_peak = linear_peak(a.prompt_len);
       pb.attention_peak = prefill_attn_peak;
+      ppb = prefill_phase_bounds(step_cost(a.prompt_len), a.prompt_len, gbps, gmacs(th, linear_peak(a.prompt_len)),
+                                 gmacs(th, prefill_attn_peak));
     }
     auto decode_roof = [&](int32_t b) {
       Bound db =
@@ -451,13 +544,20 @@ int run_profile(const ProfileArgs& a) {
       db.attention_peak = decode_attn_peak;
       return db;
     };
-    if (!report("prefill pp" + std::to_string(a.prompt_len), measure_prefill(**runner, a, rng), pb)) return 1;
+    engine::StepPhaseTimes phases;
+    if (!report("prefill pp" + std::to_string(a.prompt_len), measure_prefill(**runner, a, rng, &phases), pb, phases,
+                ppb)) {
+      return 1;
+    }
     std::vector<std::pair<int32_t, double>> decoded;  // batch, tok/s
     for (int32_t b : a.batches) {
       const Bound db = a.roofline ? decode_roof(b) : Bound{};
-      StatusOr<double> v = measure_decode(**runner, a, b, rng);
+      const PhaseBounds dpb = a.roofline ? decode_phase_bounds(step_cost(b), b, a.context, gbps,
+                                                               gmacs(th, linear_peak(b)), gmacs(th, decode_attn_peak))
+                                         : PhaseBounds{};
+      StatusOr<double> v = measure_decode(**runner, a, b, rng, &phases);
       if (v.ok()) decoded.emplace_back(b, *v);
-      if (!report("decode batch " + std::to_string(b), v, db)) return 1;
+      if (!report("decode batch " + std::to_string(b), v, db, phases, dpb)) return 1;
       // Batch 1 reads every weight once per token, so its rate proves a read
       // bandwidth; when that beats the probe, the roofline uses it from here on.
       const double implied = b == 1 ? *v * (cost.weight_bytes + a.context * cost.kv_bytes_per_ctx) / 1e9 : 0.0;
@@ -479,6 +579,30 @@ int run_profile(const ProfileArgs& a) {
                     decode_roof(b).tokens_per_second / roof1);
       }
       std::printf("\n");
+    }
+  }
+  // A shared or throttled host can change speed within a run, and every % above divides a
+  // figure by peaks measured at its start: the 256-bit FMA peak and the first thread
+  // count's read probe measured again now say by how much the machine moved meanwhile.
+  if (a.roofline) {
+    ThreadPool pool(a.threads.front());
+    const double fma_end = kernels::measure_f32_fma_gmacs(0.5);
+    const double gbps_end = kernels::measure_read_gbps(pool, 512u << 20);
+    const double fma_drift = 100.0 * (fma_end - fma_gmacs) / fma_gmacs;
+    const double read_drift = 100.0 * (gbps_end - first_gbps) / first_gbps;
+    if (a.json) {
+      for (auto& r : results) {
+        r["fma_peak_drift_pct"] = fma_drift;
+        r["read_drift_pct"] = read_drift;
+      }
+    } else {
+      std::printf("peaks measured again at the end: 256-bit FMA %.1f -> %.1f G (%+.0f%%), read (%d thread%s) %.1f -> "
+                  "%.1f GB/s (%+.0f%%)%s\n",
+                  fma_gmacs, fma_end, fma_drift, a.threads.front(), a.threads.front() == 1 ? "" : "s", first_gbps,
+                  gbps_end, read_drift,
+                  std::abs(fma_drift) > 10 || std::abs(read_drift) > 10
+                      ? ": this machine's speed moved during the run, so its % figures are no better than that"
+                      : "");
     }
   }
   if (a.json) std::printf("%s\n", results.dump(2).c_str());
@@ -657,6 +781,11 @@ void add_profile_command(CLI::App& app, int& exit_code) {
   add_kv_cache_dtype_option(eng, args->kv_cache_type);
   add_isa_option(eng, args->isa);
   eng->add_flag("--json", args->json, "print JSON instead of a table");
+  eng->add_flag("--phases", args->phases,
+                "also print where each test's step time goes: the decoder layers' linear layers, attention, the "
+                "output layer, sampling and the rest (norms, RoPE, KV writes, SiLU, residuals), mean ms per step and "
+                "share; with --roofline, the linear layers' and attention's time against their own bounds (the "
+                "layers' weights or multiply-adds; the KV reads or attention's multiply-adds)");
   eng->add_flag("--roofline", args->roofline,
                 "measure this machine's peak multiply-add rates (with the instructions and register width each part "
                 "runs: int8 dots of the level, float FMAs on 256- or 512-bit registers) and read bandwidth, and print "

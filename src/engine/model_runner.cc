@@ -282,6 +282,8 @@ StatusOr<StepOutput> ModelRunner::execute(const StepPlan& plan) {
     }
     T += static_cast<int64_t>(s.tokens.size());
   }
+  // A valid plan's step, timed by phase when a phase clock is set (swaps and copies: other).
+  PhaseTimer timer(phase_clock_, &phase_times_, StepPhase::kOther);
   {
     const size_t n = static_cast<size_t>(B) * c.kv_dim() * m.elem_bytes;  // bytes per block
     auto move_block = [&](std::vector<ZeroedBuffer<uint8_t>>& from, std::vector<ZeroedBuffer<uint8_t>>& to,
@@ -409,7 +411,9 @@ StatusOr<StepOutput> ModelRunner::execute(const StepPlan& plan) {
       for (int64_t t = b; t < e; ++t) kernels::rms_norm(m.x.data() + t * d, w.attn_norm.data(), d, c.rms_eps, m.xn.data() + t * d);
     });
     const kernels::MatmulTarget qkv[] = {{&w.wq, m.q.data()}, {&w.wk, m.k.data()}, {&w.wv, m.v.data()}};
+    timer.enter(StepPhase::kLinear);
     kernels::matmul_many(qkv, m.xn.data(), T, m.kctx);
+    timer.enter(StepPhase::kOther);
 
     uint8_t* kc = m.k_cache[l].data();
     uint8_t* vc = m.v_cache[l].data();
@@ -449,6 +453,7 @@ StatusOr<StepOutput> ModelRunner::execute(const StepPlan& plan) {
     dims.amx_bf16 = options_.amx_bf16;
     dims.fp16_math = options_.attention_fp16_math;
     dims.bf16_vectors = options_.attention_bf16;
+    timer.enter(StepPhase::kAttention);
     std::atomic<size_t> next_unit{0};
     const size_t n_units = m.attn_units.size();
     const size_t tail = 2 * static_cast<size_t>(pool.num_threads());
@@ -503,7 +508,9 @@ StatusOr<StepOutput> ModelRunner::execute(const StepPlan& plan) {
                               c.n_head, static_cast<int32_t>(hd), m.attn.data() + row * q_dim);
     }
 
+    timer.enter(StepPhase::kLinear);
     kernels::matmul(w.wo, m.attn.data(), T, m.tmp.data(), m.kctx);
+    timer.enter(StepPhase::kOther);
     // Residual add and the FFN norm, per token on the threads (a serial add of a 512-token
     // prompt kept the other thread waiting).
     pool.parallel_for(T, row_grain, [&](int64_t b, int64_t e) {
@@ -513,12 +520,16 @@ StatusOr<StepOutput> ModelRunner::execute(const StepPlan& plan) {
       }
     });
     const kernels::MatmulTarget gate_up[] = {{&w.w_gate, m.gate.data()}, {&w.w_up, m.up.data()}};
+    timer.enter(StepPhase::kLinear);
     kernels::matmul_many(gate_up, m.xn.data(), T, m.kctx);
+    timer.enter(StepPhase::kOther);
     pool.parallel_for(T, row_grain, [&](int64_t b, int64_t e) {
       kernels::silu_mul(m.gate.data() + b * c.n_ff, m.up.data() + b * c.n_ff, (e - b) * c.n_ff,
                         m.gate.data() + b * c.n_ff);
     });
+    timer.enter(StepPhase::kLinear);
     kernels::matmul(w.w_down, m.gate.data(), T, m.tmp.data(), m.kctx);
+    timer.enter(StepPhase::kOther);
     pool.parallel_for(T, row_grain, [&](int64_t b, int64_t e) {
       kernels::add_inplace(m.x.data() + b * d, m.tmp.data() + b * d, (e - b) * d);
     });
@@ -539,12 +550,14 @@ StatusOr<StepOutput> ModelRunner::execute(const StepPlan& plan) {
   }
   const int64_t S = static_cast<int64_t>(sampled.size());
   if (S == 0) return out;
+  timer.enter(StepPhase::kOutput);
   for (int64_t i = 0; i < S; ++i) {
     kernels::rms_norm(m.x.data() + last_row[i] * d, model_->output_norm().data(), d, c.rms_eps, m.xn.data() + i * d);
   }
   m.logits.resize(S * c.n_vocab);
   kernels::matmul(model_->output(), m.xn.data(), S, m.logits.data(), m.kctx);
 
+  timer.enter(StepPhase::kSampling);
   out.seqs.resize(S);
   pool.parallel_for(S, 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {

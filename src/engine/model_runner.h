@@ -19,13 +19,16 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/executor.h"
 #include "base/ids.h"
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "engine/sampler.h"
+#include "engine/step_phases.h"
 #include "kernels/attention.h"
 #include "kernels/bf16_weight_tiles.h"
 #include "kernels/cpu_features.h"
@@ -149,6 +152,14 @@ class ModelRunner final : public Executor {
 
   void copy_block(BlockId src, BlockId dst);
 
+  // Phase timing (StepPhaseTimes): with a clock set, every execute() charges its wall
+  // time to the phases it passes through (a few clock reads per layer) and adds them to
+  // what take_phase_times() returns; null (the default) turns it off. Call both, like execute, from the
+  // thread that runs the steps; the clock must outlive its use.
+  void set_phase_clock(const Clock* clock) { phase_clock_ = clock; }
+  // The phases summed since the last call (which resets them).
+  StepPhaseTimes take_phase_times() { return std::exchange(phase_times_, StepPhaseTimes{}); }
+
   // The KV of positions [begin, end) of the sequence whose block table is `blocks`,
   // as bytes with a header (KvExportHeader, then per layer K then V rows).
   StatusOr<std::vector<uint8_t>> export_kv(std::span<const BlockId> blocks, int32_t begin,
@@ -174,6 +185,8 @@ class ModelRunner final : public Executor {
   std::string bf16_weights_decision_ = "off";
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<Impl> impl_;
+  const Clock* phase_clock_ = nullptr;
+  StepPhaseTimes phase_times_;
 };
 
 }  // namespace ecoserve::engine

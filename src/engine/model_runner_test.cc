@@ -212,6 +212,69 @@ TEST_F(ModelRunnerTest, OutputsOnlyForSampledOrLogitSequences) {
   EXPECT_LT(out.seqs[1].token, vocab_);
 }
 
+// A clock that moves 1 us at every reading: each interval between two of the step's
+// phase switches counts 1 us, so a phase's time counts how often the step entered it.
+class TickingClock final : public Clock {
+ public:
+  TimePoint now() const override { return TimePoint(std::chrono::microseconds(ticks_++)); }
+
+ private:
+  mutable int64_t ticks_ = 0;
+};
+
+TEST_F(ModelRunnerTest, PhaseTimesCountEveryLayersPhasesAndChangeNoBits) {
+  auto timed = runner();
+  auto plain = runner();
+  ASSERT_TRUE(timed && plain);
+  const int32_t layers = model_->config().n_layer;
+  ASSERT_EQ(layers, 2);
+  TickingClock clock;
+  timed->set_phase_clock(&clock);
+  const auto t = random_tokens(20, vocab_, 11);
+  StepPlan plan;
+  plan.seqs.push_back(make_step(1, 0, {t.begin(), t.begin() + 12}, ids({0})));
+  plan.seqs.push_back(make_step(2, 0, {t.begin() + 12, t.end()}, ids({1})));
+  const StepOutput a = run(*timed, plan);
+  const StepOutput b = run(*plain, plan);
+  ASSERT_EQ(a.seqs.size(), 2u);
+  ASSERT_EQ(b.seqs.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(a.seqs[i].token, b.seqs[i].token);
+    EXPECT_EQ(a.seqs[i].logits, b.seqs[i].logits);  // timing changes no bit
+  }
+  using std::chrono::microseconds;
+  const StepPhaseTimes p = timed->take_phase_times();
+  EXPECT_EQ(p.steps, 1);
+  // Per layer: Q/K/V, O, gate/up and down; one attention pass; four stretches of other
+  // work (RoPE and KV writes, residual and FFN norm, SiLU, residual and the next norm),
+  // plus the step's start (swaps, embedding, the first norm).
+  EXPECT_EQ(p[StepPhase::kLinear], microseconds(4 * layers));
+  EXPECT_EQ(p[StepPhase::kAttention], microseconds(layers));
+  EXPECT_EQ(p[StepPhase::kOther], microseconds(1 + 4 * layers));
+  EXPECT_EQ(p[StepPhase::kOutput], microseconds(1));
+  EXPECT_EQ(p[StepPhase::kSampling], microseconds(1));
+  EXPECT_EQ(timed->take_phase_times().steps, 0);  // taken: reset
+
+  // A step that samples nothing ends after the layers; an invalid plan is not a step.
+  plan.seqs[0].sample = plan.seqs[0].return_logits = false;
+  plan.seqs[1].sample = plan.seqs[1].return_logits = false;
+  for (auto& s : plan.seqs) s.num_computed = static_cast<int32_t>(s.tokens.size());
+  for (auto& s : plan.seqs) s.tokens.resize(1);
+  EXPECT_TRUE(run(*timed, plan).seqs.empty());
+  StepPlan bad = plan;
+  bad.seqs[0].tokens[0] = vocab_;
+  EXPECT_FALSE(timed->execute(bad).ok());
+  const StepPhaseTimes q = timed->take_phase_times();
+  EXPECT_EQ(q.steps, 1);
+  EXPECT_EQ(q[StepPhase::kLinear], microseconds(4 * layers));
+  EXPECT_EQ(q[StepPhase::kOther], microseconds(1 + 4 * layers));
+  EXPECT_EQ(q[StepPhase::kOutput] + q[StepPhase::kSampling], microseconds(0));
+
+  timed->set_phase_clock(nullptr);
+  run(*timed, plan);
+  EXPECT_EQ(timed->take_phase_times().steps, 0);
+}
+
 TEST_F(ModelRunnerTest, ChunkedPrefillEqualsWholePrefill) {
   const auto prompt = random_tokens(100, vocab_, 11);
   const std::vector<int32_t> decode = random_tokens(3, vocab_, 12);

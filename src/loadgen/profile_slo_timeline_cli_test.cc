@@ -1,6 +1,8 @@
 // The `ecoserve profile slo` and `ecoserve timeline --from` commands, run as the
 // binary on files written here (no server, no model): exact output lines and
-// exit codes.
+// exit codes; and `ecoserve profile engine --phases` on the TinyStories model: every
+// test's step time split into the engine's phases (engine::StepPhase), in JSON and text,
+// with --roofline the linear layers' and attention's own bounds and the peaks' drift.
 #include <unistd.h>
 
 #include <filesystem>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "base/subprocess.h"
 
@@ -93,6 +96,65 @@ TEST_F(CliFiles, TimelineFromASavedFileDrawsAndSummarizes) {
   EXPECT_NE(r.out.find("over 3.0 s:"), std::string::npos) << r.out;
   EXPECT_EQ(run_cli({"timeline", "--from", write("x.json", "[1, 2]")}).exit_code, 1);
   EXPECT_EQ(run_cli({"timeline", "--from", write("y.json", "not json")}).exit_code, 1);
+}
+
+const std::string kModel = std::string(ECOSERVE_SHARED_DATA) + "/models/tinystories-656k-q8_0.gguf";
+const std::vector<std::string> kSmall = {"profile", "engine", "-m",       kModel, "-t",    "1",  "--prompt-len",
+                                         "48",      "--batches", "1", "4", "--decode-steps", "3", "--repeats", "1"};
+const char* const kPhaseKeys[] = {"linear", "attention", "output", "sampling", "other"};
+
+TEST(ProfileEngineCli, PhasesSplitEveryTestsStep) {
+  if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "shared data missing: " << kModel;
+  std::vector<std::string> args = kSmall;
+  args.insert(args.end(), {"--phases", "--roofline", "--json"});
+  const CliRun r = run_cli(args);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 3u);  // pp48, batch 1, batch 4
+  for (const auto& test : j) {
+    SCOPED_TRACE(test.at("test").get<std::string>());
+    const nlohmann::json& p = test.at("phases");
+    ASSERT_EQ(p.size(), 5u);
+    double share = 0;
+    for (const char* key : kPhaseKeys) {
+      const nlohmann::json& e = p.at(key);
+      EXPECT_GE(e.at("seconds_per_step").get<double>(), 0.0) << key;
+      share += e.at("share").get<double>();
+      // Only the linear layers and attention have a bound of their own.
+      const bool bounded = std::string(key) == "linear" || std::string(key) == "attention";
+      EXPECT_EQ(e.contains("roofline_pct"), bounded) << key;
+    }
+    EXPECT_NEAR(share, 1.0, 1e-9);
+    // The peaks measured again at the end, on every row.
+    EXPECT_TRUE(test.at("fma_peak_drift_pct").is_number());
+    EXPECT_TRUE(test.at("read_drift_pct").is_number());
+    // Every step runs the layers' matmuls, attention and the sampled rows' output layer.
+    for (const char* key : {"linear", "attention", "output"}) {
+      EXPECT_GT(p.at(key).at("seconds_per_step").get<double>(), 0.0) << key;
+    }
+  }
+  // The phases of a step are its wall time: together no more than the test's own time.
+  const nlohmann::json& b4 = j.at(2);
+  double per_step = 0;
+  for (const char* key : kPhaseKeys) per_step += b4.at("phases").at(key).at("seconds_per_step").get<double>();
+  EXPECT_LE(per_step, 4.0 / b4.at("tokens_per_second").get<double>() * 1.0001);
+}
+
+TEST(ProfileEngineCli, PhasesInTextOnlyWhenAsked) {
+  if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "shared data missing: " << kModel;
+  std::vector<std::string> args = kSmall;
+  args.push_back("--phases");
+  const CliRun with = run_cli(args);
+  ASSERT_EQ(with.exit_code, 0) << with.out;
+  size_t lines = 0;
+  for (size_t at = 0; (at = with.out.find("phases per step: linear layers ", at)) != std::string::npos; ++at) ++lines;
+  EXPECT_EQ(lines, 3u) << with.out;
+  EXPECT_NE(with.out.find(", attention "), std::string::npos);
+  EXPECT_EQ(with.out.find("of its roofline"), std::string::npos) << "bounds only with --roofline";
+  EXPECT_EQ(with.out.find("peaks measured again"), std::string::npos) << "only with --roofline";
+  const CliRun without = run_cli(kSmall);
+  ASSERT_EQ(without.exit_code, 0);
+  EXPECT_EQ(without.out.find("phases per step"), std::string::npos) << without.out;
 }
 
 }  // namespace
