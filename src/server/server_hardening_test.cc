@@ -226,7 +226,12 @@ TEST_F(ServerHardening, ClientThatStopsReadingIsDroppedAfterTheSendTimeout) {
     running = metric_value(request(server.port(), http::verb::get, "/metrics").body, "ecoserve:num_requests_running");
   }
   ASSERT_EQ(running, 0.0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  // Generated is not yet written: the connection's strand may still be turning the last
+  // token events into chunks (slow under the sanitizers: ~13 MB of JSON), and the send
+  // timer it then sees expire must be handled before we start reading, or our reads
+  // re-arm it (it passed every run but one under ASan with 2.5 s here, failing there with
+  // the whole stream delivered). 6 s leaves the strand time to catch up.
+  std::this_thread::sleep_for(std::chrono::milliseconds(6000));
   bool closed = false;
   got += c.read_until("data: [DONE]", &closed);
   EXPECT_TRUE(closed) << "the server kept the connection";
