@@ -2,27 +2,16 @@
 
 namespace ecoserve::engine {
 
-std::string_view step_phase_name(StepPhase p) {
-  switch (p) {
-    case StepPhase::kLinear: return "linear layers";
-    case StepPhase::kAttention: return "attention";
-    case StepPhase::kOutput: return "output layer";
-    case StepPhase::kSampling: return "sampling";
-    case StepPhase::kOther: return "other";
-  }
-  return "?";
-}
+namespace {
+// Indexed by StepPhase: the name printed, and the JSON key.
+constexpr std::string_view kNames[kNumStepPhases][2] = {
+    {"linear layers", "linear"}, {"attention", "attention"}, {"output layer", "output"},
+    {"sampling", "sampling"},    {"other", "other"}};
+}  // namespace
 
-std::string_view step_phase_key(StepPhase p) {
-  switch (p) {
-    case StepPhase::kLinear: return "linear";
-    case StepPhase::kAttention: return "attention";
-    case StepPhase::kOutput: return "output";
-    case StepPhase::kSampling: return "sampling";
-    case StepPhase::kOther: return "other";
-  }
-  return "?";
-}
+std::string_view step_phase_name(StepPhase p) { return kNames[static_cast<int>(p)][0]; }
+
+std::string_view step_phase_key(StepPhase p) { return kNames[static_cast<int>(p)][1]; }
 
 Duration StepPhaseTimes::total() const {
   Duration sum{};
