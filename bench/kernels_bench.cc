@@ -255,8 +255,11 @@ void BM_Synth1bMatmuls(benchmark::State& state) {
   ThreadPool pool(static_cast<int>(state.range(2)));
   KernelContext ctx(&pool);
   const bool made = state.range(3) != 0;
-  if (made && !amx_bf16_supported(detect_cpu_features())) {
-    state.SkipWithError("made: this CPU has no AMX-BF16 tiles");
+  // made: read by the AMX bf16 tiles (avx512amx) or the AVX512-BF16 vectors (avx512vnni-zmm),
+  // whichever this level runs, for the matrices that reader takes (engine::make_bf16_weights's rule).
+  const Bf16WeightsReader reader = bf16_weights_reader(ctx.isa, ctx.amx_bf16, ctx.bf16_vectors, detect_cpu_features());
+  if (made && reader == Bf16WeightsReader::kNone) {
+    state.SkipWithError("made: neither the bf16 tiles nor the bf16 vectors run at this level on this CPU");
     return;
   }
   // Indexes 1000 on: apart from run_model's weights of the same shapes.
@@ -291,7 +294,7 @@ void BM_Synth1bMatmuls(benchmark::State& state) {
     std::vector<const Weights*> all = {&out};
     for (const auto& L : layers) all.insert(all.end(), L.begin(), L.end());
     for (const Weights* w : all) {
-      const Status st = amx_bf16_takes(w->view) ? tiles.add(w->view, pool) : ok_status();
+      const Status st = bf16_weights_reader_takes(reader, w->view) ? tiles.add(w->view, pool) : ok_status();
       if (!st.ok()) {
         state.SkipWithError(st.message().c_str());
         return;
@@ -388,13 +391,14 @@ void synth1b_args(benchmark::internal::Benchmark* b) {
   // And their decode batches.
   for (std::int64_t type : {1, 14})
     for (std::int64_t n : {1, 4, 8, 16, 32}) b->Args({type, n, 1, 0});
-  // Batches and prompts with the bf16 tiles made at load (CPUs with AMX-BF16 only), each
+  // Batches and prompts with the bf16 tiles made at load (AMX-BF16 or AVX512-BF16 CPUs), each
   // beside the same batch without (made 0 above, and here at the others); F32 (4.4 GB of
   // weights) at decode batches only.
   for (std::int64_t type : {kQ8Rows8, kQ4kRows8, kF16, kQ6_K, kF32}) {
-    for (std::int64_t n : {4, 8, 12, 16, 24, 32, 64, 512}) {
+    for (std::int64_t n : {2, 4, 8, 12, 16, 24, 32, 64, 512}) {
       if (type == kF32 && n > 32) continue;
       const bool rows8 = type >= kPackedCode;
+      if (rows8 && n == 2) continue;
       const bool listed = type == kF32 ? false
                           : rows8      ? n == 4 || n == 32 || n == 512
                                        : n == 4 || n == 8 || n == 16 || n == 32 || n == 512;

@@ -893,8 +893,9 @@ TEST(ModelRunnerRealModel, Bf16WeightsMadeAtCreateGiveTheSameLogits) {
 // The bf16 vectors (the avx512vnni-zmm level, AVX-512 BF16 without AMX: Zen 5) read made
 // tiles too, for the types they take (float weights, Q6_K): a float model's tiles made at
 // create() give a decode batch of 32 the logits of the per-call copies, bit for bit, and
-// take batches from bf16_vectors_min_tokens(type, true) = 8, whose logits are then those of
-// the same sequences in the batch of 32 (the vectors' bits do not depend on the batch); a
+// take smaller batches (F32: from bf16_vectors_min_tokens(type, true) = 2 instead of 16), whose
+// logits are then those of the same sequences in the batch of 32 (the vectors' bits do not
+// depend on the batch); a
 // Q8_0 model (int8 kernels at that level) has nothing to make.
 TEST(ModelRunnerRealModel, Bf16WeightsMadeForTheBf16Vectors) {
   if (!kernels::bf16_vectors_supported(kernels::detect_cpu_features())) {
@@ -943,13 +944,19 @@ TEST(ModelRunnerRealModel, Bf16WeightsMadeForTheBf16Vectors) {
   auto b32 = (*made)->execute(batch(32));
   ASSERT_TRUE(a32.ok() && b32.ok()) << b32.status().to_string();
   for (size_t i = 0; i < 32; ++i) EXPECT_EQ(a32->seqs[i].logits, b32->seqs[i].logits) << "sequence " << i;
-  auto a8 = (*plain)->execute(batch(8));
-  auto b8 = (*made)->execute(batch(8));
-  ASSERT_TRUE(a8.ok() && b8.ok());
-  for (size_t i = 0; i < 8; ++i) {
-    EXPECT_EQ(b8->seqs[i].logits, b32->seqs[i].logits) << "sequence " << i << ": batch 8 on the made vectors";
-    EXPECT_NE(a8->seqs[i].logits, b8->seqs[i].logits) << "sequence " << i << ": without them, the float tiles";
+  for (int32_t n : {2, 8}) {
+    auto a = (*plain)->execute(batch(n));
+    auto b = (*made)->execute(batch(n));
+    ASSERT_TRUE(a.ok() && b.ok());
+    for (int32_t i = 0; i < n; ++i) {
+      EXPECT_EQ(b->seqs[i].logits, b32->seqs[i].logits) << "sequence " << i << ": batch " << n << " on the made vectors";
+      EXPECT_NE(a->seqs[i].logits, b->seqs[i].logits)
+          << "sequence " << i << ": batch " << n << " without them, the GEMV or the float tiles";
+    }
   }
+  auto one = (*made)->execute(batch(1));
+  ASSERT_TRUE(one.ok());
+  EXPECT_NE(one->seqs[0].logits, b32->seqs[0].logits) << "batch 1 keeps the exact float GEMV";
   // Q8_0 in rows of 8 stays on the int8 kernels at this level: nothing to make.
   auto path = shared_data_path("models/tinystories-656k-q8_0.gguf");
   if (!path) GTEST_SKIP() << missing_data_message("models/tinystories-656k-q8_0.gguf");

@@ -57,7 +57,9 @@ TEST(Bf16WeightTilesTest, MadeTilesGiveTheCopiesBits) {
       if (isa == Isa::kAvx512VnniZmm && (rows8 || !have_vectors())) continue;
       if (isa == Isa::kAvx512Amx && !have_tiles()) continue;
       for (ThreadPool* pool : {&pool1, &pool2}) {
-        for (std::int64_t n : {amx_bf16_min_tokens(type), std::int64_t{35}, std::int64_t{300}}) {
+        const std::int64_t from =
+            isa == Isa::kAvx512Amx ? amx_bf16_min_tokens(type) : bf16_vectors_min_tokens(type);
+        for (std::int64_t n : {from, std::int64_t{35}, std::int64_t{300}}) {
           const std::vector<float> x = testing::make_acts(n, cols, 23);
           KernelContext copies = bf16_context(pool, isa, nullptr), made = bf16_context(pool, isa, &tiles);
           // Both on the bf16 path (the copies from their own threshold).
@@ -80,9 +82,9 @@ TEST(Bf16WeightTilesTest, MadeTilesGiveTheCopiesBits) {
         }
       }
     }
-    // Tiles: 3 batches x 2 pools; vectors (GGUF rows, from 32 tokens without the made tiles,
-    // which the copies must reach): 2 x 2 more.
-    EXPECT_EQ(compared, (have_tiles() ? 6 : 0) + (rows8 || !have_vectors() ? 0 : 4)) << type_name(type);
+    // 3 batches (the copies' own threshold, 35, 300) x 2 pools on each path: the tiles, and
+    // the vectors for the GGUF-row types.
+    EXPECT_EQ(compared, (have_tiles() ? 6 : 0) + (rows8 || !have_vectors() ? 0 : 6)) << type_name(type);
   }
 }
 
@@ -134,17 +136,24 @@ TEST(Bf16WeightTilesTest, MadeTilesStartAtTheirOwnThresholds) {
 }
 
 // The thresholds themselves: made tiles start float weights lower on both levels (their own
-// kernels read the weights and, for F32, twice the bytes), Q6_K lower on the tiles only.
+// kernels read the weights and, for F32, twice the bytes) and Q6_K too; the vectors (tuned on
+// Zen 5) start every type they take below 32 even with per-call copies.
 TEST(Bf16WeightTilesTest, MadeThresholds) {
   EXPECT_EQ(amx_bf16_min_tokens(GgmlType::kF32), 12);
   EXPECT_EQ(amx_bf16_min_tokens(GgmlType::kF32, true), 4);
   EXPECT_EQ(amx_bf16_min_tokens(GgmlType::kF16, true), 8);
   EXPECT_EQ(amx_bf16_min_tokens(GgmlType::kQ6_K, true), 8);
-  for (GgmlType type : {GgmlType::kF16, GgmlType::kBF16, GgmlType::kF32}) {
-    EXPECT_EQ(bf16_vectors_min_tokens(type), kAmxBf16MinTokens) << type_name(type);
-    EXPECT_EQ(bf16_vectors_min_tokens(type, true), 8) << type_name(type);
+  EXPECT_EQ(bf16_vectors_min_tokens(GgmlType::kF32), 16);
+  EXPECT_EQ(bf16_vectors_min_tokens(GgmlType::kF32, true), 2);
+  for (GgmlType type : {GgmlType::kF16, GgmlType::kBF16}) {
+    EXPECT_EQ(bf16_vectors_min_tokens(type), 8) << type_name(type);
+    EXPECT_EQ(bf16_vectors_min_tokens(type, true), 4) << type_name(type);
   }
-  EXPECT_EQ(bf16_vectors_min_tokens(GgmlType::kQ6_K, true), kAmxBf16MinTokens);
+  EXPECT_EQ(bf16_vectors_min_tokens(GgmlType::kQ6_K), 16);
+  EXPECT_EQ(bf16_vectors_min_tokens(GgmlType::kQ6_K, true), 8);
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_K}) {
+    EXPECT_EQ(bf16_vectors_min_tokens(type), kAmxBf16MinTokens) << type_name(type) << ": not taken by the vectors";
+  }
 }
 
 // The products read the made tiles, not the weights: bytes changed after add() (which the

@@ -309,15 +309,22 @@ std::string bf16_vectors_summary(bool on, const CpuFeatures& cpu) {
   if (!bf16_vectors_supported(cpu)) return "not on this CPU (AVX-512 BF16 with the avx512vnni-zmm level)";
   if (!on) {
     return fmt::format("off (ECOSERVE_MATMUL_BF16=0: every batch gives the float and int8 levels' bits; unset or "
-                       "1: F32, F16, BF16 and Q6_K weights times batches of {}+ tokens on vdpbf16ps)",
-                       kAmxBf16MinTokens);
+                       "1: F16 and BF16 weights times batches of {}+ tokens, F32 and Q6_K of {}+, on vdpbf16ps)",
+                       bf16_vectors_min_tokens(GgmlType::kF16), bf16_vectors_min_tokens(GgmlType::kF32));
   }
-  return fmt::format("on (ECOSERVE_MATMUL_BF16 unset or 1; 0 for the float and int8 levels' bits): F32, F16, BF16 "
-                     "and Q6_K weights times batches of {}+ tokens (F32, F16 and BF16 {}+ with their tiles made at "
-                     "load: bf16 weights) on AVX512-BF16 vectors (vdpbf16ps) at the avx512vnni-zmm level; weights and "
-                     "activations rounded to bf16",
-                     kAmxBf16MinTokens, bf16_vectors_min_tokens(GgmlType::kF16, true));
+  return fmt::format("on (ECOSERVE_MATMUL_BF16 unset or 1; 0 for the float and int8 levels' bits): F16 and BF16 "
+                     "weights times batches of {}+ tokens, F32 and Q6_K of {}+ (with their tiles made at load, bf16 "
+                     "weights: F32 {}+, F16 and BF16 {}+, Q6_K {}+) on AVX512-BF16 vectors (vdpbf16ps) at the "
+                     "avx512vnni-zmm level; weights and activations rounded to bf16",
+                     bf16_vectors_min_tokens(GgmlType::kF16), bf16_vectors_min_tokens(GgmlType::kF32),
+                     bf16_vectors_min_tokens(GgmlType::kF32, true), bf16_vectors_min_tokens(GgmlType::kF16, true),
+                     bf16_vectors_min_tokens(GgmlType::kQ6_K, true));
 }
+
+static_assert(bf16_vectors_min_tokens(GgmlType::kQ6_K) == bf16_vectors_min_tokens(GgmlType::kF32) &&
+                  bf16_vectors_min_tokens(GgmlType::kBF16) == bf16_vectors_min_tokens(GgmlType::kF16) &&
+                  bf16_vectors_min_tokens(GgmlType::kBF16, true) == bf16_vectors_min_tokens(GgmlType::kF16, true),
+              "bf16_vectors_summary names Q6_K's threshold with F32's and BF16's with F16's");
 
 bool bf16_products_apply(const KernelContext& ctx, const WeightView& w, std::int64_t n_tokens) {
   return amx_bf16_applies(ctx, w, n_tokens) || bf16_vectors_applies(ctx, w, n_tokens);

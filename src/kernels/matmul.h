@@ -207,18 +207,32 @@ constexpr std::int64_t amx_bf16_min_tokens(GgmlType type, bool made = false) {
   }
 }
 // With KernelContext::bf16_vectors (the avx512vnni-zmm level), the batches from which weights
-// of `type` (as bf16_vectors_takes them) run on AVX512-BF16 vectors: kAmxBf16MinTokens; with
-// the tiles made at load (`made`), float weights from 8 (their own kernels there, the float
-// tiles, read 2 or 4 bytes per weight and do half the multiply-adds per instruction of
-// vdpbf16ps), Q6_K still from 32. Xeon family 6 model 167 at the avx512vnni-zmm level,
-// kernels_bench BM_Synth1bMatmuls, one thread, ms, own kernels / made vectors, two rounds:
-// F16 4 236-250 / 393-397, 8 504-599 / 365-404, 16 862-1056 / 612-807; F32 4 332-413 /
-// 338-420, 8 641-698 / 370-379, 12 691-745 / 604-629, 16 978-982 / 518-617; Q6_K 8 346-352 /
-// 419-452, 16 570-586 / 583-792, 24 656-787 / 786-798; from 32 the made vectors against the
-// per-call copies: F16 32 1395-1815 / 1181-1183, Q6_K 1247-1322 / 1002-1041.
+// of `type` (as bf16_vectors_takes them) run on AVX512-BF16 vectors. Tuned on Zen 5 (family 26
+// model 2), the CPU whose default level this is: there vdpbf16ps does twice the multiply-adds
+// of a 512-bit FMA at the same rate, the float weights' own kernels below 32 tokens are the
+// 256-bit float tiles (slower per token at 16-24 than the tokens-in-lanes kernels at 32), and
+// Q6_K's are the int8 K-quant kernels. With the tiles made at load (`made`: no per-call copy, 2
+// bytes read per weight): F32 from 2 (its GEMV reads 4), F16 and BF16 from 4 (at 2 the GEMV,
+// reading as many bytes, is as fast), Q6_K from 8 (the engine's batches of 4 ran as fast or
+// faster on its own kernels, though the kernel alone was faster made). With per-call copies:
+// F16 and BF16 from 8, F32 and Q6_K from 16. kernels_bench BM_Synth1bMatmuls (weights from DRAM), one
+// thread, ms, two rounds, own kernels / made vectors: F16 2 80-81 / 80-102, 4 136-144 /
+// 74-84, 8 173-177 / 77-87, 16 327-350 / 103-104, 24 503-536 / 139-157; F32 2 123-127 / 82-87,
+// 4 212-221 / 74-89, 8 229-233 / 77-91, 16 387-401 / 122-139; Q6_K 2 66-69 / 81-92, 4 92-99
+// / 74-89, 8 161-170 / 74-81, 16 251-311 / 102-104; own kernels / per-call copies: F16 4
+// 136-144 / 123-154, 8 173-177 / 120-158, 16 327-350 / 172-197; F32 8 229-233 / 271-299, 16
+// 387-401 / 296-320; Q6_K 8 161-170 / 228-240, 16 251-311 / 238-272. Engine decode (synth 1b,
+// `profile engine`, one thread, tok/s): docs/kernels.md, forty-fifth pass. An AMX Xeon forced
+// to this level crosses over later (F16 8-16, F32 8-12, Q6_K 32+: its vdpbf16ps is no faster
+// than its FMAs; the forty-first pass), but runs the avx512amx level by default.
 constexpr std::int64_t bf16_vectors_min_tokens(GgmlType type, bool made = false) {
-  const bool floats = type == GgmlType::kF16 || type == GgmlType::kBF16 || type == GgmlType::kF32;
-  return made && floats ? 8 : kAmxBf16MinTokens;
+  switch (type) {
+    case GgmlType::kF32: return made ? 2 : 16;
+    case GgmlType::kF16:
+    case GgmlType::kBF16: return made ? 4 : 8;
+    case GgmlType::kQ6_K: return made ? 8 : 16;
+    default: return kAmxBf16MinTokens;
+  }
 }
 // Whether the bf16 tiles take weights w: Q8_0 or Q4_K in kRows8, or F32, F16, BF16 or Q6_K
 // in GGUF rows, with rows % 8 == 0 and cols % 32 == 0.

@@ -284,8 +284,8 @@ TEST_F(AmxBf16Test, SmallBatchesOfFloatWeightsAndQ6kRunOnTheTiles) {
   }
 }
 
-// The vectors' gate: the avx512vnni-zmm level only, the GGUF-row types, 32+ tokens, on;
-// below the threshold the bits of the level without them.
+// The vectors' gate: the avx512vnni-zmm level only, the GGUF-row types, bf16_vectors_min_tokens
+// (F16: 8) or more tokens, on; below the threshold the bits of the level without them.
 TEST(Bf16VectorsTest, TakenOnlyWhereItApplies) {
   if (!bf16_vectors_supported(detect_cpu_features())) {
     GTEST_SKIP() << "this CPU has no AVX-512 BF16 with the avx512vnni-zmm level";
@@ -294,8 +294,9 @@ TEST(Bf16VectorsTest, TakenOnlyWhereItApplies) {
   KernelContext ctx(&pool, Isa::kAvx512VnniZmm);
   ctx.bf16_vectors = true;
   const PackedMatrix f16 = make_matrix(24, 96, 3, GgmlType::kF16);
-  EXPECT_TRUE(bf16_vectors_applies(ctx, f16.gguf_view(), kAmxBf16MinTokens));
-  EXPECT_FALSE(bf16_vectors_applies(ctx, f16.gguf_view(), kAmxBf16MinTokens - 1));
+  const std::int64_t from = bf16_vectors_min_tokens(GgmlType::kF16);
+  EXPECT_TRUE(bf16_vectors_applies(ctx, f16.gguf_view(), from));
+  EXPECT_FALSE(bf16_vectors_applies(ctx, f16.gguf_view(), from - 1));
   for (GgmlType type : {GgmlType::kF32, GgmlType::kBF16}) {
     EXPECT_TRUE(bf16_vectors_applies(ctx, make_matrix(24, 96, 3, type).gguf_view(), 64)) << type_name(type);
     EXPECT_FALSE(bf16_vectors_applies(ctx, make_matrix(24, 80, 3, type).gguf_view(), 512)) << "cols % 32 != 0";
@@ -309,7 +310,7 @@ TEST(Bf16VectorsTest, TakenOnlyWhereItApplies) {
   ctx.isa = Isa::kAvx512VnniZmm;
   ctx.bf16_vectors = false;
   EXPECT_FALSE(bf16_vectors_applies(ctx, f16.gguf_view(), 512)) << "off";
-  const std::int64_t n = kAmxBf16MinTokens - 1;
+  const std::int64_t n = from - 1;
   const std::vector<float> x = testing::make_acts(n, 96, 4);
   std::vector<float> a(n * 24), b(n * 24);
   matmul(f16.gguf_view(), x.data(), n, a.data(), ctx);
