@@ -949,7 +949,8 @@ TEST(ModelRunnerRealModel, Bf16WeightsMadeForTheBf16Vectors) {
     auto b = (*made)->execute(batch(n));
     ASSERT_TRUE(a.ok() && b.ok());
     for (int32_t i = 0; i < n; ++i) {
-      EXPECT_EQ(b->seqs[i].logits, b32->seqs[i].logits) << "sequence " << i << ": batch " << n << " on the made vectors";
+      EXPECT_EQ(b->seqs[i].logits, b32->seqs[i].logits)
+          << "sequence " << i << ": batch " << n << " on the made vectors";
       EXPECT_NE(a->seqs[i].logits, b->seqs[i].logits)
           << "sequence " << i << ": batch " << n << " without them, the GEMV or the float tiles";
     }
