@@ -39,9 +39,21 @@ after(async () => {
   if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
 
-function ecoserve(args) {
-  return execFileSync(bin, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+function ecoserve(args, env = process.env) {
+  return execFileSync(bin, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], env });
 }
+
+// ecoserve with the float and int8 kernels only: off go the bf16 products that CPUs with
+// AVX-512 BF16 run for batches of a few tokens up (the AMX tiles, the bf16 vectors, prompt
+// attention), which round weights and activations to bf16 where llama.cpp's CPU build does
+// not, so a 7-token prompt on F16 or F32 weights would part from it at a near tie on one
+// CPU and not on another.
+const floatKernelsEnv = {
+  ...process.env,
+  ECOSERVE_AMX_BF16: '0',
+  ECOSERVE_MATMUL_BF16: '0',
+  ECOSERVE_ATTENTION_BF16: '0',
+};
 
 // Greedy continuation by llama.cpp: BOS + prompt, `n` tokens, one thread, with the
 // KV cache in F32 as ecoserve keeps it (llama.cpp's default F16 cache rounds K and V,
@@ -68,7 +80,7 @@ async function llamaCppGreedy(modelPath, prompt, n) {
 
 function ecoserveGreedy(modelPath, prompt, n) {
   const out = JSON.parse(ecoserve(['generate', '-m', modelPath, '-p', prompt, '-n', String(n),
-                                    '--ignore-eos', '--json', '--quiet', '--threads', '1']));
+                                    '--ignore-eos', '--json', '--quiet', '--threads', '1'], floatKernelsEnv));
   return { promptIds: out.prompt_ids, ids: out.ids };
 }
 
