@@ -123,6 +123,23 @@ struct Bound {
   Peak attention_peak = Peak::kFma256;
 };
 
+// The spread of a decode test's step times, seconds (nearest-rank percentiles). On a
+// shared host a few slow steps (another tenant's burst of memory traffic) can pull the
+// mean well below what most steps run at; the median is the speed of a typical step.
+struct StepSpread {
+  double min = 0, median = 0, p90 = 0, max = 0;
+};
+
+StepSpread step_spread(std::vector<double> s) {
+  if (s.empty()) return {};
+  std::sort(s.begin(), s.end());
+  auto rank = [&](double p) {  // the smallest value with at least p of the steps at or below it
+    const auto k = static_cast<size_t>(std::ceil(p * static_cast<double>(s.size())));
+    return s[std::min(s.size(), std::max<size_t>(k, 1)) - 1];
+  };
+  return {s.front(), rank(0.5), rank(0.9), s.back()};
+}
+
 double seconds(double bytes, double gbps, double macs, double gmacs) {
   return std::max(bytes / (gbps * 1e9), macs / (gmacs * 1e9));
 }
@@ -197,24 +214,28 @@ StatusOr<double> measure_prefill(engine::ModelRunner& r, const ProfileArgs& a, s
   return best;
 }
 
-// Tokens/s of decode steps for `batch` sequences that each hold `context` tokens; with
+// Tokens/s of decode steps for `batch` sequences that each hold `context` tokens (their
+// whole time over all steps: the mean); each step's own seconds into *step_seconds; with
 // --phases, the timed steps' phase times into *phases.
 StatusOr<double> measure_decode(engine::ModelRunner& r, const ProfileArgs& a, int32_t batch, std::mt19937& rng,
-                                engine::StepPhaseTimes* phases) {
+                                engine::StepPhaseTimes* phases, std::vector<double>* step_seconds) {
   const int32_t per_seq = (a.context + a.decode_steps + a.block_size - 1) / a.block_size;
   // Fill the contexts (untimed).
   ECO_RETURN_IF_ERROR(engine::fill_synthetic_context(r, batch, a.context, per_seq, rng));
   StepPlan plan = engine::synthetic_step(batch, a.context, 1, per_seq, r.model().config().n_vocab, rng);
   const SteadyClock clock;
   if (a.phases) r.set_phase_clock(&clock);
+  step_seconds->clear();
   const TimePoint t0 = clock.now();
   for (int32_t step = 0; step < a.decode_steps; ++step) {
     for (auto& s : plan.seqs) s.num_computed = a.context + step;
+    const TimePoint s0 = clock.now();
     StatusOr<StepOutput> o = r.execute(plan);
     if (!o.ok()) {
       r.set_phase_clock(nullptr);
       return o.status();
     }
+    step_seconds->push_back(to_seconds(clock.now() - s0));
     for (int32_t i = 0; i < batch; ++i) plan.seqs[i].tokens[0] = o->seqs[i].token;
   }
   const double tokens_per_second = static_cast<double>(batch) * a.decode_steps / to_seconds(clock.now() - t0);
@@ -471,8 +492,10 @@ int run_profile(const ProfileArgs& a) {
       }
       std::printf("\n");
     };
+    // steps: a decode test's step times (null for the prompt, timed as a whole).
     auto report = [&](const std::string& test, StatusOr<double> v, const Bound& bound,
-                      const engine::StepPhaseTimes& phases, const PhaseBounds& pbounds) {
+                      const engine::StepPhaseTimes& phases, const PhaseBounds& pbounds, int32_t batch = 0,
+                      const std::vector<double>* steps = nullptr) {
       if (!v.ok()) {
         std::fprintf(stderr, "error: %s\n", v.status().message().c_str());
         return false;
@@ -492,6 +515,11 @@ int run_profile(const ProfileArgs& a) {
         if (test.starts_with("decode")) {
           r["context"] = a.context;
           r["decode_steps"] = a.decode_steps;
+          if (steps != nullptr && !steps->empty()) {
+            const StepSpread sp = step_spread(*steps);
+            r["step_seconds"] = {{"min", sp.min}, {"median", sp.median}, {"p90", sp.p90}, {"max", sp.max}};
+            r["median_tokens_per_second"] = batch / sp.median;
+          }
         } else {
           r["prompt_len"] = a.prompt_len;
           // The kernels a float-weight model's prompt runs on (quantized weights: the int8 tiles).
@@ -512,6 +540,13 @@ int run_profile(const ProfileArgs& a) {
                     bound.phase_sum_tokens_per_second, 100.0 * *v / bound.phase_sum_tokens_per_second);
       } else {
         std::printf("%-8d %-22s %12.1f\n", th, test.c_str(), *v);
+      }
+      if (!a.json && steps != nullptr && !steps->empty()) {
+        const StepSpread sp = step_spread(*steps);
+        std::printf("%-8s steps: median %.2f ms = %.1f tokens/s", "", 1e3 * sp.median, batch / sp.median);
+        if (a.roofline) std::printf(" (%.0f%% of the roofline)", 100.0 * batch / sp.median / bound.tokens_per_second);
+        std::printf(", p90 %.2f ms, min %.2f, max %.2f%s\n", 1e3 * sp.p90, 1e3 * sp.min, 1e3 * sp.max,
+                    sp.max > 1.5 * sp.median ? " (slow steps: the host's noise, in the mean above)" : "");
       }
       if (a.phases && !a.json) print_phases(pj);
       std::fflush(stdout);
@@ -555,9 +590,10 @@ int run_profile(const ProfileArgs& a) {
       const PhaseBounds dpb = a.roofline ? decode_phase_bounds(step_cost(b), b, a.context, gbps,
                                                                gmacs(th, linear_peak(b)), gmacs(th, decode_attn_peak))
                                          : PhaseBounds{};
-      StatusOr<double> v = measure_decode(**runner, a, b, rng, &phases);
+      std::vector<double> steps;
+      StatusOr<double> v = measure_decode(**runner, a, b, rng, &phases, &steps);
       if (v.ok()) decoded.emplace_back(b, *v);
-      if (!report("decode batch " + std::to_string(b), v, db, phases, dpb)) return 1;
+      if (!report("decode batch " + std::to_string(b), v, db, phases, dpb, b, &steps)) return 1;
       // Batch 1 reads every weight once per token, so its rate proves a read
       // bandwidth; when that beats the probe, the roofline uses it from here on.
       const double implied = b == 1 ? *v * (cost.weight_bytes + a.context * cost.kv_bytes_per_ctx) / 1e9 : 0.0;
@@ -775,7 +811,10 @@ void add_profile_command(CLI::App& app, int& exit_code) {
   eng->add_option("--prompt-len", args->prompt_len, "prefill prompt length")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   eng->add_option("--batches", args->batches, "decode batch sizes")->capture_default_str()->delimiter(',');
   eng->add_option("--context", args->context, "tokens already in each decoding sequence")->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  eng->add_option("--decode-steps", args->decode_steps, "timed decode steps per batch size")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  eng->add_option("--decode-steps", args->decode_steps,
+                  "timed decode steps per batch size (tokens/s: all of them, the mean; under each row the median "
+                  "step with its tokens/s, p90, min and max: the median shows a typical step where a shared host "
+                  "slows a few)")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   eng->add_option("--repeats", args->repeats, "prefill repetitions (best is reported)")->capture_default_str()->check(CLI::Range(1, 100));
   eng->add_option("--block-size", args->block_size, "KV block size")->capture_default_str()->check(CLI::Range(1, 4096));
   add_kv_cache_dtype_option(eng, args->kv_cache_type);

@@ -140,6 +140,47 @@ TEST(ProfileEngineCli, PhasesSplitEveryTestsStep) {
   EXPECT_LE(per_step, 4.0 / b4.at("tokens_per_second").get<double>() * 1.0001);
 }
 
+// A decode row's step times: min <= median <= p90 <= max (nearest ranks of the steps), the
+// median's tokens/s is the batch over the median step, and the mean (tokens/s over all the
+// steps, with the loop between them) lies between the fastest step and the slowest plus
+// that loop. The prompt, timed as a whole, has none.
+TEST(ProfileEngineCli, DecodeRowsGiveTheirStepSpread) {
+  if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "shared data missing: " << kModel;
+  std::vector<std::string> args = kSmall;
+  args.push_back("--json");
+  const CliRun r = run_cli(args);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 3u);
+  EXPECT_FALSE(j.at(0).contains("step_seconds"));
+  EXPECT_FALSE(j.at(0).contains("median_tokens_per_second"));
+  for (int i : {1, 2}) {
+    const nlohmann::json& row = j.at(i);
+    SCOPED_TRACE(row.at("test").get<std::string>());
+    const double batch = i == 1 ? 1.0 : 4.0;
+    const nlohmann::json& s = row.at("step_seconds");
+    const double mn = s.at("min").get<double>(), med = s.at("median").get<double>(), p90 = s.at("p90").get<double>(),
+                 mx = s.at("max").get<double>();
+    EXPECT_GT(mn, 0.0);
+    EXPECT_LE(mn, med);
+    EXPECT_LE(med, p90);
+    EXPECT_LE(p90, mx);
+    // 3 steps: the median is the second fastest, p90 the slowest.
+    EXPECT_EQ(p90, mx);
+    EXPECT_DOUBLE_EQ(row.at("median_tokens_per_second").get<double>(), batch / med);
+    const double mean_step = batch / row.at("tokens_per_second").get<double>();
+    EXPECT_GE(mean_step, mn);
+    EXPECT_LE(mean_step, mx + 0.05);
+  }
+  // In text, one line per decode row.
+  const CliRun text = run_cli(kSmall);
+  ASSERT_EQ(text.exit_code, 0);
+  size_t lines = 0;
+  for (size_t at = 0; (at = text.out.find("steps: median ", at)) != std::string::npos; ++at) ++lines;
+  EXPECT_EQ(lines, 2u) << text.out;
+  EXPECT_NE(text.out.find(" tokens/s, p90 "), std::string::npos) << text.out;
+}
+
 TEST(ProfileEngineCli, PhasesInTextOnlyWhenAsked) {
   if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "shared data missing: " << kModel;
   std::vector<std::string> args = kSmall;
