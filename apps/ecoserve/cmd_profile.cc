@@ -501,6 +501,8 @@ int run_profile(const ProfileArgs& a) {
         return false;
       }
       const nlohmann::json pj = a.phases ? phase_json(phases, pbounds) : nlohmann::json();
+      const bool spread = steps != nullptr && !steps->empty();
+      const StepSpread sp = spread ? step_spread(*steps) : StepSpread{};
       if (a.json) {
         nlohmann::json r = {{"threads", th}, {"test", test}, {"tokens_per_second", *v},
                             {"kv_cache_type", engine::kv_cache_type_name(kv_type)},
@@ -515,8 +517,7 @@ int run_profile(const ProfileArgs& a) {
         if (test.starts_with("decode")) {
           r["context"] = a.context;
           r["decode_steps"] = a.decode_steps;
-          if (steps != nullptr && !steps->empty()) {
-            const StepSpread sp = step_spread(*steps);
+          if (spread) {
             r["step_seconds"] = {{"min", sp.min}, {"median", sp.median}, {"p90", sp.p90}, {"max", sp.max}};
             r["median_tokens_per_second"] = batch / sp.median;
           }
@@ -541,8 +542,7 @@ int run_profile(const ProfileArgs& a) {
       } else {
         std::printf("%-8d %-22s %12.1f\n", th, test.c_str(), *v);
       }
-      if (!a.json && steps != nullptr && !steps->empty()) {
-        const StepSpread sp = step_spread(*steps);
+      if (!a.json && spread) {
         std::printf("%-8s steps: median %.2f ms = %.1f tokens/s", "", 1e3 * sp.median, batch / sp.median);
         if (a.roofline) std::printf(" (%.0f%% of the roofline)", 100.0 * batch / sp.median / bound.tokens_per_second);
         std::printf(", p90 %.2f ms, min %.2f, max %.2f%s\n", 1e3 * sp.p90, 1e3 * sp.min, 1e3 * sp.max,

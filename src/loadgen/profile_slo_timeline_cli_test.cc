@@ -103,6 +103,13 @@ const std::vector<std::string> kSmall = {"profile", "engine", "-m",       kModel
                                          "48",      "--batches", "1", "4", "--decode-steps", "3", "--repeats", "1"};
 const char* const kPhaseKeys[] = {"linear", "attention", "output", "sampling", "other"};
 
+// How many times `needle` occurs in `text`.
+size_t occurrences(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = 0; (at = text.find(needle, at)) != std::string::npos; ++at) ++n;
+  return n;
+}
+
 TEST(ProfileEngineCli, PhasesSplitEveryTestsStep) {
   if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "shared data missing: " << kModel;
   std::vector<std::string> args = kSmall;
@@ -175,9 +182,7 @@ TEST(ProfileEngineCli, DecodeRowsGiveTheirStepSpread) {
   // In text, one line per decode row.
   const CliRun text = run_cli(kSmall);
   ASSERT_EQ(text.exit_code, 0);
-  size_t lines = 0;
-  for (size_t at = 0; (at = text.out.find("steps: median ", at)) != std::string::npos; ++at) ++lines;
-  EXPECT_EQ(lines, 2u) << text.out;
+  EXPECT_EQ(occurrences(text.out, "steps: median "), 2u) << text.out;
   EXPECT_NE(text.out.find(" tokens/s, p90 "), std::string::npos) << text.out;
 }
 
@@ -187,9 +192,7 @@ TEST(ProfileEngineCli, PhasesInTextOnlyWhenAsked) {
   args.push_back("--phases");
   const CliRun with = run_cli(args);
   ASSERT_EQ(with.exit_code, 0) << with.out;
-  size_t lines = 0;
-  for (size_t at = 0; (at = with.out.find("phases per step: linear layers ", at)) != std::string::npos; ++at) ++lines;
-  EXPECT_EQ(lines, 3u) << with.out;
+  EXPECT_EQ(occurrences(with.out, "phases per step: linear layers "), 3u) << with.out;
   EXPECT_NE(with.out.find(", attention "), std::string::npos);
   EXPECT_EQ(with.out.find("of its roofline"), std::string::npos) << "bounds only with --roofline";
   EXPECT_EQ(with.out.find("peaks measured again"), std::string::npos) << "only with --roofline";
