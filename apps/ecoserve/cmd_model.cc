@@ -317,6 +317,7 @@ struct SynthArgs {
   std::uint64_t seed = 1;
   std::string vocab;
   bool tied = false;
+  std::int64_t context_length = 0;
 };
 
 int run_synth(const SynthArgs& a) {
@@ -331,6 +332,7 @@ int run_synth(const SynthArgs& a) {
   o.seed = a.seed;
   o.vocab_path = a.vocab;
   o.tied = a.tied;
+  o.context_length = a.context_length;
   Status s = model::write_synth_model(o, a.out);
   if (!s.ok()) {
     print_error(s);
@@ -343,8 +345,10 @@ int run_synth(const SynthArgs& a) {
   }
   std::int64_t params = 0;
   for (const auto& t : (*f)->tensors()) params += t.num_elements();
-  std::printf("wrote %s: preset %s, %s weights, %s parameters, %s, vocab from %s\n", a.out.c_str(), a.preset.c_str(),
-              a.type.c_str(), human_count(params).c_str(), human_bytes((*f)->file_size()).c_str(),
+  auto context = (*f)->get_int("llama.context_length");
+  std::printf("wrote %s: preset %s, %s weights, %s parameters, context %lld, %s, vocab from %s\n", a.out.c_str(),
+              a.preset.c_str(), a.type.c_str(), human_count(params).c_str(),
+              static_cast<long long>(context.ok() ? *context : 0), human_bytes((*f)->file_size()).c_str(),
               a.vocab.empty() ? model::default_vocab_path().c_str() : a.vocab.c_str());
   return 0;
 }
@@ -405,6 +409,11 @@ void add_model_command(CLI::App& app, int& exit_code) {
                   "Vocab GGUF whose tokenizer.* keys are copied (default: "
                   "../shared/data/vocab/ggml-vocab-llama-spm.gguf)");
     c->add_flag("--tied", args->tied, "Tie the output projection to the token embedding (no output.weight)");
+    c->add_option("--context-length", args->context_length,
+                  "Longest sequence the model takes (llama.context_length; 0: the preset's, 2048 for 1b and 1024 "
+                  "for 110m); e.g. 32768 to measure decode attention at long contexts with profile engine --context")
+        ->check(CLI::Range(std::int64_t{0}, model::kMaxSynthContext))
+        ->capture_default_str();
     c->callback([args, &exit_code] { exit_code = run_synth(*args); });
   }
   {

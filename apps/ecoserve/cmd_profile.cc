@@ -255,7 +255,10 @@ int run_profile(const ProfileArgs& a) {
   const int32_t per_seq = (a.context + a.decode_steps + a.block_size - 1) / a.block_size;
   const int32_t need_blocks = std::max(max_batch * per_seq, (a.prompt_len + a.block_size - 1) / a.block_size);
   if (a.prompt_len > c.n_ctx_train || a.context + a.decode_steps > c.n_ctx_train) {
-    std::fprintf(stderr, "error: prompt/context longer than the model's context of %d tokens\n", c.n_ctx_train);
+    std::fprintf(stderr,
+                 "error: prompt/context longer than the model's context of %d tokens (model synth "
+                 "--context-length writes one that takes more)\n",
+                 c.n_ctx_train);
     return 1;
   }
   nlohmann::json results = nlohmann::json::array();
@@ -810,7 +813,9 @@ void add_profile_command(CLI::App& app, int& exit_code) {
   eng->add_option("-t,--threads", args->threads, "thread counts to measure")->capture_default_str()->delimiter(',');
   eng->add_option("--prompt-len", args->prompt_len, "prefill prompt length")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   eng->add_option("--batches", args->batches, "decode batch sizes")->capture_default_str()->delimiter(',');
-  eng->add_option("--context", args->context, "tokens already in each decoding sequence")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  eng->add_option("--context", args->context,
+                  "tokens already in each decoding sequence (at most the model's context length; their KV is a "
+                  "512-token prefill's, its blocks copied over the rest, so long contexts are ready in seconds)")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   eng->add_option("--decode-steps", args->decode_steps,
                   "timed decode steps per batch size (tokens/s: all of them, the mean; under each row the median "
                   "step with its tokens/s, p90, min and max: the median shows a typical step where a shared host "

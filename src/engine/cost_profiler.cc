@@ -115,13 +115,20 @@ StepPlan synthetic_step(int32_t batch, int32_t context, int32_t tokens, int32_t 
 }
 
 Status fill_synthetic_context(ModelRunner& runner, int32_t batch, int32_t context, int32_t blocks_per_seq,
-                              std::mt19937& rng) {
+                              std::mt19937& rng, int32_t prefill_tokens) {
   if (context <= 0) return ok_status();
-  StepPlan fill = synthetic_step(1, 0, context, blocks_per_seq, runner.model().config().n_vocab, rng);
+  if (prefill_tokens < 1) {
+    return invalid_argument_error("fill_synthetic_context: prefill_tokens is {}, must be >= 1", prefill_tokens);
+  }
+  const int32_t bs = runner.block_size();
+  const int32_t used = ceil_div(context, bs);
+  const int32_t prefilled_blocks = std::min(used, ceil_div(prefill_tokens, bs));
+  const int32_t prefilled = std::min(context, prefilled_blocks * bs);
+  StepPlan fill = synthetic_step(1, 0, prefilled, blocks_per_seq, runner.model().config().n_vocab, rng);
   fill.seqs[0].sample = false;
   ECO_ASSIGN_OR_RETURN(StepOutput out, runner.execute(fill));
   (void)out;
-  const int32_t used = ceil_div(context, runner.block_size());
+  for (int32_t b = prefilled_blocks; b < used; ++b) runner.copy_block(BlockId(b % prefilled_blocks), BlockId(b));
   for (int32_t i = 1; i < batch; ++i) {
     for (int32_t b = 0; b < used; ++b) runner.copy_block(BlockId(b), BlockId(i * blocks_per_seq + b));
   }

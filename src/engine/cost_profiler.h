@@ -107,11 +107,18 @@ std::string cpu_model_name();
 // the last. blocks_per_seq must cover context + tokens.
 StepPlan synthetic_step(int32_t batch, int32_t context, int32_t tokens, int32_t blocks_per_seq, int32_t vocab,
                         std::mt19937& rng);
-// Gives positions [0, context) of every sequence of such a layout real KV:
-// prefills sequence 0 in one pass and copies its blocks to the others (untimed
-// set-up; with a shared prefix attention would read less memory than a real batch).
+// How many positions fill_synthetic_context prefills by default; the rest are copies.
+inline constexpr int32_t kFillPrefillTokens = 512;
+// Gives positions [0, context) of every sequence of such a layout real KV: prefills
+// sequence 0's first prefill_tokens positions (rounded up to whole blocks, at most
+// context) in one pass, copies those blocks cyclically over the rest of its context
+// (block b holds block b mod n's values, n the prefilled blocks), then copies its
+// blocks to the other sequences. Untimed set-up: every position has its own memory,
+// as in a real batch, so a step reads what it would (with a shared prefix attention
+// would read less); only the values repeat, which no kernel's speed depends on. A 32k
+// context is filled in seconds rather than the minutes a 32k-token prefill takes.
 Status fill_synthetic_context(ModelRunner& runner, int32_t batch, int32_t context, int32_t blocks_per_seq,
-                              std::mt19937& rng);
+                              std::mt19937& rng, int32_t prefill_tokens = kFillPrefillTokens);
 // Seconds one execute() of `plan` takes by `clock` (its output is discarded).
 StatusOr<double> time_step(ModelRunner& runner, const StepPlan& plan, const Clock& clock);
 // The median of `repeats` (>= 1) such timings.

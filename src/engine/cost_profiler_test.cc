@@ -183,6 +183,43 @@ class CostProfilerTest : public ::testing::Test {
   std::shared_ptr<const model::LlamaModel> model_;
 };
 
+// fill_synthetic_context prefills the first prefill_tokens positions (whole blocks)
+// and copies those blocks cyclically over the rest of the context, then to the other
+// sequences: every position's K/V is a real one, in a block of its own.
+TEST_F(CostProfilerTest, FillSyntheticContextPrefillsAPrefixAndCopiesItsBlocks) {
+  const CostProfilerOptions o = small_grid(nullptr);
+  auto r = runner(o, 0, 6);  // the grid's 20 blocks and 6 more
+  ASSERT_EQ(r->num_kv_blocks(), 2 * 13);
+  std::mt19937 rng(7);
+  // 200 positions in blocks of 16 (13 blocks, the last holding 8); 40 prefilled -> 3 blocks (48).
+  ASSERT_TRUE(fill_synthetic_context(*r, 2, 200, 13, rng, 40).ok());
+  std::vector<BlockId> seq0, seq1;
+  for (int32_t b = 0; b < 13; ++b) {
+    seq0.emplace_back(b);
+    seq1.emplace_back(13 + b);
+  }
+  // The payload of positions [begin, end) (what follows the header, which names the range).
+  auto payload = [&](const std::vector<BlockId>& blocks, int32_t begin, int32_t end) {
+    auto bytes = r->export_kv(blocks, begin, end);
+    EXPECT_TRUE(bytes.ok()) << bytes.status().to_string();
+    return std::vector<uint8_t>(bytes->begin() + sizeof(KvExportHeader), bytes->end());
+  };
+  // The three prefilled blocks differ from each other (RoPE and new tokens)...
+  EXPECT_NE(payload(seq0, 0, 16), payload(seq0, 16, 32));
+  EXPECT_NE(payload(seq0, 16, 32), payload(seq0, 32, 48));
+  // ...and the rest repeat them: block b holds block b mod 3's values.
+  EXPECT_EQ(payload(seq0, 48, 96), payload(seq0, 0, 48));
+  EXPECT_EQ(payload(seq0, 144, 192), payload(seq0, 0, 48));
+  EXPECT_EQ(payload(seq0, 192, 200), payload(seq0, 0, 8));
+  // The second sequence's blocks are copies of the first's.
+  EXPECT_EQ(payload(seq1, 0, 200), payload(seq0, 0, 200));
+  // A prefix as long as the context prefills all of it (no repeats).
+  std::mt19937 rng2(7);
+  ASSERT_TRUE(fill_synthetic_context(*r, 1, 64, 13, rng2, 512).ok());
+  EXPECT_NE(payload(seq0, 48, 64), payload(seq0, 0, 16));
+  EXPECT_EQ(fill_synthetic_context(*r, 1, 64, 13, rng2, 0).code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(CostProfilerTest, MeasuresEveryGridPointOnATinyModel) {
   SteadyClock clock;
   CostProfilerOptions o = small_grid(&clock);

@@ -186,6 +186,45 @@ TEST(ProfileEngineCli, DecodeRowsGiveTheirStepSpread) {
   EXPECT_NE(text.out.find(" tokens/s, p90 "), std::string::npos) << text.out;
 }
 
+// `model synth --context-length` writes a model that takes long contexts, so `profile
+// engine --context` measures decode attention at 4k+ positions in the engine; the
+// preset's 2048 refuses them, and a negative length is a usage error that writes nothing.
+TEST_F(CliFiles, SynthContextLengthLetsProfileEngineDecodeLongContexts) {
+  const std::string vocab = std::string(ECOSERVE_SHARED_DATA) + "/vocab/ggml-vocab-llama-spm.gguf";
+  if (!std::filesystem::exists(vocab)) GTEST_SKIP() << "shared data missing: " << vocab;
+  const std::string longer = (dir_ / "long.gguf").string(), plain = (dir_ / "plain.gguf").string();
+  const CliRun w = run_cli({"model", "synth", "--preset", "tiny", "--vocab", vocab, "--context-length", "8192", "-o",
+                            longer});
+  ASSERT_EQ(w.exit_code, 0) << w.out;
+  EXPECT_NE(w.out.find(", context 8192, "), std::string::npos) << w.out;
+  ASSERT_EQ(run_cli({"model", "synth", "--preset", "tiny", "--vocab", vocab, "-o", plain}).exit_code, 0);
+  const CliRun info = run_cli({"model", "info", longer, "--json"});
+  ASSERT_EQ(info.exit_code, 0);
+  EXPECT_EQ(nlohmann::json::parse(info.out).at("context_length").get<int>(), 8192) << info.out;
+
+  const std::vector<std::string> profile = {"profile",        "engine", "-t",          "1", "--prompt-len", "8",
+                                            "--batches",      "1",      "--context",   "6000", "--decode-steps", "2",
+                                            "--repeats",      "1",      "--kv-cache-dtype", "f16", "--json", "-m"};
+  std::vector<std::string> args = profile;
+  args.push_back(longer);
+  const CliRun r = run_cli(args);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j.at(1).at("context").get<int>(), 6000);
+  EXPECT_EQ(j.at(1).at("kv_cache_type").get<std::string>(), "f16");
+  EXPECT_GT(j.at(1).at("tokens_per_second").get<double>(), 0.0);
+  args = profile;
+  args.push_back(plain);
+  EXPECT_EQ(run_cli(args).exit_code, 1);
+
+  const std::string bad = (dir_ / "bad.gguf").string();
+  EXPECT_NE(run_cli({"model", "synth", "--preset", "tiny", "--vocab", vocab, "--context-length", "-5", "-o", bad})
+                .exit_code,
+            0);
+  EXPECT_FALSE(std::filesystem::exists(bad));
+}
+
 TEST(ProfileEngineCli, PhasesInTextOnlyWhenAsked) {
   if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "shared data missing: " << kModel;
   std::vector<std::string> args = kSmall;

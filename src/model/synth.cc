@@ -155,6 +155,11 @@ StatusOr<GgmlType> synth_type(std::string_view name) {
 
 Status build_synth_model(const SynthOptions& o, GgufWriter& w) {
   ECO_ASSIGN_OR_RETURN(SynthPreset p, synth_preset(o.preset));
+  if (o.context_length < 0 || o.context_length > kMaxSynthContext) {
+    return invalid_argument_error("synth: context length must be in [1, {}] (0: the preset's {}), got {}",
+                                  kMaxSynthContext, p.context_length, o.context_length);
+  }
+  if (o.context_length > 0) p.context_length = static_cast<int>(o.context_length);
   const SynthType* st = find_synth_type(o.type);
   if (st == nullptr) {
     return invalid_argument_error("synth: weight type must be one of {}, got {}", fmt::join(synth_type_names(), ", "),

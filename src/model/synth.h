@@ -41,6 +41,8 @@ std::vector<std::string> synth_preset_names();
 std::vector<std::string> synth_type_names();
 StatusOr<kernels::GgmlType> synth_type(std::string_view name);
 
+inline constexpr std::int64_t kMaxSynthContext = 1 << 20;
+
 struct SynthOptions {
   std::string preset = "tiny";
   // Of the 2-D matrices: F32, F16, Q8_0, Q4_0, Q4_K or Q6_K (the K-quants need
@@ -49,6 +51,10 @@ struct SynthOptions {
   std::uint64_t seed = 1;
   std::string vocab_path;   // empty: default_vocab_path()
   bool tied = false;        // true: no output.weight (the token embedding is reused)
+  // llama.context_length, the longest sequence the model takes; 0: the preset's (2048 for
+  // 1b, 1024 for 110m). Long contexts (4k-32k) measure decode attention in the engine.
+  // INVALID_ARGUMENT outside [0, kMaxSynthContext].
+  std::int64_t context_length = 0;
   float weight_std = 0.02f;
 };
 

@@ -159,6 +159,34 @@ TEST(SynthTest, GptVocabAndErrors) {
   EXPECT_NE(s.message().find("/nonexistent.gguf"), std::string::npos);
 }
 
+// The context length: the preset's by default, the option's when set (the weights do not
+// change with it), and a negative or too long one is an error naming the range.
+TEST(SynthTest, ContextLengthOption) {
+  auto vocab = shared_data_path(kVocab);
+  if (!vocab) GTEST_SKIP() << missing_data_message(kVocab);
+  SynthOptions o;
+  o.vocab_path = *vocab;
+  auto base = synth_bytes(o);
+  ASSERT_TRUE(base.ok()) << base.status().to_string();
+  EXPECT_EQ(*(*base)->get_int("llama.context_length"), 2048);
+  o.context_length = 32768;
+  auto longer = synth_bytes(o);
+  ASSERT_TRUE(longer.ok()) << longer.status().to_string();
+  EXPECT_EQ(*(*longer)->get_int("llama.context_length"), 32768);
+  const GgufTensor* a = (*base)->find_tensor("blk.1.attn_q.weight");
+  const GgufTensor* b = (*longer)->find_tensor("blk.1.attn_q.weight");
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(std::memcmp(a->data, b->data, 64 * 64 * sizeof(float)), 0);
+  for (std::int64_t bad : {std::int64_t{-1}, kMaxSynthContext + 1}) {
+    o.context_length = bad;
+    GgufWriter w;
+    const Status s = build_synth_model(o, w);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("context length must be in [1, 1048576]"), std::string::npos) << s.message();
+  }
+}
+
 // Every weight type synth offers: the matrices carry it, norms stay F32, and
 // general.file_type is llama.cpp's code for it. K-quants need rows that are
 // whole 256-value blocks, which tiny (dim 64) is not: a clear error.
