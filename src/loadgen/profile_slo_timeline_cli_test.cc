@@ -202,9 +202,9 @@ TEST_F(CliFiles, SynthContextLengthLetsProfileEngineDecodeLongContexts) {
   ASSERT_EQ(info.exit_code, 0);
   EXPECT_EQ(nlohmann::json::parse(info.out).at("context_length").get<int>(), 8192) << info.out;
 
-  const std::vector<std::string> profile = {"profile",        "engine", "-t",          "1", "--prompt-len", "8",
-                                            "--batches",      "1",      "--context",   "6000", "--decode-steps", "2",
-                                            "--repeats",      "1",      "--kv-cache-dtype", "f16", "--json", "-m"};
+  const std::vector<std::string> profile = {
+      "profile", "engine",    "-t", "1", "--prompt-len",     "8",   "--batches", "1", "--context", "6000",
+      "--decode-steps", "2", "--repeats", "1", "--kv-cache-dtype", "f16", "--json",    "-m"};
   std::vector<std::string> args = profile;
   args.push_back(longer);
   const CliRun r = run_cli(args);
