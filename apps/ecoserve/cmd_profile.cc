@@ -814,8 +814,9 @@ void add_profile_command(CLI::App& app, int& exit_code) {
   eng->add_option("--prompt-len", args->prompt_len, "prefill prompt length")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   eng->add_option("--batches", args->batches, "decode batch sizes")->capture_default_str()->delimiter(',');
   eng->add_option("--context", args->context,
-                  "tokens already in each decoding sequence (at most the model's context length; their KV is a "
-                  "512-token prefill's, its blocks copied over the rest, so long contexts are ready in seconds)")
+                  "tokens already in each decoding sequence (at most the model's context length; their KV is a " +
+                      std::to_string(engine::kFillPrefillTokens) +
+                      "-token prefill's, its blocks copied over the rest, so long contexts are ready in seconds)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   eng->add_option("--decode-steps", args->decode_steps,
