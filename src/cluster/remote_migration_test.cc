@@ -649,6 +649,12 @@ class ProcessMigrationTest : public MigrationFixture {
 };
 
 constexpr const char* kShortPrompt = "Once upon a time";  // under one block: no prefix-cache hit between runs
+// Long enough (about half a second of decoding on one thread) that the migration,
+// asked for at the first token, reaches its stages before the request finishes,
+// even with the other tests' processes on the same two cores: at 200 tokens a CI
+// run once saw the request finish first. 500 tokens of KV fit both instances'
+// 16 MB caches.
+constexpr int32_t kProcessRunTokens = 500;
 
 // The destination process is SIGKILLed while the KV is copied (just before a copied
 // stage is sent to it): the request finishes on the source with exactly its
@@ -656,8 +662,8 @@ constexpr const char* kShortPrompt = "Once upon a time";  // under one block: no
 // afterwards. 20 times, each with a fresh destination, the source kept.
 TEST_F(ProcessMigrationTest, DestinationSigkilledMidCopyTheRequestFinishesOnTheSource) {
   const std::map<float, std::vector<int32_t>> want = {
-      {0.0f, reference(engine::KvCacheType::kF32, request(1, kShortPrompt, 0.0f, 150))},
-      {0.9f, reference(engine::KvCacheType::kF32, request(1, kShortPrompt, 0.9f, 150))}};
+      {0.0f, reference(engine::KvCacheType::kF32, request(1, kShortPrompt, 0.0f, kProcessRunTokens))},
+      {0.9f, reference(engine::KvCacheType::kF32, request(1, kShortPrompt, 0.9f, kProcessRunTokens))}};
   Process source = start_instance();
   ASSERT_FALSE(source.address.empty());
   for (int run = 0; run < 20; ++run) {
@@ -687,7 +693,7 @@ TEST_F(ProcessMigrationTest, DestinationSigkilledMidCopyTheRequestFinishesOnTheS
       if (ev.token >= 0 && !asked.exchange(true)) migrate_status = r->migrate(RequestId(1), destination.address);
     };
     Collector c;
-    ASSERT_TRUE(router->submit(request(1, kShortPrompt, temperature, 150), c.sink(on_event)).ok());
+    ASSERT_TRUE(router->submit(request(1, kShortPrompt, temperature, kProcessRunTokens), c.sink(on_event)).ok());
     auto got = c.wait(1);
     const std::string label = "run " + std::to_string(run);
     EXPECT_TRUE(migrate_status.ok()) << label << ": " << migrate_status.to_string();
@@ -710,7 +716,8 @@ TEST_F(ProcessMigrationTest, DestinationSigkilledMidCopyTheRequestFinishesOnTheS
 // The source process is SIGKILLed right after the commit: the destination already
 // runs the request, which finishes there with exactly its tokens and one final event.
 TEST_F(ProcessMigrationTest, SourceSigkilledAfterCommitTheRequestContinuesOnTheDestination) {
-  const std::vector<int32_t> want = reference(engine::KvCacheType::kF32, request(1, kShortPrompt, 0.9f, 200));
+  const std::vector<int32_t> want =
+      reference(engine::KvCacheType::kF32, request(1, kShortPrompt, 0.9f, kProcessRunTokens));
   Process destination = start_instance();
   ASSERT_FALSE(destination.address.empty());
   for (int run = 0; run < 20; ++run) {
@@ -730,7 +737,7 @@ TEST_F(ProcessMigrationTest, SourceSigkilledAfterCommitTheRequestContinuesOnTheD
       if (ev.token >= 0 && !asked.exchange(true)) migrate_status = r->migrate(RequestId(1), destination.address);
     };
     Collector c;
-    ASSERT_TRUE(router->submit(request(1, kShortPrompt, 0.9f, 200), c.sink(on_event)).ok());
+    ASSERT_TRUE(router->submit(request(1, kShortPrompt, 0.9f, kProcessRunTokens), c.sink(on_event)).ok());
     const ClusterStats st = wait_stats(
         *r, [](const ClusterStats& s) { return s.migrations_completed + static_cast<int64_t>(s.migrations_aborted.size()) > 0; });
     source.process->stop(SIGKILL);
