@@ -34,7 +34,10 @@
 // 2 and 4 where AttentionDims::f32_wide (Intel; ECOSERVE_ATTENTION_F32_WIDE=0|1 sets it),
 // kernels::decode_attention_vector_bits) would
 // run out: every K or V element takes g = n_head / n_head_kv multiply-adds, so
-// elem / g bytes per multiply-add (f32, g = 4: 1 byte; fp16: 0.5); pct_of_bound =
+// elem / g bytes per multiply-add (f32, g = 4: 1 byte; fp16: 0.5); where the kernel scores
+// on vdpbf16ps (decode_attention_bf16_scores: fp16, g = 8, AVX512-BF16; ECOSERVE_ATTENTION_BF16=0
+// turns it off) the K multiply-adds count at the bf16 peak (measure_avx512_bf16_gmacs), the
+// V ones at the FMA peak; pct_of_bound =
 // achieved / min(read_GBps, fma_GBps) * 100, the roofline of the kernel on this CPU.
 // The blocks of several sequences rotate so that the bytes touched between two reads
 // of one sequence exceed L3 (the pool, rows of the shape's kv_dim, holds twice the L3).
@@ -207,6 +210,7 @@ void BM_DecodeAttention(benchmark::State& state) {
   const int64_t kv_dim = int64_t{kHeadKv} * kHeadDim;
   AttentionDims dims{kHead, kHeadKv, kHeadDim, 1.0f / std::sqrt(static_cast<float>(kHeadDim))};
   dims.fp16_math = default_attention_fp16_math();  // as the engine sets it (ECOSERVE_ATTENTION_FP16_MATH)
+  dims.bf16_scores = default_attention_bf16();      // and ECOSERVE_ATTENTION_BF16
   const int32_t group = kHead / kHeadKv;
   std::vector<float> q(static_cast<size_t>(kHead) * kHeadDim), out(q.size());
   std::mt19937 rng(2);
@@ -280,7 +284,12 @@ void BM_DecodeAttention(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(kv_bytes * static_cast<double>(state.iterations())));
   // The FMA peak on the registers the kernel uses (512-bit: the zmm level's wide kernel).
   const int bits = decode_attention_vector_bits(dims.isa, kHeadDim, mode == 0 ? 1 : group, f16, dims.f32_wide);
-  const double fma_gbps = fma_gmacs(bits) * pool.num_threads() * (f16 ? 2.0 : 4.0) / group;
+  double fma_gbps = fma_gmacs(bits) * pool.num_threads() * (f16 ? 2.0 : 4.0) / group;
+  if (mode != 0 && decode_attention_bf16_scores(dims.bf16_scores, dims.fp16_math, dims.isa, f16, group, kHeadDim)) {
+    // Scores on vdpbf16ps, values on FMAs: each position's 4 bytes per dimension (K and V
+    // in fp16) take group multiply-adds at each peak.
+    fma_gbps = 4.0 * pool.num_threads() / (group / avx512_bf16_gmacs() + group / fma_gmacs(bits));
+  }
   const double achieved = kv_bytes * static_cast<double>(state.iterations());  // / seconds: kIsRate
   const double peak = probe.finish(state);
   state.counters["fma_GBps"] = fma_gbps;
@@ -305,9 +314,10 @@ void decode_args(benchmark::internal::Benchmark* b) {
         }
   for (int64_t f16 : {0, 1}) b->Args({4096, f16, 1, 5, 2});
   for (int64_t f16 : {0, 1}) b->Args({4096, f16, 1, 5, 1});
-  for (int64_t f16 : {0, 1})
-    for (int64_t threads : {1, 2})
-      for (int64_t ctx : {4096, 32768}) b->Args({ctx, f16, threads, 6, 0});
+  for (int64_t shape : {0, 2})
+    for (int64_t f16 : {0, 1})
+      for (int64_t threads : {1, 2})
+        for (int64_t ctx : {4096, 32768}) b->Args({ctx, f16, threads, 6, shape});
   for (int64_t shape : {0, 1, 2})
     for (int64_t f16 : {0, 1})
       for (int64_t threads : {1, 2})

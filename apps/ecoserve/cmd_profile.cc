@@ -102,13 +102,16 @@ ModelCost model_cost(const model::LlamaModel& m, engine::KvCacheType kv_type, co
 // vdpbf16ps on zmm for a prompt's attention on AVX512-BF16 vectors (ECOSERVE_ATTENTION_BF16)
 // and for batches of bf16_vectors_min_tokens+ tokens of the weights bf16_vectors_takes
 // (ECOSERVE_MATMUL_BF16).
-enum class Peak { kInt8, kAmx, kAmxBf16, kBf16Dot, kFma256, kFma512 };
+// kBf16Scores: decode attention scoring on vdpbf16ps and weighing V on 512-bit FMAs
+// (AttentionDims::bf16_scores), half its multiply-adds at each peak.
+enum class Peak { kInt8, kAmx, kAmxBf16, kBf16Dot, kBf16Scores, kFma256, kFma512 };
 const char* peak_name(Peak p) {
   switch (p) {
     case Peak::kInt8: return "int8";
     case Peak::kAmx: return "amx";
     case Peak::kAmxBf16: return "amx-bf16";
     case Peak::kBf16Dot: return "bf16-dot";
+    case Peak::kBf16Scores: return "bf16-dot+fma512";
     case Peak::kFma512: return "fma512";
     case Peak::kFma256: return "fma256";
   }
@@ -310,6 +313,10 @@ int run_profile(const ProfileArgs& a) {
   // Or on AVX512-BF16 vectors (AttentionDims::bf16_vectors).
   const bool attn_bf16_vec =
       kernels::prefill_attention_bf16_vectors(kernels::default_attention_bf16(), a.isa, c.head_dim, a.prompt_len);
+  // Whether decode attention scores on AVX512-BF16 vectors (AttentionDims::bf16_scores).
+  const bool attn_bf16_scores = kernels::decode_attention_bf16_scores(
+      kernels::default_attention_bf16(), kernels::default_attention_fp16_math(), a.isa,
+      kv_type == engine::KvCacheType::kF16, c.n_head / std::max(1, c.n_head_kv), c.head_dim);
   double fma_gmacs = 0, fma512_gmacs = 0, int8_gmacs = 0, amx_gmacs = 0, bf16_gmacs = 0, bf16_dot_gmacs = 0;
   if (a.roofline) {
     fma_gmacs = kernels::measure_f32_fma_gmacs(0.5);
@@ -317,7 +324,9 @@ int run_profile(const ProfileArgs& a) {
     int8_gmacs = kernels::measure_int8_dot_gmacs(amx ? kernels::Isa::kAvx512VnniZmm : a.isa, 0.5);
     if (amx) amx_gmacs = kernels::measure_int8_dot_gmacs(kernels::Isa::kAvx512Amx, 0.5);
     if (bf16_from > 0 || attn_bf16) bf16_gmacs = kernels::measure_amx_bf16_gmacs(0.5);
-    if (attn_bf16_vec || bf16_vec_from > 0) bf16_dot_gmacs = kernels::measure_avx512_bf16_gmacs(0.5);
+    if (attn_bf16_vec || bf16_vec_from > 0 || attn_bf16_scores) {
+      bf16_dot_gmacs = kernels::measure_avx512_bf16_gmacs(0.5);
+    }
   }
   const bool attn512 = kernels::decode_attention_vector_bits(a.isa, c.head_dim, c.n_head / std::max(1, c.n_head_kv),
                                                              kv_type == engine::KvCacheType::kF16,
@@ -335,6 +344,7 @@ int run_profile(const ProfileArgs& a) {
       case Peak::kAmx: return th * amx_gmacs;
       case Peak::kAmxBf16: return th * bf16_gmacs;
       case Peak::kBf16Dot: return th * bf16_dot_gmacs;
+      case Peak::kBf16Scores: return th * 2.0 / (1.0 / bf16_dot_gmacs + 1.0 / fma512_gmacs);
       case Peak::kFma512: return th * fma512_gmacs;
       case Peak::kFma256: break;
     }
@@ -346,7 +356,7 @@ int run_profile(const ProfileArgs& a) {
     if (bf16_vec_from > 0 && n >= bf16_vec_from) return std::string("bf16 vectors");
     return kernels::float_matmul_kernel_name(kernels::float_matmul_kernel(a.isa, n));
   };
-  const Peak decode_attn_peak = attn512 ? Peak::kFma512 : Peak::kFma256;
+  const Peak decode_attn_peak = attn_bf16_scores ? Peak::kBf16Scores : attn512 ? Peak::kFma512 : Peak::kFma256;
   const bool prefill_attn512 = kernels::prefill_attention_vector_bits(a.isa, c.head_dim) == 512;
   const Peak prefill_attn_peak = attn_bf16       ? Peak::kAmxBf16
                                  : attn_bf16_vec ? Peak::kBf16Dot
@@ -401,18 +411,21 @@ int run_profile(const ProfileArgs& a) {
       } else {
         std::printf(", %.1f G int8-dot MAC/s (%s)\n", int8_gmacs, std::string(kernels::isa_int8_dot(a.isa)).c_str());
       }
-      if (attn_bf16_vec || bf16_vec_from > 0) {
+      if (attn_bf16_vec || bf16_vec_from > 0 || attn_bf16_scores) {
+        std::string uses;
+        auto use = [&uses](const std::string& what) { uses += (uses.empty() ? "" : ", ") + what; };
+        if (bf16_vec_from > 0) use("linear layers of " + std::to_string(bf16_vec_from) + "+ tokens");
+        if (attn_bf16_vec) use("the prompt's attention");
+        if (attn_bf16_scores) use("decode attention's scores");
         std::printf("bf16 vectors (ECOSERVE_ATTENTION_BF16, ECOSERVE_MATMUL_BF16): %.1f G bf16 MAC/s (vdpbf16ps, "
-                    "zmm), counted for %s%s\n",
-                    bf16_dot_gmacs,
-                    bf16_vec_from > 0 ? ("linear layers of " + std::to_string(bf16_vec_from) + "+ tokens").c_str() : "",
-                    !attn_bf16_vec      ? ""
-                    : bf16_vec_from > 0 ? " and the prompt's attention"
-                                        : "the prompt's attention");
+                    "zmm), counted for %s\n",
+                    bf16_dot_gmacs, uses.c_str());
       }
       const int64_t n_prompt = a.prompt_len;
-      std::printf("float FMAs counted at: %s-bit for decode attention, %s for prefill attention, ",
-                  attn512 ? "512" : "256",
+      std::printf("float FMAs counted at: %s for decode attention, %s for prefill attention, ",
+                  attn_bf16_scores ? "512-bit (its values; its scores on bf16 vectors)"
+                  : attn512        ? "512-bit"
+                                   : "256-bit",
                   attn_bf16       ? "bf16 tiles"
                   : attn_bf16_vec ? "bf16 vectors"
                   : prefill_attn512 ? "512-bit"

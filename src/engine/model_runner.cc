@@ -453,6 +453,7 @@ StatusOr<StepOutput> ModelRunner::execute(const StepPlan& plan) {
     dims.amx_bf16 = options_.amx_bf16;
     dims.fp16_math = options_.attention_fp16_math;
     dims.bf16_vectors = options_.attention_bf16;
+    dims.bf16_scores = options_.attention_bf16;
     timer.enter(StepPhase::kAttention);
     std::atomic<size_t> next_unit{0};
     const size_t n_units = m.attn_units.size();

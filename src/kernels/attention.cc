@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 
+#include "base/fp16.h"
 #include "kernels/attention_rows.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_kernels.h"
@@ -258,19 +259,38 @@ TileFn pick_tile_fn(int32_t hd) {
 // fp16_math: fp16 caches on the build whose value pass multiplies in half precision, where
 // the CPU has AVX512-FP16 (decode_attention_fp16_math).
 RowsFn wide_rows_fn(Isa isa, int32_t hd, int32_t g, bool f16, bool f32_wide, bool row_prefetch = true,
-                    bool fp16_math = false) {
+                    bool fp16_math = false, bool bf16_scores = false) {
   if (isa < Isa::kAvx512VnniZmm || !(f16 || f32_wide || detail::zmm_query_lanes(g) != 0)) return nullptr;
   if (decode_attention_fp16_math(fp16_math, isa, f16)) {
     return detail::isa_avx512fp16::pick_rows_fn_zmm(hd, g, f16, row_prefetch);
+  }
+  if (decode_attention_bf16_scores(bf16_scores, fp16_math, isa, f16, g, hd)) {
+    return detail::isa_avx512bf16dec::pick_rows_fn_zmm(hd, g, f16, row_prefetch);
   }
   return detail::isa_avx512::pick_rows_fn_zmm(hd, g, f16, row_prefetch);
 }
 
 // The queries q (heads = g * KV heads, hd floats each) in the 512-bit kernel's layout
 // (detail::zmm_query_lanes): per KV head, register c of its g * hd floats holds q_h[c * R
-// + r] in lane h * R + r.
-void interleave_query(const float* q, int32_t heads, int32_t g, int32_t hd, float* out) {
+// + r] in lane h * R + r. bf16 (the bf16 scores' kernel, R = 2): in bf16 (rounded to
+// nearest, ties to even), two per lane: per KV head, register c of its g * hd / 2 floats
+// holds q_h[4c + t] in 16-bit element 4h + t (t < 4), in the first half of its g * hd floats.
+void interleave_query(const float* q, int32_t heads, int32_t g, int32_t hd, float* out, bool bf16) {
   const int32_t r = detail::zmm_query_lanes(g);
+  if (bf16) {
+    for (int32_t h0 = 0; h0 < heads; h0 += g) {
+      const float* src = q + static_cast<int64_t>(h0) * hd;
+      uint16_t* dst = reinterpret_cast<uint16_t*>(out + static_cast<int64_t>(h0) * hd);
+      for (int32_t c = 0; c < hd / 4; ++c) {
+        for (int32_t h = 0; h < g; ++h) {
+          for (int32_t t = 0; t < 4; ++t) {
+            dst[c * 32 + h * 4 + t] = fp32_to_bf16(src[static_cast<int64_t>(h) * hd + 4 * c + t]);
+          }
+        }
+      }
+    }
+    return;
+  }
   for (int32_t h0 = 0; h0 < heads; h0 += g) {
     const float* src = q + static_cast<int64_t>(h0) * hd;
     float* dst = out + static_cast<int64_t>(h0) * hd;
@@ -306,9 +326,11 @@ void attend_range(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t b
   std::fill(st.o, st.o + static_cast<int64_t>(heads) * hd, 0.0f);
   const TileFn fn = hd % 8 != 0 ? nullptr : kv.f16 ? pick_tile_fn<true>(hd) : pick_tile_fn<false>(hd);
   if (begin < end) tile_offsets(kv, begin, end - begin, 0, hd, rows);
-  RowsFn rf = wide_rows_fn(isa, hd, g, kv.f16, d.f32_wide, d.row_prefetch, d.fp16_math);
+  RowsFn rf = wide_rows_fn(isa, hd, g, kv.f16, d.f32_wide, d.row_prefetch, d.fp16_math, d.bf16_scores);
   if (rf && detail::zmm_query_lanes(g) != 0) {
-    interleave_query(q, heads, g, hd, buf);  // buf's first heads * hd floats: tile_step_generic's, unused here
+    // buf's first heads * hd floats: tile_step_generic's, unused here.
+    const bool bf16 = decode_attention_bf16_scores(d.bf16_scores, d.fp16_math, isa, kv.f16, g, hd);
+    interleave_query(q, heads, g, hd, buf, bf16);
     q = buf;
   }
   if (!rf) {
@@ -434,6 +456,12 @@ int32_t prefill_attention_vector_bits(Isa isa, int32_t head_dim) {
 bool decode_attention_fp16_math(bool fp16_math, Isa isa, bool f16) {
   static const bool kCpu = detect_cpu_features().avx512_fp16;
   return fp16_math && f16 && kCpu && isa >= Isa::kAvx512VnniZmm;
+}
+
+bool decode_attention_bf16_scores(bool bf16_scores, bool fp16_math, Isa isa, bool f16, int32_t g, int32_t head_dim) {
+  static const bool kCpu = detect_cpu_features().avx512_bf16;
+  return bf16_scores && f16 && g == 8 && (head_dim == 64 || head_dim == 128) && kCpu && isa >= Isa::kAvx512VnniZmm &&
+         !decode_attention_fp16_math(fp16_math, isa, f16);
 }
 
 StatusOr<bool> attention_fp16_math_from_env() { return switch_from_env("ECOSERVE_ATTENTION_FP16_MATH", true); }

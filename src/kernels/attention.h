@@ -87,9 +87,10 @@ StatusOr<bool> attention_fp16_math_from_env();
 // attention_fp16_math_from_env(), or true when it fails; once per process.
 bool default_attention_fp16_math();
 
-// The default of AttentionDims::bf16_vectors where the engine sets it: environment variable
-// ECOSERVE_ATTENTION_BF16 (0 or 1; unset: 1, used only where prefill_attention_bf16_vectors
-// allows it); another value is an INVALID_ARGUMENT error naming the variable.
+// The default of AttentionDims::bf16_vectors and bf16_scores where the engine sets them:
+// environment variable ECOSERVE_ATTENTION_BF16 (0 or 1; unset: 1, used only where
+// prefill_attention_bf16_vectors, or decode_attention_bf16_scores, allows it); another value
+// is an INVALID_ARGUMENT error naming the variable.
 StatusOr<bool> attention_bf16_from_env();
 // attention_bf16_from_env(), or true when it fails; once per process.
 bool default_attention_bf16();
@@ -138,6 +139,13 @@ struct AttentionDims {
   // attention_rows_fp16_impl.h), not widening it to float: not the float value pass's bits.
   // The engine sets it from EngineOptions::attention_fp16_math.
   bool fp16_math = false;
+  // Decode of fp16 caches with GQA groups of 8 on the 512-bit kernel (the avx512vnni-zmm
+  // level) where the CPU has AVX512-BF16 and not AVX512-FP16 (decode_attention_bf16_scores):
+  // the score pass on vdpbf16ps, the query (times the score scale) and K rounded to bf16
+  // (8 significant bits; sums in float), the value pass in float as without it. About 1.5x
+  // faster scores (docs/kernels.md, forty-eighth pass); not the float score pass's bits. The
+  // engine sets it from EngineOptions::attention_bf16, as bf16_vectors.
+  bool bf16_scores = false;
 };
 
 struct AttentionScratch {
@@ -208,6 +216,11 @@ bool prefill_attention_bf16_vectors(bool bf16_vectors, Isa isa, int32_t head_dim
 // it then runs for the shapes the 512-bit kernel takes (decode_attention_vector_bits 512),
 // which this does not check.
 bool decode_attention_fp16_math(bool fp16_math, Isa isa, bool f16);
+
+// Whether the decode kernel scores on vdpbf16ps (AttentionDims::bf16_scores): bf16_scores set,
+// an fp16 cache, group g = 8, head_dim 64 or 128, the avx512vnni-zmm level or above on a CPU
+// with AVX512-BF16 where decode_attention_fp16_math does not hold (that kernel is its own).
+bool decode_attention_bf16_scores(bool bf16_scores, bool fp16_math, Isa isa, bool f16, int32_t g, int32_t head_dim);
 
 // All n_head query heads of one token (q and out: [n_head][head_dim] rows) against
 // positions [0, n_ctx), n_ctx >= 1: attend_group for every KV head, in one pass over the

@@ -2,7 +2,8 @@
 // attention_rows_avx512amx.cc) and on AVX512-BF16 vectors (AttentionDims::bf16_vectors;
 // attention_rows_avx512bf16.cc): within bf16's bound of a double reference, the same bits
 // whatever the chunking, fp16 caches as their float values, and the float kernels wherever
-// neither applies. Each path is skipped, saying why, on CPUs without it.
+// neither applies. Each path is skipped, saying why, on CPUs without it. And the decode
+// kernel's bf16 score pass (AttentionDims::bf16_scores; attention_rows_avx512bf16dec.cc).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include "base/fp16.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
+#include "kernels/vec_math.h"
 
 namespace ecoserve::kernels {
 namespace {
@@ -277,6 +279,108 @@ TEST(Bf16VectorsGateTest, SwitchLevelCpuHeadSizeTokensAndEnvironment) {
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(bad.status().message(), "ECOSERVE_ATTENTION_BF16: 'fast' is not 0 or 1");
   ASSERT_EQ(unsetenv("ECOSERVE_ATTENTION_BF16"), 0);
+}
+
+// The decode kernel's bf16 score pass (AttentionDims::bf16_scores): one token's heads over
+// an fp16 cache of n_ctx positions (blocks of 16 in a shuffled order).
+struct DecodeCase {
+  int n_head, n_head_kv, hd, n_ctx;
+};
+class Bf16DecodeScoresTest : public ::testing::TestWithParam<DecodeCase> {};
+
+// The double reference of one token's attention with the score scale in log2 units, as the
+// kernels take it: bf16 = true rounds the query (times that scale, in float) and K to bf16
+// first.
+std::vector<double> decode_reference(const Case& c, const Data& data, const float* q, bool bf16) {
+  const int g = c.n_head / c.n_head_kv;
+  const float s2 = 1.0f / std::sqrt(static_cast<float>(c.hd)) * SoftmaxExp2Constants::kLog2e;
+  auto round = [&](float x) { return bf16 ? bf16_to_fp32(fp32_to_bf16(x)) : x; };
+  std::vector<double> out(static_cast<size_t>(c.n_head) * c.hd, 0.0);
+  for (int h = 0; h < c.n_head; ++h) {
+    std::vector<double> s(c.n_ctx);
+    double mx = -1e300, sum = 0.0;
+    for (int j = 0; j < c.n_ctx; ++j) {
+      const float* k = data.krow(j, h / g, c.hd);
+      double dot = 0.0;
+      for (int i = 0; i < c.hd; ++i) dot += static_cast<double>(round(q[h * c.hd + i] * s2)) * round(k[i]);
+      mx = std::max(mx, s[j] = dot);
+    }
+    for (int j = 0; j < c.n_ctx; ++j) sum += (s[j] = std::exp2(s[j] - mx));
+    for (int j = 0; j < c.n_ctx; ++j) {
+      for (int i = 0; i < c.hd; ++i) out[h * c.hd + i] += s[j] / sum * data.vrow(j, h / g, c.hd)[i];
+    }
+  }
+  return out;
+}
+
+// Within float rounding (1e-4 of the largest |v|) of the reference with the query and K in
+// bf16, and, past one position, measurably off the unrounded one (the bf16 kernel ran: the
+// roundings move a score by about 2^-9 of sum |q k|). attend_kv_heads, a KV head at a time,
+// gives attend_token's bits.
+TEST_P(Bf16DecodeScoresTest, ScoresAreThoseOfTheQueryAndKeysInBf16) {
+  const DecodeCase dc = GetParam();
+  const CpuFeatures cpu = detect_cpu_features();
+  if (!cpu.avx512_bf16 || !isa_supported(Isa::kAvx512VnniZmm, cpu)) {
+    GTEST_SKIP() << "this CPU has no AVX512-BF16 at the avx512vnni-zmm level: the bf16 score pass does not run here";
+  }
+  const Case c{dc.n_head, dc.n_head_kv, dc.hd, 16, dc.n_ctx, true, 4.0f};
+  const Data data = make_data(c, 13);
+  AttentionDims d = float_dims(c);
+  d.isa = Isa::kAvx512VnniZmm;
+  d.fp16_math = false;
+  d.bf16_scores = true;
+  ASSERT_TRUE(decode_attention_bf16_scores(true, false, d.isa, true, c.n_head / c.n_head_kv, c.hd));
+  const float* q = data.q.data() + static_cast<size_t>(c.n_ctx - 1) * data.q_dim;
+  std::vector<float> out(data.q_dim, NAN), by_heads(data.q_dim, NAN);
+  AttentionScratch scratch;
+  attend_token(q, c.n_ctx, data.view(true), d, out.data(), scratch);
+  for (int kvh = 0; kvh < c.n_head_kv; ++kvh) {
+    attend_kv_heads(q, kvh, kvh + 1, c.n_ctx, data.view(true), d, by_heads.data(), scratch);
+  }
+  const std::vector<double> rounded = decode_reference(c, data, q, true), exact = decode_reference(c, data, q, false);
+  double vmax = 0.0, off_exact = 0.0;
+  for (float v : data.v) vmax = std::max(vmax, std::fabs(static_cast<double>(v)));
+  const double tol = 1e-4 * vmax;
+  for (int i = 0; i < data.q_dim; ++i) {
+    ASSERT_NEAR(out[i], rounded[i], tol) << "head " << i / c.hd << " dim " << i % c.hd;
+    ASSERT_EQ(by_heads[i], out[i]) << "head " << i / c.hd << " dim " << i % c.hd;
+    off_exact = std::max(off_exact, std::fabs(out[i] - exact[i]));
+  }
+  if (c.n_ctx > 1) {
+    EXPECT_GT(off_exact, 10 * tol) << "the float score pass ran, not the bf16 one";
+  }
+  // Off, the float score pass: near the unrounded reference.
+  d.bf16_scores = false;
+  attend_token(q, c.n_ctx, data.view(true), d, out.data(), scratch);
+  for (int i = 0; i < data.q_dim; ++i) ASSERT_NEAR(out[i], exact[i], tol) << "float scores, element " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, Bf16DecodeScoresTest,
+                         ::testing::Values(DecodeCase{32, 4, 64, 1}, DecodeCase{32, 4, 64, 37},
+                                           DecodeCase{8, 1, 64, 300}, DecodeCase{16, 2, 128, 129},
+                                           DecodeCase{32, 4, 128, 1000}),
+                         [](const ::testing::TestParamInfo<DecodeCase>& info) {
+                           const DecodeCase& c = info.param;
+                           return "heads" + std::to_string(c.n_head) + "_" + std::to_string(c.n_head_kv) + "_hd" +
+                                  std::to_string(c.hd) + "_ctx" + std::to_string(c.n_ctx);
+                         });
+
+// The bf16 score pass's gate: the switch, an fp16 cache, groups of 8, head_dim 64 or 128, the
+// avx512vnni-zmm level or above on a CPU with AVX512-BF16, and not where the half-precision
+// value pass (its own kernel) runs.
+TEST(Bf16ScoresGateTest, SwitchCacheGroupHeadSizeLevelAndCpu) {
+  const CpuFeatures cpu = detect_cpu_features();
+  const bool on = cpu.avx512_bf16;
+  EXPECT_EQ(decode_attention_bf16_scores(true, false, Isa::kAvx512VnniZmm, true, 8, 64), on);
+  EXPECT_EQ(decode_attention_bf16_scores(true, false, Isa::kAvx512Amx, true, 8, 128), on);
+  EXPECT_FALSE(decode_attention_bf16_scores(false, false, Isa::kAvx512VnniZmm, true, 8, 64)) << "switch off";
+  EXPECT_FALSE(decode_attention_bf16_scores(true, false, Isa::kAvx512VnniZmm, false, 8, 64)) << "f32 cache";
+  EXPECT_FALSE(decode_attention_bf16_scores(true, false, Isa::kAvx512VnniZmm, true, 4, 64)) << "groups of 4";
+  EXPECT_FALSE(decode_attention_bf16_scores(true, false, Isa::kAvx512VnniZmm, true, 8, 96)) << "head_dim 96";
+  EXPECT_FALSE(decode_attention_bf16_scores(true, false, Isa::kAvx512Vnni, true, 8, 64)) << "256-bit level";
+  EXPECT_EQ(decode_attention_bf16_scores(true, true, Isa::kAvx512VnniZmm, true, 8, 64), on && !cpu.avx512_fp16)
+      << "the half-precision value pass where the CPU has it";
+  EXPECT_FALSE(AttentionDims{}.bf16_scores) << "callers opt in (the engine from its options)";
 }
 
 // Peaked scores (queries of standard deviation 6: many rows' weights dominated by one

@@ -82,6 +82,12 @@ namespace isa_avx512fp16 {
 // rounding); the score pass and f32 caches as isa_avx512's.
 RowsFn pick_rows_fn_zmm(int32_t hd, int32_t g, bool f16, bool row_prefetch);
 }
+namespace isa_avx512bf16dec {
+// pick_rows_fn_zmm built with AVX512-BF16 (the CPU must have it), for fp16 caches and g = 8
+// only (else null): the score pass on vdpbf16ps, the query (interleave_query's bf16 layout)
+// and K rounded to bf16, sums in float; the value pass as isa_avx512's.
+RowsFn pick_rows_fn_zmm(int32_t hd, int32_t g, bool f16, bool row_prefetch);
+}
 
 // attend_chunk's fused kernel (head_dim a multiple of 16): flash attention of a tile of
 // query rows over key blocks of kKeyBlock positions.

@@ -2,7 +2,9 @@
 // attention_rows_<isa>.cc after defining ECO_ATTN_NS (the namespace) and ECO_ATTN_WIDE
 // (1 where 32 vector registers are available); ECO_ATTN_FP16_MATH (attention_rows_avx512fp16.cc)
 // builds only the 512-bit decode kernel, with fp16 caches' value pass in half precision
-// (attention_rows_fp16_impl.h). Everything here has internal linkage
+// (attention_rows_fp16_impl.h); ECO_ATTN_BF16_SCORES (attention_rows_avx512bf16dec.cc) only
+// its kernel for fp16 caches and groups of 8, scoring on vdpbf16ps (scores_lanes).
+// Everything here has internal linkage
 // and calls no inline function with external linkage, so no copy compiled with
 // AVX-512 flags can be merged into code every CPU runs
 // (scripts/check_isa_objects.sh checks the objects).
@@ -16,6 +18,12 @@
 #endif
 #if ECO_ATTN_FP16_MATH && !ECO_ATTN_WIDE
 #error "ECO_ATTN_FP16_MATH needs ECO_ATTN_WIDE"
+#endif
+#ifndef ECO_ATTN_BF16_SCORES
+#define ECO_ATTN_BF16_SCORES 0
+#endif
+#if ECO_ATTN_BF16_SCORES && (!ECO_ATTN_WIDE || ECO_ATTN_FP16_MATH)
+#error "ECO_ATTN_BF16_SCORES needs ECO_ATTN_WIDE, without ECO_ATTN_FP16_MATH"
 #endif
 
 #include <immintrin.h>
@@ -185,6 +193,22 @@ inline void scores16(const float* qc, const void* k, const int64_t* off, int64_t
 #endif
 
 #if ECO_ATTN_WIDE
+// scores_lanes' reduction: position a's 8 scores are the pair sums of acc[a] (lanes 2h, 2h +
+// 1 for head h), stored at prow[a * Hp + h]. Pairs of positions: block k of t = [x's heads
+// 2k, 2k + 1, y's heads 2k, 2k + 1].
+template <int Pn>
+inline void store_lane_pair_sums(const __m512* acc, float* prow, int32_t Hp) {
+  const __m512i idx = _mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+#pragma GCC unroll 4
+  for (int a = 0; a < Pn; a += 2) {
+    const __m512 x = acc[a], y = a + 1 < Pn ? acc[a + 1] : _mm512_setzero_ps();
+    const __m512 t = _mm512_add_ps(_mm512_shuffle_ps(x, y, 0x88), _mm512_shuffle_ps(x, y, 0xdd));
+    const __m512 u = _mm512_permutexvar_ps(idx, t);
+    _mm256_storeu_ps(prow + static_cast<int64_t>(a) * Hp, _mm512_castps512_ps256(u));
+    if (a + 1 < Pn) _mm256_storeu_ps(prow + static_cast<int64_t>(a + 1) * Hp, _mm512_extractf32x8_ps(u, 1));
+  }
+}
+
 // The zmm kernel's score pass for G = 8 (zmm_query_lanes): the 8 query heads of one KV
 // head in lanes, two dimensions each, so a K row needs no reduction across lanes. qt is
 // the KV head's queries as interleave_query lays them out (register c holds q_h[2c + r]
@@ -202,6 +226,40 @@ inline void scores_lanes(const float* qt, const void* k, const int64_t* off, int
                          int32_t Hp) {
   constexpr int kHd = 8 * NV;
   static_assert(G == 8 && zmm_query_lanes(G) == 2 && kHd % 16 == 0);
+#if ECO_ATTN_BF16_SCORES
+  if constexpr (kF16) {
+    // K rows rounded to bf16 (their float values' nearest, ties to even), then 4
+    // dimensions of one position per vdpbf16ps: lane 2h + r multiplies q_h[4c + 2r],
+    // q_h[4c + 2r + 1] (interleave_query's bf16 layout) by K values 4c + 2r, 4c + 2r + 1.
+    alignas(64) uint16_t kb[Pn * kHd];
+#pragma GCC unroll 8
+    for (int a = 0; a < Pn; ++a) {
+      const uint16_t* src = static_cast<const uint16_t*>(k) + off[a] + head;
+#pragma GCC unroll 8
+      for (int v = 0; v < kHd / 32; ++v) {
+        const __m512 lo = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 32 * v)));
+        const __m512 hi = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 32 * v + 16)));
+        _mm512_store_si512(kb + a * kHd + 32 * v, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+      }
+    }
+    const uint16_t* qb = reinterpret_cast<const uint16_t*>(qt);
+    __m512 acc[Pn];
+#pragma GCC unroll 8
+    for (int a = 0; a < Pn; ++a) acc[a] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int c = 0; c < kHd / 4; ++c) {
+      const __m512i qv = _mm512_loadu_si512(qb + 32 * c);
+#pragma GCC unroll 8
+      for (int a = 0; a < Pn; ++a) {
+        double quad;  // K values 4c .. 4c + 3
+        std::memcpy(&quad, kb + a * kHd + 4 * c, sizeof quad);
+        acc[a] = _mm512_dpbf16_ps(acc[a], (__m512bh)qv, (__m512bh)_mm512_castpd_si512(_mm512_set1_pd(quad)));
+      }
+    }
+    store_lane_pair_sums<Pn>(acc, prow, Hp);
+    return;
+  }
+#endif
   const float* kr[Pn];
   alignas(64) float kf[kF16 ? Pn * kHd : 1];
 #pragma GCC unroll 8
@@ -231,16 +289,7 @@ inline void scores_lanes(const float* qt, const void* k, const int64_t* off, int
       acc[a] = _mm512_fmadd_ps(qv, _mm512_castpd_ps(_mm512_set1_pd(pair)), acc[a]);
     }
   }
-  // Pairs of positions: block k of t = [x's heads 2k, 2k + 1, y's heads 2k, 2k + 1].
-  const __m512i idx = _mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
-#pragma GCC unroll 4
-  for (int a = 0; a < Pn; a += 2) {
-    const __m512 x = acc[a], y = a + 1 < Pn ? acc[a + 1] : _mm512_setzero_ps();
-    const __m512 t = _mm512_add_ps(_mm512_shuffle_ps(x, y, 0x88), _mm512_shuffle_ps(x, y, 0xdd));
-    const __m512 u = _mm512_permutexvar_ps(idx, t);
-    _mm256_storeu_ps(prow + static_cast<int64_t>(a) * Hp, _mm512_castps512_ps256(u));
-    if (a + 1 < Pn) _mm256_storeu_ps(prow + static_cast<int64_t>(a + 1) * Hp, _mm512_extractf32x8_ps(u, 1));
-  }
+  store_lane_pair_sums<Pn>(acc, prow, Hp);
 }
 #endif
 
@@ -919,6 +968,15 @@ RowsFn pick_rows_fn_zmm_g(int32_t g) {
 
 template <bool kRows>
 RowsFn pick_rows_fn_zmm_order(int32_t hd, int32_t g, bool f16) {
+#if ECO_ATTN_BF16_SCORES
+  // Only the kernel whose score pass differs here: fp16 caches, groups of 8.
+  if (!f16 || g != 8) return nullptr;
+  switch (hd) {
+    case 64: return rows_step<Lanes16T<kRows>, 8, true, 8>;
+    case 128: return rows_step<Lanes16T<kRows>, 16, true, 8>;
+    default: return nullptr;
+  }
+#endif
   switch (hd) {
     case 64: return f16 ? pick_rows_fn_zmm_g<8, true, kRows>(g) : pick_rows_fn_zmm_g<8, false, kRows>(g);
     case 128: return f16 ? pick_rows_fn_zmm_g<16, true, kRows>(g) : pick_rows_fn_zmm_g<16, false, kRows>(g);
@@ -940,7 +998,7 @@ RowsFn pick_rows_fn_g(int32_t g) {
 
 }  // namespace
 
-#if !ECO_ATTN_FP16_MATH
+#if !ECO_ATTN_FP16_MATH && !ECO_ATTN_BF16_SCORES
 void chunk_key_block(const ChunkBuffers& b, int32_t hd, int32_t m, int32_t kb, int32_t ncols, int32_t first_pos,
                      int32_t group) {
   chunk_block<Lanes8>(b, hd, m, kb, ncols, first_pos, group);
@@ -960,7 +1018,7 @@ RowsFn pick_rows_fn(int32_t hd, int32_t g, bool f16) {
     default: return nullptr;
   }
 }
-#endif  // !ECO_ATTN_FP16_MATH
+#endif  // !ECO_ATTN_FP16_MATH && !ECO_ATTN_BF16_SCORES
 
 #if ECO_ATTN_WIDE
 RowsFn pick_rows_fn_zmm(int32_t hd, int32_t g, bool f16, bool row_prefetch) {
