@@ -140,11 +140,12 @@ struct AttentionDims {
   // The engine sets it from EngineOptions::attention_fp16_math.
   bool fp16_math = false;
   // Decode of fp16 caches with GQA groups of 8 on the 512-bit kernel (the avx512vnni-zmm
-  // level) where the CPU has AVX512-BF16 and not AVX512-FP16 (decode_attention_bf16_scores):
-  // the score pass on vdpbf16ps, the query (times the score scale) and K rounded to bf16
-  // (8 significant bits; sums in float), the value pass in float as without it. About 1.5x
-  // faster scores (docs/kernels.md, forty-eighth pass); not the float score pass's bits. The
-  // engine sets it from EngineOptions::attention_bf16, as bf16_vectors.
+  // level) where the CPU has AVX512-BF16, unless fp16_math's kernel runs
+  // (decode_attention_bf16_scores): the score pass on vdpbf16ps, the query (times the score
+  // scale) and K rounded to bf16 (8 significant bits; sums in float), the value pass in float
+  // as without it. 15-20% faster on one Zen 5 core (docs/kernels.md, forty-eighth pass); not
+  // the float score pass's bits. The engine sets it from EngineOptions::attention_bf16, as
+  // bf16_vectors.
   bool bf16_scores = false;
 };
 
