@@ -326,10 +326,10 @@ void attend_range(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t b
   std::fill(st.o, st.o + static_cast<int64_t>(heads) * hd, 0.0f);
   const TileFn fn = hd % 8 != 0 ? nullptr : kv.f16 ? pick_tile_fn<true>(hd) : pick_tile_fn<false>(hd);
   if (begin < end) tile_offsets(kv, begin, end - begin, 0, hd, rows);
-  RowsFn rf = wide_rows_fn(isa, hd, g, kv.f16, d.f32_wide, d.row_prefetch, d.fp16_math, d.bf16_scores);
+  const bool bf16 = decode_attention_bf16_scores(d.bf16_scores, d.fp16_math, isa, kv.f16, g, hd);
+  RowsFn rf = wide_rows_fn(isa, hd, g, kv.f16, d.f32_wide, d.row_prefetch, d.fp16_math, bf16);
   if (rf && detail::zmm_query_lanes(g) != 0) {
     // buf's first heads * hd floats: tile_step_generic's, unused here.
-    const bool bf16 = decode_attention_bf16_scores(d.bf16_scores, d.fp16_math, isa, kv.f16, g, hd);
     interleave_query(q, heads, g, hd, buf, bf16);
     q = buf;
   }
