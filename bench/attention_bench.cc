@@ -35,7 +35,7 @@
 // kernels::decode_attention_vector_bits) would
 // run out: every K or V element takes g = n_head / n_head_kv multiply-adds, so
 // elem / g bytes per multiply-add (f32, g = 4: 1 byte; fp16: 0.5); where the kernel scores
-// on vdpbf16ps (decode_attention_bf16_scores: fp16, g = 4 or 8, AVX512-BF16; ECOSERVE_ATTENTION_BF16=0
+// on vdpbf16ps (decode_attention_bf16_scores: fp16, g = 8, AVX512-BF16; ECOSERVE_ATTENTION_BF16=0
 // turns it off) the K multiply-adds count at the bf16 peak (measure_avx512_bf16_gmacs), the
 // V ones at the FMA peak; pct_of_bound =
 // achieved / min(read_GBps, fma_GBps) * 100, the roofline of the kernel on this CPU.

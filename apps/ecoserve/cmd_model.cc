@@ -283,8 +283,8 @@ int run_info(const InfoArgs& a) {
          : isa != kernels::Isa::kAvx512VnniZmm       ? std::string("not at this level (avx512vnni-zmm only)")
          : kernels::default_attention_bf16()
              ? std::string("prompt chunks of 32+ tokens, head sizes a multiple of 32: on vdpbf16ps vectors, the "
-                           "query, K, V and weights in bf16; decode of fp16 caches, GQA groups of 4 or 8, head size "
-                           "64 or 128: scores on vdpbf16ps, the query and K in bf16 (unset or "
+                           "query, K, V and weights in bf16; decode of fp16 caches, GQA groups of 8, head size 64 "
+                           "or 128: scores on vdpbf16ps, the query and K in bf16 (unset or "
                            "ECOSERVE_ATTENTION_BF16=1; =0: the float kernels)")
              : std::string("off (ECOSERVE_ATTENTION_BF16=0: attention on the float kernels)"));
     line("float matmul", kernels::float_matmul_kernels_summary(isa));

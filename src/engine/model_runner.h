@@ -70,8 +70,8 @@ struct EngineOptions {
   // kernels::AttentionDims::bf16_vectors: prompt chunks of 32+ tokens through attention on
   // AVX512-BF16 vectors at the avx512vnni-zmm level (faster prompts; the query, K, V and the
   // softmax weights rounded to bf16, as amx_bf16's tiles do), and AttentionDims::bf16_scores:
-  // decode of fp16 caches with GQA groups of 4 or 8 scores on vdpbf16ps (the query and K
-  // rounded to bf16). Default: ECOSERVE_ATTENTION_BF16 (unset: on).
+  // decode of fp16 caches with GQA groups of 8 scores on vdpbf16ps (the query and K rounded to
+  // bf16). Default: ECOSERVE_ATTENTION_BF16 (unset: on).
   bool attention_bf16 = kernels::default_attention_bf16();
   // kernels::KernelContext::bf16_vectors: batches of 32+ tokens through the linear layers of
   // F32, F16, BF16 and Q6_K weights on AVX512-BF16 vectors at the avx512vnni-zmm level

@@ -274,19 +274,9 @@ RowsFn wide_rows_fn(Isa isa, int32_t hd, int32_t g, bool f16, bool f32_wide, boo
 // (detail::zmm_query_lanes): per KV head, register c of its g * hd floats holds q_h[c * R
 // + r] in lane h * R + r. bf16 (the bf16 scores' kernel, R = 2): in bf16 (rounded to
 // nearest, ties to even), two per lane: per KV head, register c of its g * hd / 2 floats
-// holds q_h[4c + t] in 16-bit element 4h + t (t < 4), in the first half of its g * hd floats;
-// for groups read head after head (R = 0, scores16), the KV head's g * hd queries in bf16 in
-// order, in the first half of its g * hd floats.
+// holds q_h[4c + t] in 16-bit element 4h + t (t < 4), in the first half of its g * hd floats.
 void interleave_query(const float* q, int32_t heads, int32_t g, int32_t hd, float* out, bool bf16) {
   const int32_t r = detail::zmm_query_lanes(g);
-  if (bf16 && r == 0) {
-    const int64_t n = static_cast<int64_t>(g) * hd;  // one KV head's queries
-    for (int64_t first = 0; first < static_cast<int64_t>(heads) * hd; first += n) {
-      uint16_t* dst = reinterpret_cast<uint16_t*>(out + first);
-      for (int64_t i = 0; i < n; ++i) dst[i] = fp32_to_bf16(q[first + i]);
-    }
-    return;
-  }
   if (bf16) {
     for (int32_t h0 = 0; h0 < heads; h0 += g) {
       const float* src = q + static_cast<int64_t>(h0) * hd;
@@ -338,8 +328,8 @@ void attend_range(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t b
   if (begin < end) tile_offsets(kv, begin, end - begin, 0, hd, rows);
   const bool bf16 = decode_attention_bf16_scores(d.bf16_scores, d.fp16_math, isa, kv.f16, g, hd);
   RowsFn rf = wide_rows_fn(isa, hd, g, kv.f16, d.f32_wide, d.row_prefetch, d.fp16_math, bf16);
-  if (rf && (detail::zmm_query_lanes(g) != 0 || bf16)) {
-    // buf's first heads * hd floats: tile_step_generic's, unused here (rf runs).
+  if (rf && detail::zmm_query_lanes(g) != 0) {
+    // buf's first heads * hd floats: tile_step_generic's, unused here.
     interleave_query(q, heads, g, hd, buf, bf16);
     q = buf;
   }
@@ -470,8 +460,7 @@ bool decode_attention_fp16_math(bool fp16_math, Isa isa, bool f16) {
 
 bool decode_attention_bf16_scores(bool bf16_scores, bool fp16_math, Isa isa, bool f16, int32_t g, int32_t head_dim) {
   static const bool kCpu = detect_cpu_features().avx512_bf16;
-  return bf16_scores && f16 && (g == 4 || g == 8) && (head_dim == 64 || head_dim == 128) && kCpu &&
-         isa >= Isa::kAvx512VnniZmm &&
+  return bf16_scores && f16 && g == 8 && (head_dim == 64 || head_dim == 128) && kCpu && isa >= Isa::kAvx512VnniZmm &&
          !decode_attention_fp16_math(fp16_math, isa, f16);
 }
 

@@ -139,12 +139,12 @@ struct AttentionDims {
   // attention_rows_fp16_impl.h), not widening it to float: not the float value pass's bits.
   // The engine sets it from EngineOptions::attention_fp16_math.
   bool fp16_math = false;
-  // Decode of fp16 caches with GQA groups of 4 or 8 on the 512-bit kernel (the avx512vnni-zmm
+  // Decode of fp16 caches with GQA groups of 8 on the 512-bit kernel (the avx512vnni-zmm
   // level) where the CPU has AVX512-BF16, unless fp16_math's kernel runs
   // (decode_attention_bf16_scores): the score pass on vdpbf16ps, the query (times the score
   // scale) and K rounded to bf16 (8 significant bits; sums in float), the value pass in float
-  // as without it. 15-25% faster on one Zen 5 core (docs/kernels.md, forty-eighth and
-  // forty-ninth passes); not the float score pass's bits. The engine sets it from EngineOptions::attention_bf16, as
+  // as without it. 15-20% faster on one Zen 5 core (docs/kernels.md, forty-eighth pass); not
+  // the float score pass's bits. The engine sets it from EngineOptions::attention_bf16, as
   // bf16_vectors.
   bool bf16_scores = false;
 };
@@ -219,7 +219,7 @@ bool prefill_attention_bf16_vectors(bool bf16_vectors, Isa isa, int32_t head_dim
 bool decode_attention_fp16_math(bool fp16_math, Isa isa, bool f16);
 
 // Whether the decode kernel scores on vdpbf16ps (AttentionDims::bf16_scores): bf16_scores set,
-// an fp16 cache, group g = 4 or 8, head_dim 64 or 128, the avx512vnni-zmm level or above on a CPU
+// an fp16 cache, group g = 8, head_dim 64 or 128, the avx512vnni-zmm level or above on a CPU
 // with AVX512-BF16 where decode_attention_fp16_math does not hold (that kernel is its own).
 bool decode_attention_bf16_scores(bool bf16_scores, bool fp16_math, Isa isa, bool f16, int32_t g, int32_t head_dim);
 

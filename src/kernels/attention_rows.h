@@ -83,8 +83,8 @@ namespace isa_avx512fp16 {
 RowsFn pick_rows_fn_zmm(int32_t hd, int32_t g, bool f16, bool row_prefetch);
 }
 namespace isa_avx512bf16dec {
-// pick_rows_fn_zmm built with AVX512-BF16 (the CPU must have it), for fp16 caches and g in
-// {4, 8} only (else null): the score pass on vdpbf16ps, the query (interleave_query's bf16 layout)
+// pick_rows_fn_zmm built with AVX512-BF16 (the CPU must have it), for fp16 caches and g = 8
+// only (else null): the score pass on vdpbf16ps, the query (interleave_query's bf16 layout)
 // and K rounded to bf16, sums in float; the value pass as isa_avx512's.
 RowsFn pick_rows_fn_zmm(int32_t hd, int32_t g, bool f16, bool row_prefetch);
 }

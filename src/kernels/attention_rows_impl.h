@@ -3,8 +3,8 @@
 // (1 where 32 vector registers are available); ECO_ATTN_FP16_MATH (attention_rows_avx512fp16.cc)
 // builds only the 512-bit decode kernel, with fp16 caches' value pass in half precision
 // (attention_rows_fp16_impl.h); ECO_ATTN_BF16_SCORES (attention_rows_avx512bf16dec.cc) only
-// its kernel for fp16 caches and groups of 4 and 8, scoring on vdpbf16ps (scores16 and
-// scores_lanes, in the score passes' fragment attention_rows_scores_impl.h).
+// its kernel for fp16 caches and groups of 8, scoring on vdpbf16ps (scores_lanes, in the
+// score passes' fragment attention_rows_scores_impl.h).
 // Everything here has internal linkage
 // and calls no inline function with external linkage, so no copy compiled with
 // AVX-512 flags can be merged into code every CPU runs
@@ -777,11 +777,11 @@ RowsFn pick_rows_fn_zmm_g(int32_t g) {
 template <bool kRows>
 RowsFn pick_rows_fn_zmm_order(int32_t hd, int32_t g, bool f16) {
 #if ECO_ATTN_BF16_SCORES
-  // Only the kernels whose score pass differs here: fp16 caches, groups of 4 and 8.
-  if (!f16 || (g != 4 && g != 8)) return nullptr;
+  // Only the kernel whose score pass differs here: fp16 caches, groups of 8.
+  if (!f16 || g != 8) return nullptr;
   switch (hd) {
-    case 64: return g == 4 ? rows_step<Lanes16T<kRows>, 8, true, 4> : rows_step<Lanes16T<kRows>, 8, true, 8>;
-    case 128: return g == 4 ? rows_step<Lanes16T<kRows>, 16, true, 4> : rows_step<Lanes16T<kRows>, 16, true, 8>;
+    case 64: return rows_step<Lanes16T<kRows>, 8, true, 8>;
+    case 128: return rows_step<Lanes16T<kRows>, 16, true, 8>;
     default: return nullptr;
   }
 #endif

@@ -1,7 +1,7 @@
 // The 512-bit decode kernel's score passes (scores16 for GQA groups of 2 and 4, scores_lanes
-// for groups of 8, in float or, where ECO_ATTN_BF16_SCORES is set, fp16 caches' groups of 4
-// and 8 on vdpbf16ps) and their reductions: a fragment of attention_rows_impl.h, included
-// inside its namespace after store_head_sums. Internal linkage, no inline function with external linkage
+// for groups of 8, in float or, where ECO_ATTN_BF16_SCORES is set, on vdpbf16ps) and their
+// reductions: a fragment of attention_rows_impl.h, included inside its namespace after
+// store_head_sums. Internal linkage, no inline function with external linkage
 // (scripts/check_isa_objects.sh).
 #pragma once
 
@@ -35,11 +35,7 @@ inline __m512 transpose_sum16(const __m512* a) {
 // reduced together (transpose_sum16). pbuf[(j0 + a) * Hp + h0 + h] = q_h . K_a
 // for the positions at off[j0 + a], head `head` (its first element in a row); q
 // holds each head's hd floats in turn. Not the bits of Lanes8's chains: the results
-// agree with them within float rounding (attention_test states the tolerance). Where
-// ECO_ATTN_BF16_SCORES is set, fp16 caches score on vdpbf16ps instead, 32 dimensions per
-// register (below). Zen 5 (family 26 model 2), attention_bench, the Llama shape's 32/8, d
-// 128, fp16, one thread, consecutive blocks (mode 6): 4k positions 794-839 -> 612-639 us,
-// 32k 6408-6632 -> 4747-5335.
+// agree with them within float rounding (attention_test states the tolerance).
 template <int NV, int G, int Pn, bool kF16>
 inline void scores16(const float* qc, const void* k, const int64_t* off, int64_t head, float* prow,
                      int32_t Hp) {
@@ -50,53 +46,24 @@ inline void scores16(const float* qc, const void* k, const int64_t* off, int64_t
   for (int a = 0; a < Pn; ++a)
 #pragma GCC unroll 8
     for (int h = 0; h < G; ++h) acc[a][h] = _mm512_setzero_ps();
-#if ECO_ATTN_BF16_SCORES
-  if constexpr (kF16) {
-    // 32 dimensions of one head per register in bf16: each position's K slice widened and
-    // rounded to bf16 once (vcvtne2ps2bf16) for the G heads, one vdpbf16ps per (position,
-    // head), so a lane's sum is of pair products; qc holds the G heads' queries in bf16, hd
-    // each (interleave_query's bf16 layout for these groups).
-    const uint16_t* qb = reinterpret_cast<const uint16_t*>(qc);
 #pragma GCC unroll 8
-    for (int v = 0; v < kHd / 32; ++v) {
-      __m512i kk[Pn];
+  for (int v = 0; v < kHd / 16; ++v) {
+    __m512 kk[Pn];
 #pragma GCC unroll 8
-      for (int a = 0; a < Pn; ++a) {
-        const uint16_t* src = static_cast<const uint16_t*>(k) + off[a] + head + 32 * v;
-        const __m512 lo = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)));
-        const __m512 hi = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 16)));
-        kk[a] = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
-      }
-#pragma GCC unroll 8
-      for (int h = 0; h < G; ++h) {
-        __m512i qv = _mm512_loadu_si512(qb + h * kHd + 32 * v);
-        if constexpr (Pn > 1) asm("" : "+v"(qv));  // one load for Pn products, not a memory operand in each
-#pragma GCC unroll 8
-        for (int a = 0; a < Pn; ++a) acc[a][h] = _mm512_dpbf16_ps(acc[a][h], (__m512bh)qv, (__m512bh)kk[a]);
+    for (int a = 0; a < Pn; ++a) {
+      if constexpr (kF16) {
+        kk[a] = _mm512_cvtph_ps(_mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(k) + off[a] + head + 16 * v)));
+      } else {
+        kk[a] = _mm512_loadu_ps(static_cast<const float*>(k) + off[a] + head + 16 * v);
       }
     }
-  } else
-#endif
-  {
 #pragma GCC unroll 8
-    for (int v = 0; v < kHd / 16; ++v) {
-      __m512 kk[Pn];
+    for (int h = 0; h < G; ++h) {
+      __m512 qv = _mm512_loadu_ps(qc + h * kHd + 16 * v);
+      if constexpr (Pn > 1) asm("" : "+v"(qv));  // one load for Pn FMAs, not a memory operand in each
 #pragma GCC unroll 8
-      for (int a = 0; a < Pn; ++a) {
-        if constexpr (kF16) {
-          kk[a] = _mm512_cvtph_ps(_mm256_loadu_si256(
-              reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(k) + off[a] + head + 16 * v)));
-        } else {
-          kk[a] = _mm512_loadu_ps(static_cast<const float*>(k) + off[a] + head + 16 * v);
-        }
-      }
-#pragma GCC unroll 8
-      for (int h = 0; h < G; ++h) {
-        __m512 qv = _mm512_loadu_ps(qc + h * kHd + 16 * v);
-        if constexpr (Pn > 1) asm("" : "+v"(qv));  // one load for Pn FMAs, not a memory operand in each
-#pragma GCC unroll 8
-        for (int a = 0; a < Pn; ++a) acc[a][h] = _mm512_fmadd_ps(qv, kk[a], acc[a][h]);
-      }
+      for (int a = 0; a < Pn; ++a) acc[a][h] = _mm512_fmadd_ps(qv, kk[a], acc[a][h]);
     }
   }
   // Lane a * G + h of the sums is (a, h): it is lane 4k + m, a[4m + k].
