@@ -59,7 +59,9 @@ TEST(Bf16WeightTilesTest, MadeTilesGiveTheCopiesBits) {
       for (ThreadPool* pool : {&pool1, &pool2}) {
         const std::int64_t from =
             isa == Isa::kAvx512Amx ? amx_bf16_min_tokens(type) : bf16_vectors_min_tokens(type);
-        for (std::int64_t n : {from, std::int64_t{35}, std::int64_t{300}}) {
+        // 35 and 56: two tile calls per slab (a pair and a lone tile of 3; a pair and a pair
+        // whose second tile has 8 tokens), 300: two chunks of tokens.
+        for (std::int64_t n : {from, std::int64_t{35}, std::int64_t{56}, std::int64_t{300}}) {
           const std::vector<float> x = testing::make_acts(n, cols, 23);
           KernelContext copies = bf16_context(pool, isa, nullptr), made = bf16_context(pool, isa, &tiles);
           // Both on the bf16 path (the copies from their own threshold).
@@ -82,9 +84,9 @@ TEST(Bf16WeightTilesTest, MadeTilesGiveTheCopiesBits) {
         }
       }
     }
-    // 3 batches (the copies' own threshold, 35, 300) x 2 pools on each path: the tiles, and
-    // the vectors for the GGUF-row types.
-    EXPECT_EQ(compared, (have_tiles() ? 6 : 0) + (rows8 || !have_vectors() ? 0 : 6)) << type_name(type);
+    // 4 batches (the copies' own threshold, 35, 56, 300) x 2 pools on each path: the tiles,
+    // and the vectors for the GGUF-row types.
+    EXPECT_EQ(compared, (have_tiles() ? 8 : 0) + (rows8 || !have_vectors() ? 0 : 8)) << type_name(type);
   }
 }
 

@@ -30,7 +30,7 @@
 // - weights, per call and thread: a slab of up to 32 rows (two pairs of 8-row groups) for
 //   a run of blocks, [pair][block][16 pairs of columns][16 rows][2 bf16] (one B tile),
 //   made while the tile unit works on the slab before (SlabRepack), two slabs ahead read
-//   into L2 (SlabPrefetch).
+//   into L2 (SlabPrefetch; not for float rows read by few tokens: kFewTileCalls).
 // The output y is the accumulator: its tiles are zeroed at the first run of columns,
 // loaded and stored at the others (floats, exactly), so every element sums its blocks in
 // ascending order through one chain of tile multiplies whatever the tokens' and rows'
@@ -76,18 +76,32 @@ namespace {
 
 constexpr std::int64_t kBf16TileElems = 16 * 32;  // one A or B tile: 16 rows of 32 bf16
 
-// Loads the tile configuration for token tiles of `m` rows (1-16) and row pairs of n0 and
-// n1 rows (8 or 16; the last group of a matrix may be alone).
-inline void amx_bf16_configure(int m, int n0, int n1) {
+// A slab read by at most this many tile calls (64 tokens) is read at the speed of its weights'
+// stream from DRAM, not of the tile unit, and prefetched for that: made tiles (Bf16WeightTiles)
+// have the slab's own tiles prefetched into L1 kMadeOwnPrefetchTiles ahead of its first call,
+// not the slab two ahead's into L2 (which longer batches keep), and the copies of float rows
+// skip that L2 prefetch too (Bf16Plain::kPrefetchFewCalls). Intel Xeon (family 6 model 167),
+// kernels_bench BM_Synth1bMatmuls made:1, one thread, ms, two ahead into L2 -> own 4 ahead into
+// L1: Q8_0 16 tokens 183-189 -> 137-143, 32 tokens 202-221 -> 149-162; F16 16 186-188 ->
+// 139-142; Q6_K 32 200-204 -> 154-160; without any prefetch 146-151 (Q8_0, 16 tokens); own 2,
+// 4 or 8 ahead alike, 16 slower, into L2 (_MM_HINT_T1) 157-159. 512 tokens (8 calls, the two
+// ahead kept): Q8_0 1199-1213; own 4 ahead 1262-1322.
+constexpr std::int64_t kFewTileCalls = 2;
+constexpr std::int64_t kMadeOwnPrefetchTiles = 4;
+
+// Loads the tile configuration for token tiles of m0 and m1 rows (1-16: the first and
+// second token tile of a call, each its own rows) and row pairs of n0 and n1 rows (8 or 16;
+// the last group of a matrix may be alone).
+inline void amx_bf16_configure(int m0, int m1, int n0, int n1) {
   AmxTileConfig cfg;
-  cfg.set(ECO_BF_A0, m, 64);
-  cfg.set(ECO_BF_A1, m, 64);
+  cfg.set(ECO_BF_A0, m0, 64);
+  cfg.set(ECO_BF_A1, m1, 64);
   cfg.set(ECO_BF_B0, 16, 4 * n0);
   cfg.set(ECO_BF_B1, 16, 4 * n1);
-  cfg.set(ECO_BF_C00, m, 4 * n0);
-  cfg.set(ECO_BF_C01, m, 4 * n1);
-  cfg.set(ECO_BF_C10, m, 4 * n0);
-  cfg.set(ECO_BF_C11, m, 4 * n1);
+  cfg.set(ECO_BF_C00, m0, 4 * n0);
+  cfg.set(ECO_BF_C01, m0, 4 * n1);
+  cfg.set(ECO_BF_C10, m1, 4 * n0);
+  cfg.set(ECO_BF_C11, m1, 4 * n1);
   cfg.load();
 }
 
@@ -207,6 +221,7 @@ inline void bf16_repack_q4k_block(const std::uint8_t* g0, const std::uint8_t* g1
 // columns, where block b starts in it, and block b as 32 bf16 (one rounding from the
 // type's value; bf16 weights as they are).
 struct F32Row {
+  static constexpr bool kPrefetchFewCalls = false;  // see Bf16Plain
   static std::int64_t bytes(std::int64_t nb) { return nb * 128; }
   static std::int64_t offset(std::int64_t b) { return b * 128; }
   static __m512i pairs(const std::uint8_t* row, std::int64_t b) {
@@ -215,6 +230,7 @@ struct F32Row {
   }
 };
 struct F16Row {
+  static constexpr bool kPrefetchFewCalls = false;
   static std::int64_t bytes(std::int64_t nb) { return nb * 64; }
   static std::int64_t offset(std::int64_t b) { return b * 64; }
   static __m512i pairs(const std::uint8_t* row, std::int64_t b) {
@@ -224,6 +240,7 @@ struct F16Row {
   }
 };
 struct Bf16Row {
+  static constexpr bool kPrefetchFewCalls = false;
   static std::int64_t bytes(std::int64_t nb) { return nb * 64; }
   static std::int64_t offset(std::int64_t b) { return b * 64; }
   static __m512i pairs(const std::uint8_t* row, std::int64_t b) { return _mm512_loadu_si512(row + 64 * b); }
@@ -233,6 +250,7 @@ struct Bf16Row {
 // nibbles for j % 4 >= 2; h = j / 4) and its high 2 from qh (32 bytes at 32 h, shifted
 // by 2 (j % 4)); d * scale is exact in float, times q - 32 rounded once.
 struct Q6kRow {
+  static constexpr bool kPrefetchFewCalls = true;
   static std::int64_t bytes(std::int64_t nb) { return nb / 8 * static_cast<std::int64_t>(sizeof(BlockQ6_K)); }
   static std::int64_t offset(std::int64_t b) { return b / 8 * static_cast<std::int64_t>(sizeof(BlockQ6_K)); }
   static __m512i pairs(const std::uint8_t* row, std::int64_t b) {
@@ -264,6 +282,7 @@ struct Bf16Q8 {
     return b < nb ? q8_block_offsets(nb, b).scales : gbytes;
   }
   static constexpr int kRanges = 1;  // one range of bytes per group
+  static constexpr bool kPrefetchFewCalls = true;  // see Bf16Plain
 };
 struct Bf16Q4k {
   static void block(const std::uint8_t* g0, const std::uint8_t* g1, std::int64_t, std::int64_t b, std::uint16_t* o) {
@@ -273,6 +292,7 @@ struct Bf16Q4k {
     return b < nb ? b / 8 * kQ4kGroupSuperBytes : gbytes;
   }
   static constexpr int kRanges = 1;
+  static constexpr bool kPrefetchFewCalls = true;
 };
 // Rows in the GGUF layout (Row: F32Row, F16Row, Bf16Row, Q6kRow), a "group" being 8
 // consecutive rows: 16 rows' block b converted a row at a time, then transposed; the
@@ -295,6 +315,14 @@ struct Bf16Plain {
     return b < nb ? Row::offset(b) : Row::bytes(nb);
   }
   static constexpr int kRanges = 8;  // one per row
+  // Whether a slab read by at most kFewTileCalls tile calls (64 tokens) has the weights of
+  // the slab two ahead prefetched into L2 for its copy (longer batches, and the vectors,
+  // always do). Not for float rows: Intel Xeon (family 6 model 167), kernels_bench BM_Synth1bMatmuls
+  // made:0, one thread, ms, with -> without: F16 8 tokens 239-253 -> 171-182, 16 258-272 ->
+  // 179-181, 32 300-309 -> 205-207, 64 410-449 -> 256-258; F32 16 471-478 -> 305-306 (BF16
+  // rows read as F16's; not measured). Q6_K (a heavier copy) keeps it: 16 274-275 -> 316-335,
+  // 32 299-307 -> 338-341 without; Q8_0 and Q4_K keep it, within the noise either way.
+  static constexpr bool kPrefetchFewCalls = Row::kPrefetchFewCalls;
 };
 
 // A slab's B tiles (one or two pairs of groups, blocks [b0, b1)) made a tile at a time,
@@ -343,18 +371,25 @@ class SlabPrefetch {
  public:
   SlabPrefetch() = default;
   // Groups of gbytes from g, `ranges` ranges gbytes / ranges apart in each, bytes [begin,
-  // begin + bytes) of each range; steps: the k steps of the slab's tile calls, over which
-  // the lines are spread.
+  // begin + bytes) of each range; steps: the k steps over which the lines are spread (the
+  // first `steps` of the slab's); l1: into L1 (_MM_HINT_T0), else L2.
   SlabPrefetch(const std::uint8_t* g, std::int64_t gbytes, int groups, int ranges, std::int64_t begin,
-               std::int64_t bytes, std::int64_t steps)
+               std::int64_t bytes, std::int64_t steps, bool l1 = false)
       : base_(reinterpret_cast<const char*>(g + begin)), gbytes_(gbytes), range_stride_(gbytes / ranges),
-        groups_(groups), ranges_(ranges), lines_((bytes + 63) / 64), per_step_((lines_ + steps - 1) / steps) {}
+        groups_(groups), ranges_(ranges), lines_((bytes + 63) / 64), per_step_((lines_ + steps - 1) / steps),
+        l1_(l1) {}
   void step() {
     const std::int64_t end = imin(lines_, at_ + per_step_);
     for (; at_ < end; ++at_) {
       for (int i = 0; i < groups_; ++i) {
         const char* group = base_ + i * gbytes_ + 64 * at_;
-        for (int r = 0; r < ranges_; ++r) _mm_prefetch(group + r * range_stride_, _MM_HINT_T1);
+        for (int r = 0; r < ranges_; ++r) {
+          if (l1_) {
+            _mm_prefetch(group + r * range_stride_, _MM_HINT_T0);
+          } else {
+            _mm_prefetch(group + r * range_stride_, _MM_HINT_T1);
+          }
+        }
       }
     }
   }
@@ -364,6 +399,7 @@ class SlabPrefetch {
   std::int64_t gbytes_ = 0, range_stride_ = 0;
   int groups_ = 0, ranges_ = 1;
   std::int64_t lines_ = 0, per_step_ = 0, at_ = 0;
+  bool l1_ = false;
 };
 
 // MT (1, 2) token tiles from a0 (a1 = a0 + a_tile_stride) times NP (1, 2) B tiles from b
@@ -477,8 +513,10 @@ void bf16_make_tiles(const std::uint8_t* w, std::size_t row_bytes, std::int64_t 
 // kb_run blocks; wbuf: 4 * kb_run B tiles (64-byte aligned): the current slab's and the next's.
 // made: null, or the matrix's B tiles made once (bf16_make_tiles's layout), which the
 // products then read in place of the copies (the same bits), two slabs ahead prefetched
-// into L2. kTiles: the products on AMX tiles (bf16_tiles), else on AVX512-BF16 vectors
-// (bf16_vectors_tile).
+// into L2 (few tokens on the tiles: the slab's own, kFewTileCalls). A call's two token tiles
+// have their own rows, so the tokens past the last 16 ride in the last pair's second tile
+// (one call, one configuration per slab for a batch of 17-32). kTiles: the products on AMX
+// tiles (bf16_tiles), else on AVX512-BF16 vectors (bf16_vectors_tile).
 template <class K, bool kTiles>
 void bf16_rows(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const std::uint16_t* a,
                std::int64_t n_tokens, std::int64_t r0, std::int64_t r1, std::int64_t kb_run, float* y,
@@ -487,13 +525,14 @@ void bf16_rows(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, 
   const std::int64_t full = n_tokens / 16 * 16, rem = n_tokens - full;
   const std::int64_t a_tile = nb * kBf16TileElems;  // elements between token tiles
   const std::int64_t pair_stride = made != nullptr ? nb * kBf16TileElems : kb_run * kBf16TileElems;
-  // Tile calls per slab: pairs of 16-token tiles, a lone one, the tokens left (vectors: calls
-  // of 8 tokens).
-  const std::int64_t calls = kTiles ? full / 32 + full / 16 % 2 + (rem > 0 ? 1 : 0) : (n_tokens + 7) / 8;
-  int cfg_m = 0, cfg_n0 = 0, cfg_n1 = 0;
-  auto configure = [&](int m, int n0, int n1) {
-    if (m != cfg_m || n0 != cfg_n0 || n1 != cfg_n1) amx_bf16_configure(m, n0, n1);
-    cfg_m = m, cfg_n0 = n0, cfg_n1 = n1;
+  // Tile calls per slab: pairs of token tiles (the last tile's rows the tokens left), a lone
+  // last one (vectors: calls of 8 tokens).
+  const std::int64_t token_tiles = (n_tokens + 15) / 16;
+  const std::int64_t calls = kTiles ? (token_tiles + 1) / 2 : (n_tokens + 7) / 8;
+  int cfg_m0 = 0, cfg_m1 = 0, cfg_n0 = 0, cfg_n1 = 0;
+  auto configure = [&](int m0, int m1, int n0, int n1) {
+    if (m0 != cfg_m0 || m1 != cfg_m1 || n0 != cfg_n0 || n1 != cfg_n1) amx_bf16_configure(m0, m1, n0, n1);
+    cfg_m0 = m0, cfg_m1 = m1, cfg_n0 = n0, cfg_n1 = n1;
   };
   // The slab from row s: its groups (null past r1 or for a lone last group's pair) and pairs.
   auto slab_groups = [&](std::int64_t s, const std::uint8_t** g) {
@@ -520,7 +559,16 @@ void bf16_rows(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, 
       const std::int64_t srows = imin(32, r1 - s);
       const int n0 = srows >= 16 ? 16 : 8, n1 = srows >= 32 ? 16 : 8;
       Background bg;
-      if (made != nullptr) {
+      if (made != nullptr && kTiles && calls <= kFewTileCalls) {
+        // The tiles in place, few tokens: the slab's own tiles kMadeOwnPrefetchTiles ahead into
+        // L1 while its first call reads them (each pair's run of kb tiles one stream).
+        const std::int64_t ahead = imin(kMadeOwnPrefetchTiles, kb);
+        if (kb > ahead) {
+          const auto* own = reinterpret_cast<const std::uint8_t*>(made + (s / 16 * nb + ahead) * kBf16TileElems);
+          bg.prefetch = SlabPrefetch(own, nb * 2 * kBf16TileElems, srows > 16 ? 2 : 1, 1, kc * 2 * kBf16TileElems,
+                                     (kb - ahead) * 2 * kBf16TileElems, kb - ahead, /*l1=*/true);
+        }
+      } else if (made != nullptr) {
         // The tiles in place; the slab two ahead's (one range of kb tiles per pair) into L2.
         if (s + 64 < r1) {
           const auto* ahead = reinterpret_cast<const std::uint8_t*>(made + ((s + 64) / 16 * nb) * kBf16TileElems);
@@ -533,7 +581,7 @@ void bf16_rows(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, 
         const int pairs = slab_groups(s + 32, gn);
         bg.copy = SlabRepack<K>(gn, pairs, nb, kc, kc + kb, next, pair_stride, calls * kb);
       }
-      if (made == nullptr && s + 64 < r1) {
+      if (made == nullptr && s + 64 < r1 && (K::kPrefetchFewCalls || !kTiles || calls > kFewTileCalls)) {
         bg.prefetch = SlabPrefetch(w + (s + 64) / 8 * gbytes, gbytes, static_cast<int>(imin(4, (r1 - s - 64) / 8)),
                                    K::kRanges, begin, end - begin, calls * kb);
       }
@@ -561,15 +609,20 @@ void bf16_rows(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, 
             bf16_tiles<kMt, 1>(a0 + t / 16 * a_tile, a_tile, tiles, 0, kb, yt, y_stride, first, bg);
           }
         };
-        if (full > 0) {
-          configure(16, n0, n1);
-          std::int64_t t = 0;
-          for (; t + 32 <= full; t += 32) run(std::integral_constant<int, 2>{}, t);
-          if (t < full) run(std::integral_constant<int, 1>{}, t);
+        // Pairs of token tiles of 16 rows; then a pair whose second tile has the tokens left,
+        // or a lone last tile, each in its configuration.
+        const int last = rem > 0 ? static_cast<int>(rem) : 16;
+        const std::int64_t pairs = token_tiles / 2, whole = token_tiles % 2 == 0 && rem > 0 ? pairs - 1 : pairs;
+        if (whole > 0) {
+          configure(16, 16, n0, n1);
+          for (std::int64_t p = 0; p < whole; ++p) run(std::integral_constant<int, 2>{}, 32 * p);
         }
-        if (rem > 0) {
-          configure(static_cast<int>(rem), n0, n1);
-          run(std::integral_constant<int, 1>{}, full);
+        if (token_tiles % 2 == 1) {
+          configure(last, last, n0, n1);
+          run(std::integral_constant<int, 1>{}, 32 * whole);
+        } else if (whole < pairs) {
+          configure(16, last, n0, n1);
+          run(std::integral_constant<int, 2>{}, 32 * whole);
         }
       }
       bg.copy.finish();

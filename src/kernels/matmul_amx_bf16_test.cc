@@ -152,7 +152,7 @@ TEST_P(Bf16PathTest, BitwiseTheSameAcrossBatchesPlacesThreadsAndFusion) {
     }
     for (ThreadPool* pool : {&pool1, &pool2}) {
       KernelContext ctx = bf16_context(pool);
-      for (std::int64_t k : {65, 96, 131, 257, 600}) {
+      for (std::int64_t k : {65, 96, 120, 131, 257, 600}) {
         for (std::int64_t first : {std::int64_t{0}, n - k}) {
           std::vector<float> y(k * rows, NAN);
           matmul(m.engine_view(), x.data() + first * cols, k, y.data(), ctx);
