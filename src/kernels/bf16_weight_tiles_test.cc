@@ -143,7 +143,9 @@ TEST(Bf16WeightTilesTest, MadeTilesStartAtTheirOwnThresholds) {
 TEST(Bf16WeightTilesTest, MadeThresholds) {
   EXPECT_EQ(amx_bf16_min_tokens(GgmlType::kF32), 12);
   EXPECT_EQ(amx_bf16_min_tokens(GgmlType::kF32, true), 4);
-  EXPECT_EQ(amx_bf16_min_tokens(GgmlType::kF16, true), 8);
+  EXPECT_EQ(amx_bf16_min_tokens(GgmlType::kF16, true), 4);
+  EXPECT_EQ(amx_bf16_min_tokens(GgmlType::kBF16, true), 4);
+  EXPECT_EQ(amx_bf16_min_tokens(GgmlType::kF16), 8);
   EXPECT_EQ(amx_bf16_min_tokens(GgmlType::kQ6_K, true), 8);
   EXPECT_EQ(bf16_vectors_min_tokens(GgmlType::kF32), 16);
   EXPECT_EQ(bf16_vectors_min_tokens(GgmlType::kF32, true), 2);

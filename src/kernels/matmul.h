@@ -191,14 +191,18 @@ inline constexpr std::int64_t kAmxBf16MinTokens = 32;
 // thread, ms, own kernels / made tiles, two rounds: Q8_0 8 139-158 / 187-254, 12 169-172 /
 // 263-274, 16 229-230 / 190-223, 24 284-365 / 213-227; Q4_K 12 170-172 / 228-248, 16
 // 237-247 / 246-265, 24 354-365 / 187-201; Q6_K 4 175-212 / 214-230, 8 373-388 / 213-222;
-// F16 4 224-259 / 206-230, 8 313-318 / 204-253 (F16 stays at 8); F32 (the float tiles and
-// the GEMV read 4 bytes per weight, the made tiles 2) 4 285-287 / 161-162, 8 607-682 /
-// 174-182: from 4.
+// F16 4 224-259 / 206-230, 8 313-318 / 204-253; F32 (the float tiles and the GEMV read 4
+// bytes per weight, the made tiles 2) 4 285-287 / 161-162, 8 607-682 / 174-182: from 4.
+// Since the made tiles of a slab read by 1-2 tile calls prefetch it into L1 (kFewTileCalls in
+// matmul_amx_bf16_impl.h), F16 and BF16 start at 4 too: same bench, own kernels / made tiles,
+// F16 2 138 / 132-140, 4 169-173 / 134-137; Q8_0 12 133-136 / 141-188, 16 150-151 / 144-148;
+// Q4_K 16 120-122 / 146-148, 24 169-170 / 156-164; Q6_K 4 111-112 / 134-143, 8 210-215 /
+// 144-163 (those stay).
 // The batches from which weights of `type` (as amx_bf16_takes them) run on bf16 tiles.
 constexpr std::int64_t amx_bf16_min_tokens(GgmlType type, bool made = false) {
   switch (type) {
     case GgmlType::kF16:
-    case GgmlType::kBF16: return 8;
+    case GgmlType::kBF16: return made ? 4 : 8;
     case GgmlType::kF32: return made ? 4 : 12;
     case GgmlType::kQ6_K: return made ? 8 : 16;
     case GgmlType::kQ8_0: return made ? 16 : kAmxBf16MinTokens;
