@@ -119,7 +119,7 @@ bool default_amx_bf16();
 // amx_bf16: on the avx512amx level of a CPU with AMX-BF16 and AVX-512 BF16, the weights
 // amx_bf16_takes (Q8_0 and Q4_K in kRows8; F32, F16, BF16 and Q6_K in GGUF rows) times
 // amx_bf16_min_tokens(type, made) or more tokens (32; F16 and BF16 8, F32 12, Q6_K 16; with
-// the tiles made at load, bf16_weights, Q8_0 16, Q4_K 24, Q6_K 8) take bf16
+// the tiles made at load, bf16_weights, Q8_0 16, Q4_K 24, Q6_K 8, F32, F16 and BF16 4) take bf16
 // tiles (amx_bf16_applies): prompts and decode batches run faster, and their results are no
 // longer bitwise those of the same tokens decoded one by one (bf16 weights and activations, 8
 // significant bits; see matmul_amx_bf16_impl.h); they still do not depend on the batch, the
