@@ -29,7 +29,13 @@ struct alignas(64) AmxTileConfig {
     rows[tile] = static_cast<std::uint8_t>(r);
     colsb[tile] = static_cast<std::uint16_t>(c);
   }
-  void load() const { _tile_loadconfig(this); }
+  void load() const {
+    // GCC 12 does not count ldtilecfg as reading the 64 bytes: with set() inlined it once
+    // dropped the rows' and columns' stores as dead and loaded a zeroed palette-1 config (the
+    // next tile instruction: SIGILL). The barrier makes every store land first.
+    __asm__ __volatile__("" : : "r"(this) : "memory");
+    _tile_loadconfig(this);
+  }
 };
 
 }  // namespace
