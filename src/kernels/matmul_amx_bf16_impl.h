@@ -522,7 +522,7 @@ void bf16_rows(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, 
                std::int64_t n_tokens, std::int64_t r0, std::int64_t r1, std::int64_t kb_run, float* y,
                std::int64_t y_stride, std::uint16_t* wbuf, const std::uint16_t* made) {
   const std::int64_t nb = cols / 32, gbytes = 8 * static_cast<std::int64_t>(row_bytes);
-  const std::int64_t full = n_tokens / 16 * 16, rem = n_tokens - full;
+  const std::int64_t rem = n_tokens % 16;  // tokens in the last token tile past a whole 16
   const std::int64_t a_tile = nb * kBf16TileElems;  // elements between token tiles
   const std::int64_t pair_stride = made != nullptr ? nb * kBf16TileElems : kb_run * kBf16TileElems;
   // Tile calls per slab: pairs of token tiles (the last tile's rows the tokens left), a lone
