@@ -512,8 +512,14 @@ void bf16_make_tiles(const std::uint8_t* w, std::size_t row_bytes, std::int64_t 
 // kRows8; Bf16Plain<Row>: GGUF rows) times tokens [0, n_tokens) of the packed activations `a`, into y; runs of
 // kb_run blocks; wbuf: 4 * kb_run B tiles (64-byte aligned): the current slab's and the next's.
 // made: null, or the matrix's B tiles made once (bf16_make_tiles's layout), which the
-// products then read in place of the copies (the same bits), two slabs ahead prefetched
-// into L2 (few tokens on the tiles: the slab's own, kFewTileCalls). A call's two token tiles
+// products then read in place of the copies (the same bits), the next slab's prefetched
+// into L2 while this one's tiles run (few tokens on the tiles: the slab's own into L1,
+// kFewTileCalls). Not two ahead as for the copies: behind slab s's tiles runs the copy of
+// slab s + 32, so the sources prefetched there are slab s + 64's; made tiles are read only by
+// their own slab's calls. Intel Xeon (family 6 model 167), two ahead -> next, three rounds:
+// kernels_bench BM_Synth1bMatmuls made:1 at 512 tokens, one thread, ms, Q8_0 1134-1515 ->
+// 1077-1218, F16 1159-1208 -> 998-1155; profile engine pp512 tok/s, one / two threads: synth 1b
+// Q8_0 362-368 -> 381-394 / 713-723 -> 755-760; 64 tokens (own prefetch) unchanged. A call's two token tiles
 // have their own rows, so the tokens past the last 16 ride in the last pair's second tile
 // (one call, one configuration per slab for a batch of 17-32). kTiles: the products on AMX
 // tiles (bf16_tiles), else on AVX512-BF16 vectors (bf16_vectors_tile).
@@ -569,10 +575,10 @@ void bf16_rows(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, 
                                      (kb - ahead) * 2 * kBf16TileElems, kb - ahead, /*l1=*/true);
         }
       } else if (made != nullptr) {
-        // The tiles in place; the slab two ahead's (one range of kb tiles per pair) into L2.
-        if (s + 64 < r1) {
-          const auto* ahead = reinterpret_cast<const std::uint8_t*>(made + ((s + 64) / 16 * nb) * kBf16TileElems);
-          const int pairs = static_cast<int>(imin(2, (r1 - s - 64 + 15) / 16));
+        // The tiles in place; the next slab's (one range of kb tiles per pair) into L2.
+        if (s + 32 < r1) {
+          const auto* ahead = reinterpret_cast<const std::uint8_t*>(made + ((s + 32) / 16 * nb) * kBf16TileElems);
+          const int pairs = static_cast<int>(imin(2, (r1 - s - 32 + 15) / 16));
           bg.prefetch = SlabPrefetch(ahead, nb * 2 * kBf16TileElems, pairs, 1, kc * 2 * kBf16TileElems,
                                      kb * 2 * kBf16TileElems, calls * kb);
         }
