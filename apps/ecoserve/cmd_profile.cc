@@ -842,8 +842,9 @@ void add_profile_command(CLI::App& app, int& exit_code) {
   add_isa_option(eng, args->isa);
   eng->add_flag("--json", args->json, "print JSON instead of a table");
   eng->add_flag("--phases", args->phases,
-                "also print where each test's step time goes: the decoder layers' linear layers, attention, the "
-                "output layer, sampling and the rest (norms, RoPE, KV writes, SiLU, residuals), mean ms per step and "
+                "also print where each test's step time goes: the decoder layers' linear layers (with the FFN's "
+                "SiLU gating), attention, the output layer, sampling and the rest (norms, RoPE, KV writes, residuals), "
+                "mean ms per step and "
                 "share; with --roofline, the linear layers' and attention's time against their own bounds (the "
                 "layers' weights or multiply-adds; the KV reads or attention's multiply-adds)");
   eng->add_flag("--roofline", args->roofline,

@@ -523,13 +523,9 @@ StatusOr<StepOutput> ModelRunner::execute(const StepPlan& plan) {
     const kernels::MatmulTarget gate_up[] = {{&w.w_gate, m.gate.data()}, {&w.w_up, m.up.data()}};
     timer.enter(StepPhase::kLinear);
     kernels::matmul_many(gate_up, m.xn.data(), T, m.kctx);
-    timer.enter(StepPhase::kOther);
-    pool.parallel_for(T, row_grain, [&](int64_t b, int64_t e) {
-      kernels::silu_mul(m.gate.data() + b * c.n_ff, m.up.data() + b * c.n_ff, (e - b) * c.n_ff,
-                        m.gate.data() + b * c.n_ff);
-    });
-    timer.enter(StepPhase::kLinear);
-    kernels::matmul(w.w_down, m.gate.data(), T, m.tmp.data(), m.kctx);
+    // SiLU and the product with up, then the down projection: one call, so that the bf16
+    // products make silu(gate) * up in their packing of the activations (linear-layer time).
+    kernels::matmul_gated(w.w_down, m.gate.data(), m.up.data(), T, m.tmp.data(), m.kctx);
     timer.enter(StepPhase::kOther);
     pool.parallel_for(T, row_grain, [&](int64_t b, int64_t e) {
       kernels::add_inplace(m.x.data() + b * d, m.tmp.data() + b * d, (e - b) * d);

@@ -3,10 +3,11 @@
 // PhaseTimer is the stopwatch execute moves from phase to phase.
 //
 // The phases are the parts a roofline bounds apart: the decoder layers' linear layers
-// (Q/K/V, O, gate/up, down: weight reads or multiply-adds), attention (KV reads and
-// its multiply-adds), the output layer (final norm and vocabulary projection of the
-// sampled rows), sampling, and the rest (embedding, norms, RoPE, KV writes, SiLU,
-// residual adds, the step's bookkeeping). Each is wall time on the thread that runs
+// (Q/K/V, O, gate/up, down: weight reads or multiply-adds; with them the SiLU gating of
+// down's input, which kernels::matmul_gated makes inside its packing where the bf16
+// products run), attention (KV reads and its multiply-adds), the output layer (final norm
+// and vocabulary projection of the sampled rows), sampling, and the rest (embedding,
+// norms, RoPE, KV writes, residual adds, the step's bookkeeping). Each is wall time on the thread that runs
 // the step, with the pool's threads working inside it, so the phases of a step add up
 // to the step's time.
 //

@@ -9,6 +9,7 @@
 #include "base/status.h"
 #include "kernels/bf16_weight_tiles.h"
 #include "kernels/matmul_kernels.h"
+#include "kernels/ops.h"
 #include "kernels/packed_weights.h"
 
 namespace ecoserve::kernels {
@@ -177,9 +178,10 @@ const std::uint16_t* made_tiles(const KernelContext& ctx, const WeightView& w) {
 // The targets (each bf16_products_apply, the same cols) times x [n_tokens][cols] on the bf16
 // tiles or, at the avx512vnni-zmm level, AVX512-BF16 vectors: x packed once per chunk of
 // tokens (token tiles split over the threads), then each thread's share of the targets'
-// rows laid end to end, in slabs of 32.
+// rows laid end to end, in slabs of 32. up: null, or x is silu(x) * up (matmul_gated), made
+// in the packing.
 void amx_bf16_matmul(std::span<const Bf16Target> targets, const float* x, std::int64_t n_tokens,
-                     KernelContext& ctx) {
+                     KernelContext& ctx, const float* up = nullptr) {
   const std::int64_t cols = targets[0].w->cols, nb = cols / 32;
   std::int64_t total_rows = 0;
   for (const Bf16Target& t : targets) total_rows += t.w->rows;
@@ -203,7 +205,12 @@ void amx_bf16_matmul(std::span<const Bf16Target> targets, const float* x, std::i
     pool.run([&](int i, int parts) {
       std::int64_t b0, b1;
       share((nt + 15) / 16, 1, i, parts, &b0, &b1);
-      if (b0 < b1) detail::amx_bf16_pack_acts(xc, cols, nt, b0, b1, acts);
+      if (b0 >= b1) return;
+      if (up != nullptr) {
+        detail::amx_bf16_pack_gated_acts(xc, up + tc * cols, cols, nt, b0, b1, acts);
+      } else {
+        detail::amx_bf16_pack_acts(xc, cols, nt, b0, b1, acts);
+      }
     });
     pool.run([&](int i, int parts) {
       std::int64_t r0, r1;
@@ -456,6 +463,26 @@ void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y
   run([&](int i, std::int64_t r0, std::int64_t r1, std::int64_t t0, std::int64_t t1) {
     kernel(wdata, w.row_bytes, acts, r0, r1, t0, t1, y, w.rows, scratch.of(i));
   });
+}
+
+void matmul_gated(const WeightView& w, float* gate, const float* up, std::int64_t n_tokens, float* y,
+                  KernelContext& ctx) {
+  check_shape(w, n_tokens);
+  check_kernel_options(ctx);
+  if (n_tokens == 0) return;
+  ECO_CHECK_MSG(gate != nullptr && up != nullptr, "matmul_gated: null input");
+  ECO_CHECK_MSG(ctx.pool != nullptr, "matmul_gated: KernelContext without a thread pool");
+  if (w.rows > 0 && bf16_products_apply(ctx, w, n_tokens)) {
+    ECO_CHECK_MSG(w.data != nullptr && y != nullptr, "matmul_gated: null data pointer");
+    const Bf16Target target{&w, y, made_tiles(ctx, w)};
+    amx_bf16_matmul({&target, 1}, gate, n_tokens, ctx, up);
+    return;
+  }
+  // Per token on the threads, in runs of 8 (a decode step's few tokens are not split).
+  ctx.pool->parallel_for(n_tokens, 8, [&](std::int64_t b, std::int64_t e) {
+    silu_mul(gate + b * w.cols, up + b * w.cols, (e - b) * w.cols, gate + b * w.cols);
+  });
+  matmul(w, gate, n_tokens, y, ctx);
 }
 
 void matmul_many(std::span<const MatmulTarget> targets, const float* x, std::int64_t n_tokens, KernelContext& ctx) {

@@ -150,6 +150,14 @@ struct KernelContext {
 
 void matmul(const WeightView& w, const float* x, std::int64_t n_tokens, float* y, KernelContext& ctx);
 
+// A gated FFN's down projection: y = x W^T with x = silu(gate) * up (gate and up [n_tokens]
+// [w.cols]), bitwise what silu_mul (ops.h) then matmul give. Where the bf16 products run
+// (bf16_products_apply) x is made inside their packing of the activations, one pass over gate
+// and up with no float x stored; elsewhere silu_mul writes x over gate first. gate's contents
+// are unspecified afterwards either way.
+void matmul_gated(const WeightView& w, float* gate, const float* up, std::int64_t n_tokens, float* y,
+                  KernelContext& ctx);
+
 // The OpenBLAS kernels this process runs ("Haswell", "Cooperlake", ...: OpenBLAS's
 // core name, chosen once when it is loaded, from the environment variable
 // OPENBLAS_CORETYPE or else from its own CPU table). Only prefill attention of head

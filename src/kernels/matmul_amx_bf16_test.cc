@@ -18,9 +18,11 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "kernels/bf16_weight_tiles.h"
 #include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_test_util.h"
+#include "kernels/ops.h"
 #include "kernels/packed_weights.h"
 #include "kernels/quant.h"
 
@@ -174,6 +176,47 @@ TEST_P(Bf16PathTest, BitwiseTheSameAcrossBatchesPlacesThreadsAndFusion) {
             << type_name(type) << " fused, token " << t;
       }
       EXPECT_EQ(std::memcmp(y2.data(), y2ref.data(), y2.size() * 4), 0) << type_name(type) << " fused second target";
+    }
+  }
+}
+
+// matmul_gated (silu(gate) * up made inside the activations' packing where the bf16 products
+// run) gives the bits of silu_mul then matmul: Q8_0 / F16 down projections with 2048 and 5632
+// columns, with and without tiles made at load, batches across the 256-token chunks and
+// ragged last tiles, one and two threads; and the level's own kernels (no bf16) the same.
+TEST_P(Bf16PathTest, GatedDownProjectionIsSiluMulThenMatmul) {
+  ThreadPool pool1(1), pool2(2);
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kF16}) {
+    if (!on_path(type)) continue;
+    for (std::int64_t cols : {2048, 5632}) {
+      const std::int64_t rows = 48;
+      const PackedMatrix m = make_matrix(rows, cols, 21, type);
+      const WeightView w = m.engine_view();
+      Bf16WeightTiles made;
+      ASSERT_TRUE(made.add(w, pool2).ok());
+      for (std::int64_t n : {16, 37, 300}) {
+        std::vector<float> gate = testing::make_acts(n, cols, 22), up = testing::make_acts(n, cols, 23);
+        for (float& g : gate) g *= 4.0f;  // SiLU's curve, not only its linear middle
+        std::vector<float> x(gate.size());
+        silu_mul(gate.data(), up.data(), static_cast<std::int64_t>(gate.size()), x.data());
+        for (ThreadPool* pool : {&pool1, &pool2}) {
+          for (bool with_made : {false, true}) {
+            for (bool bf16 : {true, false}) {
+              KernelContext ctx = bf16 ? bf16_context(pool) : own_context(pool);
+              if (with_made) ctx.bf16_weights = &made;
+              if (!bf16 || n == 300) {
+                ASSERT_EQ(applies(ctx, w, n), bf16) << n;  // both ways covered
+              }
+              std::vector<float> ref(n * rows, NAN), y(n * rows, NAN), g = gate;
+              matmul(w, x.data(), n, ref.data(), ctx);
+              matmul_gated(w, g.data(), up.data(), n, y.data(), ctx);
+              ASSERT_EQ(std::memcmp(y.data(), ref.data(), y.size() * 4), 0)
+                  << type_name(type) << " cols " << cols << " tokens " << n << " threads " << pool->num_threads()
+                  << " made " << with_made << " bf16 " << bf16;
+            }
+          }
+        }
+      }
     }
   }
 }

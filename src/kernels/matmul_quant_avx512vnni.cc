@@ -39,6 +39,11 @@ void amx_bf16_pack_acts(const float* x, std::int64_t cols, std::int64_t n_tokens
   isa_avx512vnni::bf16_pack_acts(x, cols, n_tokens, tile0, tile1, a);
 }
 
+void amx_bf16_pack_gated_acts(const float* gate, const float* up, std::int64_t cols, std::int64_t n_tokens,
+                              std::int64_t tile0, std::int64_t tile1, std::uint16_t* a) {
+  isa_avx512vnni::bf16_pack_gated_acts(gate, up, cols, n_tokens, tile0, tile1, a);
+}
+
 namespace {
 // Calls run(K{}) with the bf16 tiles' source K of weights of `type`; false for a type
 // they do not take.
