@@ -205,12 +205,7 @@ void amx_bf16_matmul(std::span<const Bf16Target> targets, const float* x, std::i
     pool.run([&](int i, int parts) {
       std::int64_t b0, b1;
       share((nt + 15) / 16, 1, i, parts, &b0, &b1);
-      if (b0 >= b1) return;
-      if (up != nullptr) {
-        detail::amx_bf16_pack_gated_acts(xc, up + tc * cols, cols, nt, b0, b1, acts);
-      } else {
-        detail::amx_bf16_pack_acts(xc, cols, nt, b0, b1, acts);
-      }
+      if (b0 < b1) detail::amx_bf16_pack_acts(xc, up != nullptr ? up + tc * cols : nullptr, cols, nt, b0, b1, acts);
     });
     pool.run([&](int i, int parts) {
       std::int64_t r0, r1;

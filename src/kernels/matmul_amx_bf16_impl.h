@@ -106,10 +106,17 @@ inline void amx_bf16_configure(int m0, int m1, int n0, int n1) {
   cfg.load();
 }
 
+// silu(g) * u for 16 floats: kernels::silu_mul's operations and bits.
+inline __m512 silu_mul16(__m512 g, __m512 u) {
+  const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), g));
+  return _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), u);
+}
+
 // Token tiles [tile0, tile1) of x [n_tokens][cols] as bf16 A tiles at `a` (the layout
 // above): each token's row read in order (16 rows read a block at a time from 16 places
-// were 2.5x slower), written 1 KiB apart.
-void bf16_pack_acts(const float* x, std::int64_t cols, std::int64_t n_tokens, std::int64_t tile0,
+// were 2.5x slower), written 1 KiB apart. up: null, or x is silu(x) * up (up [n_tokens][cols];
+// kernels::silu_mul's values, never stored as floats: a gated FFN's down projection).
+void bf16_pack_acts(const float* x, const float* up, std::int64_t cols, std::int64_t n_tokens, std::int64_t tile0,
                     std::int64_t tile1, std::uint16_t* a) {
   const std::int64_t nb = cols / 32;
   for (std::int64_t tile = tile0; tile < tile1; ++tile) {
@@ -121,58 +128,13 @@ void bf16_pack_acts(const float* x, std::int64_t cols, std::int64_t n_tokens, st
         continue;
       }
       const float* src = x + t * cols;
+      const float* u = up != nullptr ? up + t * cols : nullptr;
       for (std::int64_t b = 0; b < nb; ++b) {
-        const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + 32 * b + 16), _mm512_loadu_ps(src + 32 * b));
-        _mm512_store_si512(out + b * kBf16TileElems, reinterpret_cast<__m512i>(v));
-      }
-    }
-  }
-}
-
-// e^x for 16 floats: exp8 (vec_math.h) on 512-bit registers, the same operations lane by
-// lane (so the same bits: rounding to nearest, the same constants and order).
-inline __m512 exp16(__m512 x) {
-  using C = ExpConstants;
-  const __mmask16 underflow = _mm512_cmp_ps_mask(x, _mm512_set1_ps(C::kLo), _CMP_LT_OQ);
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(C::kLo)), _mm512_set1_ps(C::kHi));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(C::kLog2e)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(C::kLn2Hi), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(C::kLn2Lo), r);
-  __m512 p = _mm512_set1_ps(C::kP[0]);
-#pragma GCC unroll 5
-  for (int k = 1; k < 6; ++k) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(C::kP[k]));
-  const __m512 r2 = _mm512_mul_ps(r, r);
-  __m512 y = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-  y = _mm512_mul_ps(y, _mm512_castsi512_ps(e));
-  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~underflow), y);
-}
-
-// silu(g) * u for 16 floats: kernels::silu_mul's operations and bits.
-inline __m512 silu_mul16(__m512 g, __m512 u) {
-  const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), g));
-  return _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), u);
-}
-
-// bf16_pack_acts of silu(gate) * up (kernels::silu_mul's values, never stored as floats):
-// the activations of a gated FFN's down projection, in one pass over gate and up.
-void bf16_pack_gated_acts(const float* gate, const float* up, std::int64_t cols, std::int64_t n_tokens,
-                          std::int64_t tile0, std::int64_t tile1, std::uint16_t* a) {
-  const std::int64_t nb = cols / 32;
-  for (std::int64_t tile = tile0; tile < tile1; ++tile) {
-    for (int r = 0; r < 16; ++r) {
-      const std::int64_t t = 16 * tile + r;
-      std::uint16_t* out = a + tile * nb * kBf16TileElems + 32 * r;
-      if (t >= n_tokens) {
-        for (std::int64_t b = 0; b < nb; ++b) _mm512_store_si512(out + b * kBf16TileElems, _mm512_setzero_si512());
-        continue;
-      }
-      const float* g = gate + t * cols;
-      const float* u = up + t * cols;
-      for (std::int64_t b = 0; b < nb; ++b) {
-        const __m512 lo = silu_mul16(_mm512_loadu_ps(g + 32 * b), _mm512_loadu_ps(u + 32 * b));
-        const __m512 hi = silu_mul16(_mm512_loadu_ps(g + 32 * b + 16), _mm512_loadu_ps(u + 32 * b + 16));
+        __m512 lo = _mm512_loadu_ps(src + 32 * b), hi = _mm512_loadu_ps(src + 32 * b + 16);
+        if (u != nullptr) {
+          lo = silu_mul16(lo, _mm512_loadu_ps(u + 32 * b));
+          hi = silu_mul16(hi, _mm512_loadu_ps(u + 32 * b + 16));
+        }
         _mm512_store_si512(out + b * kBf16TileElems, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
       }
     }

@@ -106,11 +106,9 @@ const QuantRowKernels* quant_row_kernels_avx512amx();
 // (rows / 8) of a matrix as B tiles, pair p's block b at out + (p * cols / 32 + b) * 512
 // (64-byte aligned); the last pair of an odd count repeats its group.
 std::size_t amx_bf16_acts_bytes(std::int64_t n_tokens, std::int64_t cols);
-void amx_bf16_pack_acts(const float* x, std::int64_t cols, std::int64_t n_tokens, std::int64_t tile0,
+// up: null, or the activations are silu(x) * up (kernels::silu_mul's values and bits).
+void amx_bf16_pack_acts(const float* x, const float* up, std::int64_t cols, std::int64_t n_tokens, std::int64_t tile0,
                         std::int64_t tile1, std::uint16_t* a);
-// amx_bf16_pack_acts of x = silu(gate) * up (kernels::silu_mul's values and bits).
-void amx_bf16_pack_gated_acts(const float* gate, const float* up, std::int64_t cols, std::int64_t n_tokens,
-                              std::int64_t tile0, std::int64_t tile1, std::uint16_t* a);
 void amx_bf16_rows(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols,
                    const std::uint16_t* a, std::int64_t n_tokens, std::int64_t r0, std::int64_t r1,
                    std::int64_t run_blocks, float* y, std::int64_t y_stride, std::uint16_t* wbuf, bool vectors,

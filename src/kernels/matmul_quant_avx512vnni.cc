@@ -34,14 +34,9 @@ const QuantRowKernels* quant_row_kernels_avx512amx() {
   return &kKernels;
 }
 
-void amx_bf16_pack_acts(const float* x, std::int64_t cols, std::int64_t n_tokens, std::int64_t tile0,
+void amx_bf16_pack_acts(const float* x, const float* up, std::int64_t cols, std::int64_t n_tokens, std::int64_t tile0,
                         std::int64_t tile1, std::uint16_t* a) {
-  isa_avx512vnni::bf16_pack_acts(x, cols, n_tokens, tile0, tile1, a);
-}
-
-void amx_bf16_pack_gated_acts(const float* gate, const float* up, std::int64_t cols, std::int64_t n_tokens,
-                              std::int64_t tile0, std::int64_t tile1, std::uint16_t* a) {
-  isa_avx512vnni::bf16_pack_gated_acts(gate, up, cols, n_tokens, tile0, tile1, a);
+  isa_avx512vnni::bf16_pack_acts(x, up, cols, n_tokens, tile0, tile1, a);
 }
 
 namespace {

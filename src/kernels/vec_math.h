@@ -25,27 +25,73 @@ struct ExpConstants {
 };
 }  // namespace
 
+// exp8's algorithm is written once, over a register width (ExpLanes8 and ExpLanes16: the
+// few operations it needs), so that exp16 (below, AVX-512 objects) gives exp8's bits lane by
+// lane.
+namespace {
+struct ExpLanes8 {
+  using V = __m256;
+  using Mask = __m256;  // all ones where x < kLo
+  static __m256 set1(float v) { return _mm256_set1_ps(v); }
+  static __m256 mul(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
+  static __m256 add(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
+  static __m256 fmadd(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
+  static __m256 fnmadd(__m256 a, __m256 b, __m256 c) { return _mm256_fnmadd_ps(a, b, c); }
+  static __m256 clamp(__m256 x, __m256 lo, __m256 hi) { return _mm256_min_ps(_mm256_max_ps(x, lo), hi); }
+  static __m256 round(__m256 x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static Mask below(__m256 x, __m256 lo) { return _mm256_cmp_ps(x, lo, _CMP_LT_OQ); }
+  static __m256 zero_where(Mask m, __m256 y) { return _mm256_andnot_ps(m, y); }
+  // 2^n for n integral in float: (n + 127) << 23 as the bits of a float.
+  static __m256 pow2(__m256 n) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+  }
+};
+#ifdef __AVX512F__
+struct ExpLanes16 {
+  using V = __m512;
+  using Mask = __mmask16;
+  static __m512 set1(float v) { return _mm512_set1_ps(v); }
+  static __m512 mul(__m512 a, __m512 b) { return _mm512_mul_ps(a, b); }
+  static __m512 add(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
+  static __m512 fmadd(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }
+  static __m512 fnmadd(__m512 a, __m512 b, __m512 c) { return _mm512_fnmadd_ps(a, b, c); }
+  static __m512 clamp(__m512 x, __m512 lo, __m512 hi) { return _mm512_min_ps(_mm512_max_ps(x, lo), hi); }
+  static __m512 round(__m512 x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static Mask below(__m512 x, __m512 lo) { return _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ); }
+  static __m512 zero_where(Mask m, __m512 y) { return _mm512_maskz_mov_ps(static_cast<__mmask16>(~m), y); }
+  static __m512 pow2(__m512 n) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
+  }
+};
+#endif
+
+template <class L>
+inline typename L::V exp_lanes(typename L::V x) {
+  using C = ExpConstants;
+  using V = typename L::V;
+  const V lo = L::set1(C::kLo);
+  const typename L::Mask underflow = L::below(x, lo);
+  x = L::clamp(x, lo, L::set1(C::kHi));
+  const V n = L::round(L::mul(x, L::set1(C::kLog2e)));
+  V r = L::fnmadd(n, L::set1(C::kLn2Hi), x);
+  r = L::fnmadd(n, L::set1(C::kLn2Lo), r);
+  V p = L::set1(C::kP[0]);
+#pragma GCC unroll 5
+  for (int k = 1; k < 6; ++k) p = L::fmadd(p, r, L::set1(C::kP[k]));
+  const V r2 = L::mul(r, r);
+  const V y = L::fmadd(p, r2, L::add(r, L::set1(1.0f)));
+  return L::zero_where(underflow, L::mul(y, L::pow2(n)));
+}
+}  // namespace
+
 // Internal linkage (static): per-ISA objects include this, and an out-of-line copy
 // compiled with their flags must not be shared with the rest of the program.
-static inline __m256 exp8(__m256 x) {
-  using C = ExpConstants;
-  const __m256 hi = _mm256_set1_ps(C::kHi);
-  const __m256 lo = _mm256_set1_ps(C::kLo);
-  const __m256 underflow = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-  x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(C::kLog2e)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(C::kLn2Hi), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(C::kLn2Lo), r);
-  __m256 p = _mm256_set1_ps(C::kP[0]);
-#pragma GCC unroll 5
-  for (int k = 1; k < 6; ++k) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(C::kP[k]));
-  const __m256 r2 = _mm256_mul_ps(r, r);
-  __m256 y = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
-  return _mm256_andnot_ps(underflow, y);
-}
+static inline __m256 exp8(__m256 x) { return exp_lanes<ExpLanes8>(x); }
+
+#ifdef __AVX512F__
+// exp8 on 16 lanes, its bits lane by lane (internal linkage, as exp8).
+static inline __m512 exp16(__m512 x) { return exp_lanes<ExpLanes16>(x); }
+#endif
 
 // softmax_exp2_8: 2^x for attention's softmax weights. The attention kernels scale
 // their scores by log2(e) with the usual 1/sqrt(head_dim) (in the query, once), so a
