@@ -7,9 +7,9 @@
 // down's input, which kernels::matmul_gated makes inside its packing where the bf16
 // products run), attention (KV reads and its multiply-adds), the output layer (final norm
 // and vocabulary projection of the sampled rows), sampling, and the rest (embedding,
-// norms, RoPE, KV writes, residual adds, the step's bookkeeping). Each is wall time on the thread that runs
-// the step, with the pool's threads working inside it, so the phases of a step add up
-// to the step's time.
+// norms, RoPE, KV writes, residual adds, the step's bookkeeping). Each is wall time on the
+// thread that runs the step, with the pool's threads working inside it, so the phases of a
+// step add up to the step's time.
 //
 // Plain data and a stopwatch: not thread-safe; the thread that calls execute owns both.
 #pragma once
