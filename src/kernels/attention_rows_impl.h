@@ -355,10 +355,12 @@ struct RowPrefetch {
 
 // The score pass of a tile: for the n <= L::kTile positions at off[0..n) in groups of
 // P (then one at a time), and for each KV head in [kv0, kv1), core.template
-// operator()<Pn>(j0, h, head) stores the scores of positions j0..j0 + Pn of query heads
-// h..h + G (head = the KV head's first element in a row) into pbuf[j * Hp + h ...]; the
-// K rows of the positions kPrefetchAhead on are prefetched first. Scores of the lanes
-// past the last head (H = G * (kv1 - kv0) not a multiple of 8) are set to 0.
+// operator()<Pn>(j0, h, head, tick) stores the scores of positions j0..j0 + Pn of query
+// heads h..h + G (head = the KV head's first element in a row) into pbuf[j * Hp + h ...],
+// calling tick(step, steps) before each of its `steps` steps; the K rows of the positions
+// kPrefetchAhead on are prefetched as many lines as it reads, before it or (f32 rows in
+// row order) through its ticks. Scores of the lanes past the last head (H = G * (kv1 -
+// kv0) not a multiple of 8) are set to 0.
 template <int kHd, int kElem, int G, int P, bool kRowOrder, class Core>
 inline void score_tiles(int32_t kv0, int32_t kv1, const int64_t* off, int32_t n, int32_t n_ahead,
                         const PagedKvView& kv, int32_t Hp, float* pbuf, Core&& core) {
@@ -374,8 +376,17 @@ inline void score_tiles(int32_t kv0, int32_t kv1, const int64_t* off, int32_t n,
           continue;
         }
         const int64_t head = static_cast<int64_t>(kv0 + c0 / G + c) * kHd;
-        if constexpr (kRowOrder) {
-          pf.issue(Pn * kHd * kElem / 64);
+        constexpr int kLines = Pn * kHd * kElem / 64;  // the lines the core reads
+        if constexpr (kRowOrder && kElem == 4) {
+          // f32 rows: the lines spread over the core's steps (tick(step, steps) before each).
+          // Issued in one burst before its arithmetic, they held it up until they were under
+          // way, so reads and arithmetic added up instead of overlapping (docs/kernels.md,
+          // fifty-second pass); fp16 rows measured no better spread, or worse (scores16).
+          auto tick = [&pf](int step, int steps) { pf.issue(kLines * (step + 1) / steps - kLines * step / steps); };
+          core.template operator()<Pn>(j0, c0 + c * G, head, tick);
+          continue;
+        } else if constexpr (kRowOrder) {
+          pf.issue(kLines);
         } else {
 #pragma GCC unroll 8
           for (int a = 0; a < Pn; ++a) {
@@ -385,7 +396,8 @@ inline void score_tiles(int32_t kv0, int32_t kv1, const int64_t* off, int32_t n,
             }
           }
         }
-        core.template operator()<Pn>(j0, c0 + c * G, head);
+        auto idle = [](int, int) {};
+        core.template operator()<Pn>(j0, c0 + c * G, head, idle);
       }
     }
   };
@@ -524,18 +536,18 @@ void rows_tile(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
   constexpr int P = L::template kPositions<kF16, G>;
   if constexpr (L::kScores16) {
 #if ECO_ATTN_WIDE
-    auto core = [&]<int Pn>(int32_t j0, int32_t h0, int64_t head) {
+    auto core = [&]<int Pn>(int32_t j0, int32_t h0, int64_t head, auto& tick) {
       const float* qc = q + static_cast<int64_t>(h0) * kHd;
       if constexpr (zmm_query_lanes(G) != 0) {
-        scores_lanes<NV, G, Pn, kF16>(qc, kv.k, off + j0, head, pbuf + j0 * Hp + h0, Hp);
+        scores_lanes<NV, G, Pn, kF16>(qc, kv.k, off + j0, head, pbuf + j0 * Hp + h0, Hp, tick);
       } else {
-        scores16<NV, G, Pn, kF16>(qc, kv.k, off + j0, head, pbuf + j0 * Hp + h0, Hp);
+        scores16<NV, G, Pn, kF16>(qc, kv.k, off + j0, head, pbuf + j0 * Hp + h0, Hp, tick);
       }
     };
     score_tiles<kHd, kElem, G, P, L::kRowOrderPrefetch>(kv0, kv1, off, n, n_ahead, kv, Hp, pbuf, core);
 #endif
   } else {
-    auto core = [&]<int Pn>(int32_t j0, int32_t h0, int64_t head) {
+    auto core = [&]<int Pn>(int32_t j0, int32_t h0, int64_t head, auto& tick) {
       const float* qc = q + static_cast<int64_t>(h0) * kHd;
       __m256 acc[Pn][G];
 #pragma GCC unroll 8
@@ -544,6 +556,7 @@ void rows_tile(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
         for (int h = 0; h < G; ++h) acc[a][h] = _mm256_setzero_ps();
 #pragma GCC unroll 16
       for (int v = 0; v < NV; ++v) {
+        tick(v, NV);
         __m256 kk[Pn];
 #pragma GCC unroll 8
         for (int a = 0; a < Pn; ++a) kk[a] = load8<kF16>(kv.k, off[j0 + a] + head + 8 * v);

@@ -35,10 +35,11 @@ inline __m512 transpose_sum16(const __m512* a) {
 // reduced together (transpose_sum16). pbuf[(j0 + a) * Hp + h0 + h] = q_h . K_a
 // for the positions at off[j0 + a], head `head` (its first element in a row); q
 // holds each head's hd floats in turn. Not the bits of Lanes8's chains: the results
-// agree with them within float rounding (attention_test states the tolerance).
-template <int NV, int G, int Pn, bool kF16>
+// agree with them within float rounding (attention_test states the tolerance). tick(v,
+// hd / 16) before each 16 dimensions (score_tiles' prefetch).
+template <int NV, int G, int Pn, bool kF16, class Tick>
 inline void scores16(const float* qc, const void* k, const int64_t* off, int64_t head, float* prow,
-                     int32_t Hp) {
+                     int32_t Hp, Tick&& tick) {
   constexpr int kHd = 8 * NV;
   static_assert(Pn * G <= 16 && kHd % 16 == 0);
   __m512 acc[Pn][G];
@@ -48,6 +49,7 @@ inline void scores16(const float* qc, const void* k, const int64_t* off, int64_t
     for (int h = 0; h < G; ++h) acc[a][h] = _mm512_setzero_ps();
 #pragma GCC unroll 8
   for (int v = 0; v < kHd / 16; ++v) {
+    tick(v, kHd / 16);
     __m512 kk[Pn];
 #pragma GCC unroll 8
     for (int a = 0; a < Pn; ++a) {
@@ -119,13 +121,14 @@ inline void store_lane_pair_sums(const __m512* acc, float* prow, int32_t Hp) {
 // scores_lanes' chains: acc[a] (a < Pn) = mac(load_q(c), the 64-bit word c of rows[a] in
 // every lane pair, ...) over c < kSteps from zero, one chain per position; each query
 // register is loaded once for the Pn positions, each word broadcast from memory (a load,
-// not a shuffle).
-template <int Pn, int kSteps, class LoadQ, class Mac>
-inline void broadcast_chains(__m512* acc, const void* const* rows, LoadQ load_q, Mac mac) {
+// not a shuffle); tick(c, kSteps) before step c.
+template <int Pn, int kSteps, class LoadQ, class Mac, class Tick>
+inline void broadcast_chains(__m512* acc, const void* const* rows, LoadQ load_q, Mac mac, Tick& tick) {
 #pragma GCC unroll 8
   for (int a = 0; a < Pn; ++a) acc[a] = _mm512_setzero_ps();
 #pragma GCC unroll 8
   for (int c = 0; c < kSteps; ++c) {
+    tick(c, kSteps);
     const auto qv = load_q(c);
 #pragma GCC unroll 8
     for (int a = 0; a < Pn; ++a) {
@@ -144,13 +147,13 @@ inline void broadcast_chains(__m512* acc, const void* const* rows, LoadQ load_q,
 // scores are its accumulator's pair sums (3 shuffles and an add per 2 positions, where
 // scores16 spends 45 operations per 2). fp16 K rows are widened into kf first, then read
 // as f32. pbuf[(j0 + a) * Hp + h0 + h] = q_h . K_a for the positions at off[j0 + a] (a <
-// Pn). Xeon family 6 model 207, attention_bench, 4096 positions, one thread, synth 1b's
+// Pn); tick as broadcast_chains'. Xeon family 6 model 207, attention_bench, 4096 positions, one thread, synth 1b's
 // 32/4, d 64, K and V in L2: fp16 453-457 -> 362-364 us, f32 366-369 -> 335-347. With G =
 // 4 (R = 4, vbroadcastf32x4) the Llama shape's 32/8, d 128 ran 5-15% slower: one load per
 // FMA, where scores16 loads one per two, and its reduction is a quarter of G = 8's.
-template <int NV, int G, int Pn, bool kF16>
+template <int NV, int G, int Pn, bool kF16, class Tick>
 inline void scores_lanes(const float* qt, const void* k, const int64_t* off, int64_t head, float* prow,
-                         int32_t Hp) {
+                         int32_t Hp, Tick&& tick) {
   constexpr int kHd = 8 * NV;
   static_assert(G == 8 && zmm_query_lanes(G) == 2 && kHd % 16 == 0);
 #if ECO_ATTN_BF16_SCORES
@@ -179,7 +182,8 @@ inline void scores_lanes(const float* qt, const void* k, const int64_t* off, int
         acc, rows, [qb](int c) { return _mm512_loadu_si512(qb + 32 * c); },
         [](__m512i qv, __m512d w, __m512 s) {
           return _mm512_dpbf16_ps(s, (__m512bh)qv, (__m512bh)_mm512_castpd_si512(w));
-        });
+        },
+        tick);
     store_lane_pair_sums<Pn>(acc, prow, Hp);
     return;
   }
@@ -204,7 +208,7 @@ inline void scores_lanes(const float* qt, const void* k, const int64_t* off, int
   // Word c of a row: K values 2c and 2c + 1.
   broadcast_chains<Pn, kHd / 2>(
       acc, kr, [qt](int c) { return _mm512_loadu_ps(qt + 16 * c); },
-      [](__m512 qv, __m512d w, __m512 s) { return _mm512_fmadd_ps(qv, _mm512_castpd_ps(w), s); });
+      [](__m512 qv, __m512d w, __m512 s) { return _mm512_fmadd_ps(qv, _mm512_castpd_ps(w), s); }, tick);
   store_lane_pair_sums<Pn>(acc, prow, Hp);
 }
 #endif
