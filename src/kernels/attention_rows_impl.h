@@ -376,18 +376,19 @@ inline void score_tiles(int32_t kv0, int32_t kv1, const int64_t* off, int32_t n,
           continue;
         }
         const int64_t head = static_cast<int64_t>(kv0 + c0 / G + c) * kHd;
+        // f32 rows in row order: the core's lines spread over its steps (tick(step, steps)
+        // before each). Issued in one burst before its arithmetic, they held it up until they
+        // were under way, so reads and arithmetic added up instead of overlapping
+        // (docs/kernels.md, fifty-second pass); fp16 rows measured no better spread, or worse
+        // (scores16), and keep the burst.
         constexpr int kLines = Pn * kHd * kElem / 64;  // the lines the core reads
-        if constexpr (kRowOrder && kElem == 4) {
-          // f32 rows: the lines spread over the core's steps (tick(step, steps) before each).
-          // Issued in one burst before its arithmetic, they held it up until they were under
-          // way, so reads and arithmetic added up instead of overlapping (docs/kernels.md,
-          // fifty-second pass); fp16 rows measured no better spread, or worse (scores16).
-          auto tick = [&pf](int step, int steps) { pf.issue(kLines * (step + 1) / steps - kLines * step / steps); };
-          core.template operator()<Pn>(j0, c0 + c * G, head, tick);
-          continue;
-        } else if constexpr (kRowOrder) {
+        constexpr bool kSpread = kRowOrder && kElem == 4;
+        auto tick = [&](int step, int steps) {
+          if constexpr (kSpread) pf.issue(kLines * (step + 1) / steps - kLines * step / steps);
+        };
+        if constexpr (kRowOrder && !kSpread) {
           pf.issue(kLines);
-        } else {
+        } else if constexpr (!kRowOrder) {
 #pragma GCC unroll 8
           for (int a = 0; a < Pn; ++a) {
             if (j0 + a + kPrefetchAhead < n_ahead) {
@@ -396,8 +397,7 @@ inline void score_tiles(int32_t kv0, int32_t kv1, const int64_t* off, int32_t n,
             }
           }
         }
-        auto idle = [](int, int) {};
-        core.template operator()<Pn>(j0, c0 + c * G, head, idle);
+        core.template operator()<Pn>(j0, c0 + c * G, head, tick);
       }
     }
   };
