@@ -135,7 +135,7 @@ struct AttentionDims {
   // Decode (attend_token, attend_kv_heads, attend_partial, attend_group) of fp16 caches on the
   // 512-bit kernel where the CPU has AVX512-FP16 (decode_attention_fp16_math): the value pass
   // multiplies V as the cache holds it, in half precision (weights and products rounded to
-  // fp16, a tile's positions summed in fp16, within about 9 * 2^-11 of sum p |v|; see
+  // fp16, a tile's positions summed in fp16, within about 10 * 2^-11 of sum p |v|; see
   // attention_rows_fp16_impl.h), not widening it to float: not the float value pass's bits.
   // The engine sets it from EngineOptions::attention_fp16_math.
   bool fp16_math = false;

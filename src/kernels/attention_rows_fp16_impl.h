@@ -8,31 +8,44 @@
 // position's V row is multiplied as it lies in the cache, 32 halves per register, into
 // half-precision accumulators: head_dim / 32 FMAs per head, no conversion; the
 // accumulators are widened and added to o once per tile. The tile's weights p (in [0, 1])
-// are rounded to fp16 as p / 8, each duplicated into a dword so that one broadcast from
+// are rounded to fp16 as p / 16, each duplicated into a dword so that one broadcast from
 // memory (a load, no shuffle) puts it in every lane. Intel Xeon (family 6 model 167),
 // attention_bench, one thread, 4096 positions with K and V in L2: Llama 32/8 d 128 775-830 ->
 // 607-618 us, synth 1b 32/4 d 64 312-356 -> 287-301; from DRAM within the noise, where the
-// reads bound the kernel (docs/kernels.md, thirty-seventh pass).
+// reads bound the kernel (docs/kernels.md, thirty-seventh pass). The two chains added in
+// fp16 before they are widened (two conversions per 32 columns, not four, and no float
+// add; the weights made 16 at a time with one vpermw): synth 1b in L2 290-297 -> 262-266
+// us, Llama from DRAM 1373-1381 -> 1319-1332 (fifty-fourth pass).
 //
 // Rounding: the weights and each fused multiply-add are rounded to fp16 (11 significant
 // bits); a column sums its tile's positions in two chains (even and odd positions, at most
-// 8 terms each), which are widened and added in float, times 8 (exact). So a tile's sum
-// differs from the exact sum of p_j v_j by at most about 9 * 2^-11 sum_j p_j |v_j| (plus,
-// where p_j / 8 or a product falls below fp16's normal range, 2^-22 per term);
-// attention_test's bound. With p / 8 a chain's sum is at most max |v| (p <= 1): it cannot
-// overflow whatever an fp16 cache holds.
+// 8 terms each), whose sum is rounded to fp16 once more, then widened and times 16 (exact).
+// So a tile's sum differs from the exact sum of p_j v_j by at most about 10 * 2^-11 sum_j
+// p_j |v_j| (plus, where p_j / 16 or a product falls below fp16's normal range, 2^-21 (1 +
+// |v_j|) per term); attention_test's bound. With p / 16 a chain's sum is at most max |v| / 2
+// (p <= 1) and the two chains' at most max |v|: it cannot overflow whatever an fp16 cache
+// holds (at p / 8 it could: HalfPrecisionValuePassDoesNotOverflow).
 #pragma once
 
 #ifndef ECO_ATTN_FP16_MATH
 #error "attention_rows_fp16_impl.h is a fragment of attention_rows_impl.h"
 #endif
 
-// The weights of a tile's n positions, pbuf[j * Hp + h] (floats, h < Hp), as fp16(p / 8)
+// The weights of a tile's n positions, pbuf[j * Hp + h] (floats, h < Hp), as fp16(p / 16)
 // in both halves of a dword, in place.
 inline void weights_to_half_pairs(int32_t n, int32_t Hp, float* pbuf) {
   const int64_t total = static_cast<int64_t>(n) * Hp;  // Hp is a multiple of 8
-  for (int64_t i = 0; i < total; i += 8) {
-    const __m256 p = _mm256_mul_ps(_mm256_loadu_ps(pbuf + i), _mm256_set1_ps(0.125f));
+  // Half i of the 16 rounded weights into both halves of dword i.
+  const __m512i dup = _mm512_set_epi16(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8,
+                                       7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+  int64_t i = 0;
+  for (; i + 16 <= total; i += 16) {
+    const __m512 p = _mm512_mul_ps(_mm512_loadu_ps(pbuf + i), _mm512_set1_ps(0.0625f));
+    const __m256i h = _mm512_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm512_storeu_si512(pbuf + i, _mm512_permutexvar_epi16(dup, _mm512_castsi256_si512(h)));
+  }
+  if (i < total) {
+    const __m256 p = _mm256_mul_ps(_mm256_loadu_ps(pbuf + i), _mm256_set1_ps(0.0625f));
     const __m256i h = _mm256_cvtepu16_epi32(_mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(pbuf + i), _mm256_or_si256(h, _mm256_slli_epi32(h, 16)));
   }
@@ -104,14 +117,12 @@ inline void values_pass_ph(int32_t kv0, int32_t kv1, const int64_t* off, int32_t
       for (int h = 0; h < G; ++h)
 #pragma GCC unroll 4
         for (int c = 0; c < CH; ++c) {
-          const __m512i a0 = _mm512_castph_si512(acc[0][h][c]), a1 = _mm512_castph_si512(acc[1][h][c]);
+          const __m512i a = _mm512_castph_si512(_mm512_add_ph(acc[0][h][c], acc[1][h][c]));
           float* oh = o + h * kHd + 32 * (v0 + c);
-          const __m512 lo = _mm512_add_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(a0)),
-                                          _mm512_cvtph_ps(_mm512_castsi512_si256(a1)));
-          const __m512 hi = _mm512_add_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(a0, 1)),
-                                          _mm512_cvtph_ps(_mm512_extracti64x4_epi64(a1, 1)));
-          _mm512_storeu_ps(oh, _mm512_fmadd_ps(lo, _mm512_set1_ps(8.0f), _mm512_loadu_ps(oh)));
-          _mm512_storeu_ps(oh + 16, _mm512_fmadd_ps(hi, _mm512_set1_ps(8.0f), _mm512_loadu_ps(oh + 16)));
+          const __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(a));
+          const __m512 hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(a, 1));
+          _mm512_storeu_ps(oh, _mm512_fmadd_ps(lo, _mm512_set1_ps(16.0f), _mm512_loadu_ps(oh)));
+          _mm512_storeu_ps(oh + 16, _mm512_fmadd_ps(hi, _mm512_set1_ps(16.0f), _mm512_loadu_ps(oh + 16)));
         }
     }
   }
