@@ -577,9 +577,10 @@ std::vector<double> weighted_abs(const float* q, const std::vector<std::vector<f
 // within the value pass's bound of the double reference: weights and products rounded to
 // fp16, tiles summed in two chains of up to 8 and the chains added in fp16
 // (attention_rows_fp16_impl.h: 10 * 2^-11 of sum w |v|, plus 2^-21 (1 + |v|) per position
-// for weights or products below fp16's normal range; the worst measured 2.7 * 2^-11); V of s.d. 1, and of s.d. 16000 (values near fp16's largest: the chains must not
-// overflow). Every other case (f32 caches, other shapes, no AVX512-FP16) gives the float
-// value pass's bits exactly.
+// for weights or products below fp16's normal range; the worst measured 2.7 * 2^-11); V of
+// s.d. 1, and of s.d. 16000 (values near fp16's largest: the chains must not overflow).
+// Every other case (f32 caches, other shapes, no AVX512-FP16) gives the float value pass's
+// bits exactly.
 TEST_P(DecodeTest, HalfPrecisionValuePassWithinItsBound) {
   const DecodeCase c = GetParam();
   const int g = c.n_head / c.n_head_kv;
