@@ -38,16 +38,11 @@ inline void weights_to_half_pairs(int32_t n, int32_t Hp, float* pbuf) {
   // Half i of the 16 rounded weights into both halves of dword i.
   const __m512i dup = _mm512_set_epi16(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8,
                                        7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-  int64_t i = 0;
-  for (; i + 16 <= total; i += 16) {
-    const __m512 p = _mm512_mul_ps(_mm512_loadu_ps(pbuf + i), _mm512_set1_ps(0.0625f));
+  for (int64_t i = 0; i < total; i += 16) {
+    const __mmask16 m = total - i >= 16 ? 0xffff : 0x00ff;  // the last 8 where total is not a multiple of 16
+    const __m512 p = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, pbuf + i), _mm512_set1_ps(0.0625f));
     const __m256i h = _mm512_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    _mm512_storeu_si512(pbuf + i, _mm512_permutexvar_epi16(dup, _mm512_castsi256_si512(h)));
-  }
-  if (i < total) {
-    const __m256 p = _mm256_mul_ps(_mm256_loadu_ps(pbuf + i), _mm256_set1_ps(0.0625f));
-    const __m256i h = _mm256_cvtepu16_epi32(_mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(pbuf + i), _mm256_or_si256(h, _mm256_slli_epi32(h, 16)));
+    _mm512_mask_storeu_epi32(pbuf + i, m, _mm512_permutexvar_epi16(dup, _mm512_castsi256_si512(h)));
   }
 }
 

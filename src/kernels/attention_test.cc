@@ -643,11 +643,10 @@ TEST_P(DecodeTest, HalfPrecisionValuePassDoesNotOverflow) {
   d.fp16_math = true;
   for (int n_ctx : {16, 33, 200}) {
     TestCache cache(n_ctx, c.n_head_kv, c.hd, 16, true, 5 + n_ctx);
+    const size_t block_elems = static_cast<size_t>(cache.block) * c.n_head_kv * c.hd;
     for (BlockId b : cache.table) {
-      const size_t first = static_cast<size_t>(b.value) * 16 * c.n_head_kv * c.hd;
-      for (size_t e = first; e < first + static_cast<size_t>(16) * c.n_head_kv * c.hd; ++e) {
-        cache.v16[e] = fp32_to_fp16(65000.0f);
-      }
+      const size_t first = static_cast<size_t>(b.value) * block_elems;
+      std::fill_n(cache.v16.begin() + first, block_elems, fp32_to_fp16(65000.0f));
     }
     const std::vector<float> q(static_cast<size_t>(c.n_head) * c.hd, 0.0f);
     std::vector<float> out(q.size());
