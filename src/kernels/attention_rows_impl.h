@@ -490,38 +490,6 @@ inline void values_pass(int32_t kv0, int32_t kv1, const int64_t* off, int32_t n,
 #include "kernels/attention_rows_fp16_impl.h"
 #endif
 
-// The position-major kernel: the H = G * (kv1 - kv0) query heads (G in {1, 2, 4, 8},
-// any H: a last partial vector of heads is masked; head_dim = 8 * NV) over the n <=
-// L::kTile positions whose head-0 row offsets are off[0..n), folded into st;
-// off[n..n_ahead) are the positions after them (prefetched). K and V rows are read
-// position by position, each front to back (this machine's prefetchers lose interleaved
-// streams): 8 heads are scored at a time, the softmax state is updated per tile with the
-// heads in vector lanes (a head's o and l are rescaled only when its max grows), and
-// every V vector is widened once for the G heads that share it. `pbuf` holds
-// L::kTile * Hp floats (Hp = H rounded up to 8).
-//
-// L = Lanes8 (256-bit registers) or Lanes16 (512-bit, G in {2, 4, 8}: half the FMAs;
-// the avx512vnni-zmm level runs it for fp16 caches, and for f32 ones where
-// AttentionDims::f32_wide). With Lanes8 every score is the same chain of FMAs and the
-// same reduction (store_head_sums) in both builds; Lanes16 scores with scores16 (16
-// dimensions per register) or, for G = 8, scores_lanes (heads in lanes): within float
-// rounding of those. Every output column is the same chain whatever L. Zen 5,
-// attention_bench (the Lanes16 of the pair layout this file had before scores16; see
-// docs/kernels.md for scores16's figures),
-// fp16 cache, Lanes8 -> Lanes16 with its row-order prefetch, one thread: GQA 32/8, d 128,
-// 4k-32k context from DRAM 20.5-22.7 -> 25.2-25.7 GB/s, K and V in L2 24-25.5 -> 30-32;
-// batched decode at 512-2048 positions (mode 4) 20.5-22.8 -> 22.6-24.8, and for the
-// synth 1b's 32/4, d 64 8.9-10 -> 11.9-13.8. With an f32 cache Lanes16 ran 45% faster
-// from L2 but 5-15% slower from DRAM (either prefetch order), so f32 stays on Lanes8
-// there for groups of 2 and 4 (the Llama shape still 8-14% slower in the thirtieth pass);
-// groups of 8, scored with scores_lanes since, run f32 on Lanes16 on every CPU (Zen 5,
-// synth 1b, 4k positions from DRAM 463-479 -> 322-339 us). Intel Xeon (family 6 model
-// 207; two 512-bit FMA ports, where 256-bit FMAs get half the peak), f32 cache, Lanes8
-// -> Lanes16 (scores16), one thread: synth 1b's 32/4,
-// d 64, 4k / 32k positions from DRAM 844 -> 786 / 6644 -> 6125 us, from the L3 613-626 ->
-// 458-483 / 5202-5467 -> 3388-4023 us, K and V in L2 582-605 -> 362-384 us; GQA 32/8,
-// d 128 alike (2538 / 2592 us at 4k from DRAM). AttentionDims::f32_wide picks it by
-// CPU vendor.
 // The score pass of a tile for MHA (G = 1) on fp16 rows: position by position, each row
 // front to back, 8 heads at a time with the heads in lanes (acc[h] the head's chain of
 // FMAs over its dimensions, reduced by hsum8x8 into one store: per head the chain and
@@ -562,6 +530,38 @@ inline void scores_mha_f16(const float* q, int32_t kv0, int32_t H, int32_t Hp, c
   }
 }
 
+// The position-major kernel: the H = G * (kv1 - kv0) query heads (G in {1, 2, 4, 8},
+// any H: a last partial vector of heads is masked; head_dim = 8 * NV) over the n <=
+// L::kTile positions whose head-0 row offsets are off[0..n), folded into st;
+// off[n..n_ahead) are the positions after them (prefetched). K and V rows are read
+// position by position, each front to back (this machine's prefetchers lose interleaved
+// streams): 8 heads are scored at a time, the softmax state is updated per tile with the
+// heads in vector lanes (a head's o and l are rescaled only when its max grows), and
+// every V vector is widened once for the G heads that share it. `pbuf` holds
+// L::kTile * Hp floats (Hp = H rounded up to 8).
+//
+// L = Lanes8 (256-bit registers) or Lanes16 (512-bit, G in {2, 4, 8}: half the FMAs;
+// the avx512vnni-zmm level runs it for fp16 caches, and for f32 ones where
+// AttentionDims::f32_wide). With Lanes8 every score is the same chain of FMAs and the
+// same reduction (store_head_sums; scores_mha_f16 for MHA on fp16 rows) in both builds;
+// Lanes16 scores with scores16 (16 dimensions per register) or, for G = 8, scores_lanes
+// (heads in lanes): within float rounding of those. Every output column is the same
+// chain whatever L. Zen 5, attention_bench (the Lanes16 of the pair layout this file had before scores16; see
+// docs/kernels.md for scores16's figures),
+// fp16 cache, Lanes8 -> Lanes16 with its row-order prefetch, one thread: GQA 32/8, d 128,
+// 4k-32k context from DRAM 20.5-22.7 -> 25.2-25.7 GB/s, K and V in L2 24-25.5 -> 30-32;
+// batched decode at 512-2048 positions (mode 4) 20.5-22.8 -> 22.6-24.8, and for the
+// synth 1b's 32/4, d 64 8.9-10 -> 11.9-13.8. With an f32 cache Lanes16 ran 45% faster
+// from L2 but 5-15% slower from DRAM (either prefetch order), so f32 stays on Lanes8
+// there for groups of 2 and 4 (the Llama shape still 8-14% slower in the thirtieth pass);
+// groups of 8, scored with scores_lanes since, run f32 on Lanes16 on every CPU (Zen 5,
+// synth 1b, 4k positions from DRAM 463-479 -> 322-339 us). Intel Xeon (family 6 model
+// 207; two 512-bit FMA ports, where 256-bit FMAs get half the peak), f32 cache, Lanes8
+// -> Lanes16 (scores16), one thread: synth 1b's 32/4,
+// d 64, 4k / 32k positions from DRAM 844 -> 786 / 6644 -> 6125 us, from the L3 613-626 ->
+// 458-483 / 5202-5467 -> 3388-4023 us, K and V in L2 582-605 -> 362-384 us; GQA 32/8,
+// d 128 alike (2538 / 2592 us at 4k from DRAM). AttentionDims::f32_wide picks it by
+// CPU vendor.
 template <class L, int NV, bool kF16, int G>
 void rows_tile(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int32_t n, int32_t n_ahead,
                const PagedKvView& kv, OnlineState st, float* pbuf) {
