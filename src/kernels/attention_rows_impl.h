@@ -546,9 +546,9 @@ inline void scores_mha_f16(const float* q, int32_t kv0, int32_t H, int32_t Hp, c
 // same reduction (store_head_sums; scores_mha_f16 for MHA on fp16 rows) in both builds;
 // Lanes16 scores with scores16 (16 dimensions per register) or, for G = 8, scores_lanes
 // (heads in lanes): within float rounding of those. Every output column is the same
-// chain whatever L. Zen 5, attention_bench (the Lanes16 of the pair layout this file had before scores16; see
-// docs/kernels.md for scores16's figures),
-// fp16 cache, Lanes8 -> Lanes16 with its row-order prefetch, one thread: GQA 32/8, d 128,
+// chain whatever L. Zen 5, attention_bench (the Lanes16 of the pair layout this file had
+// before scores16; see docs/kernels.md for scores16's figures), fp16 cache, Lanes8 ->
+// Lanes16 with its row-order prefetch, one thread: GQA 32/8, d 128,
 // 4k-32k context from DRAM 20.5-22.7 -> 25.2-25.7 GB/s, K and V in L2 24-25.5 -> 30-32;
 // batched decode at 512-2048 positions (mode 4) 20.5-22.8 -> 22.6-24.8, and for the
 // synth 1b's 32/4, d 64 8.9-10 -> 11.9-13.8. With an f32 cache Lanes16 ran 45% faster
