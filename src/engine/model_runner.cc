@@ -396,20 +396,22 @@ StatusOr<StepOutput> ModelRunner::execute(const StepPlan& plan) {
   // many tokens: a 32-token decode step is split, a single token is not dispatched.
   const int64_t row_grain = 8;
 
+  // Each token's row is normed for the first layer's attention while it is in L1; later
+  // layers' attention norms run with the residual add that ends the layer before.
   pool.parallel_for(T, row_grain, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
       model_->embed(m.tok[t], m.x.data() + t * d);
       kernels::rope_cos_sin(m.pos[t], c.rope_dim, c.rope_freq_base, c.rope_freq_scale,
                             m.cos_sin.data() + t * c.rope_dim);
+      if (c.n_layer > 0) {
+        kernels::rms_norm(m.x.data() + t * d, model_->layers()[0].attn_norm.data(), d, c.rms_eps, m.xn.data() + t * d);
+      }
     }
   });
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   for (int32_t l = 0; l < c.n_layer; ++l) {
     const model::LayerWeights& w = model_->layers()[l];
-    pool.parallel_for(T, row_grain, [&](int64_t b, int64_t e) {
-      for (int64_t t = b; t < e; ++t) kernels::rms_norm(m.x.data() + t * d, w.attn_norm.data(), d, c.rms_eps, m.xn.data() + t * d);
-    });
     const kernels::MatmulTarget qkv[] = {{&w.wq, m.q.data()}, {&w.wk, m.k.data()}, {&w.wv, m.v.data()}};
     timer.enter(StepPhase::kLinear);
     kernels::matmul_many(qkv, m.xn.data(), T, m.kctx);
@@ -513,10 +515,10 @@ StatusOr<StepOutput> ModelRunner::execute(const StepPlan& plan) {
     kernels::matmul(w.wo, m.attn.data(), T, m.tmp.data(), m.kctx);
     timer.enter(StepPhase::kOther);
     // Residual add and the FFN norm, per token on the threads (a serial add of a 512-token
-    // prompt kept the other thread waiting).
+    // prompt kept the other thread waiting), each row normed while its sum is in L1.
     pool.parallel_for(T, row_grain, [&](int64_t b, int64_t e) {
-      kernels::add_inplace(m.x.data() + b * d, m.tmp.data() + b * d, (e - b) * d);
       for (int64_t t = b; t < e; ++t) {
+        kernels::add_inplace(m.x.data() + t * d, m.tmp.data() + t * d, d);
         kernels::rms_norm(m.x.data() + t * d, w.ffn_norm.data(), d, c.rms_eps, m.xn.data() + t * d);
       }
     });
@@ -527,8 +529,13 @@ StatusOr<StepOutput> ModelRunner::execute(const StepPlan& plan) {
     // products make silu(gate) * up in their packing of the activations (linear-layer time).
     kernels::matmul_gated(w.w_down, m.gate.data(), m.up.data(), T, m.tmp.data(), m.kctx);
     timer.enter(StepPhase::kOther);
+    // The residual add, and the next layer's attention norm of each row while it is in L1.
+    const float* next_norm = l + 1 < c.n_layer ? model_->layers()[l + 1].attn_norm.data() : nullptr;
     pool.parallel_for(T, row_grain, [&](int64_t b, int64_t e) {
-      kernels::add_inplace(m.x.data() + b * d, m.tmp.data() + b * d, (e - b) * d);
+      for (int64_t t = b; t < e; ++t) {
+        kernels::add_inplace(m.x.data() + t * d, m.tmp.data() + t * d, d);
+        if (next_norm != nullptr) kernels::rms_norm(m.x.data() + t * d, next_norm, d, c.rms_eps, m.xn.data() + t * d);
+      }
     });
   }
 
