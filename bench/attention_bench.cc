@@ -3,7 +3,7 @@
 // shape 0 = Llama-like GQA (n_head 32, n_head_kv 8, head_dim 128) at contexts
 // 4k..32k, shape 1 = the synth 110m preset's MHA (12 heads, head_dim 64) at 128..32k,
 // shape 2 = the synth 1b preset's GQA (32 heads, 4 KV heads, head_dim 64); shapes 1
-// and 2 in modes 2-5.
+// and 2 in modes 2-7.
 //
 //   BM_DecodeAttention/ctx/f16/threads/mode/shape: one layer's attention for one
 //     decode token. mode 0 = one attend_one per query head (K/V of a KV head
@@ -19,9 +19,11 @@
 //     (bytes counted for all of them); mode 4 = mode 3 with each call streaming into
 //     the thread's next token (kernels::DecodeStream), as the engine does. mode 5 =
 //     mode 2 with every block of the context the same physical block, so K and V stay
-//     in L2: the kernel's compute speed (compare with fma_GBps, not read_GBps). mode
-//     6 = mode 2 with each sequence's blocks consecutive in memory, as
-//     kv::BlockAllocator places a sequence that grows into free blocks.
+//     in cache (in L1 where one block's K and V fit): the kernel's compute speed
+//     (compare with fma_GBps, not read_GBps). mode 6 = mode 2 with each sequence's
+//     blocks consecutive in memory, as kv::BlockAllocator places a sequence that grows
+//     into free blocks. mode 7 = mode 2 with the context's blocks cycling through the
+//     consecutive blocks that hold 1 MiB of K and V: every row from L2, not L1.
 //
 // Counters: bytes_per_second = K/V bytes of the context read once per KV head
 // (n_ctx * n_head_kv * head_dim * 2 * elem bytes) per second (Google Benchmark shows
@@ -220,12 +222,19 @@ void BM_DecodeAttention(benchmark::State& state) {
   // mode 2: the context in `splits` position ranges, merged.
   const int32_t splits = pool.num_threads();
   std::vector<AttentionPartial> partials(splits);
-  // mode 5: every position of the context in one physical block (K and V stay in L2).
-  const std::vector<BlockId> hot(static_cast<size_t>(blocks_per_seq), cache.blocks[0]);
+  // mode 5: every position of the context in one physical block (K and V stay in cache).
+  // mode 7: the context's blocks cycle through the first consecutive blocks that hold 1 MiB
+  // of K and V (in L2, not in L1): the kernel's speed when every row comes from L2.
+  std::vector<BlockId> hot(static_cast<size_t>(blocks_per_seq), cache.blocks[0]);
+  if (mode == 7) {
+    const int64_t block_bytes = int64_t{kBlock} * kv_dim * (f16 ? 2 : 4) * 2;
+    const int64_t set = std::max<int64_t>(1, (int64_t{1} << 20) / block_bytes);
+    for (int32_t i = 0; i < blocks_per_seq; ++i) hot[i] = cache.in_order[i % set];
+  }
   // Sequence sq's blocks (taken modulo the sequences the cache holds).
   auto view = [&](int32_t sq) {
     const BlockId* first = (mode == 6 ? cache.in_order : cache.blocks).data() + (sq % n_seqs) * blocks_per_seq;
-    const std::span<const BlockId> table(mode == 5 ? hot.data() : first, blocks_per_seq);
+    const std::span<const BlockId> table(mode == 5 || mode == 7 ? hot.data() : first, blocks_per_seq);
     return PagedKvView{cache.k.data(), cache.v.data(), kv_dim, kBlock, table, f16};
   };
   int32_t seq = 0;
@@ -253,7 +262,7 @@ void BM_DecodeAttention(benchmark::State& state) {
     for (auto _ : state) {
       const PagedKvView kv = view(seq);
       seq = (seq + 1) % n_seqs;
-      if ((mode == 2 || mode == 5 || mode == 6) && splits == 1) {
+      if ((mode == 2 || mode >= 5) && splits == 1) {
         attend_token(q.data(), n_ctx, kv, dims, out.data(), scratch[0]);
       } else {
         const int32_t units = mode == 0 ? kHead : mode == 1 ? kHeadKv : splits;
@@ -273,7 +282,7 @@ void BM_DecodeAttention(benchmark::State& state) {
             }
           }
         });
-        if (mode == 2 || mode == 5 || mode == 6) merge_partials(partials, kHead, kHeadDim, out.data());
+        if (mode == 2 || mode >= 5) merge_partials(partials, kHead, kHeadDim, out.data());
       }
       benchmark::DoNotOptimize(out.data());
       benchmark::ClobberMemory();
@@ -324,6 +333,8 @@ void decode_args(benchmark::internal::Benchmark* b) {
         for (int64_t ctx : {128, 512, 2048})
           for (int64_t mode : {3, 4}) b->Args({ctx, f16, threads, mode, shape});
   for (int64_t f16 : {0, 1}) b->Args({4096, f16, 1, 5, 0});
+  for (int64_t shape : {0, 1, 2})
+    for (int64_t f16 : {0, 1}) b->Args({4096, f16, 1, 7, shape});
 }
 
 BENCHMARK(BM_DecodeAttention)->Apply(decode_args)->UseRealTime()->Unit(benchmark::kMicrosecond);
