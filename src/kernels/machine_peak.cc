@@ -273,14 +273,19 @@ double measure_read_gbps(ThreadPool& pool, std::size_t bytes) {
   std::vector<float> sinks(static_cast<std::size_t>(pool.num_threads()) * 16);
   const int parts = pool.num_threads();
   double best = 0;
-  // Each thread reads its share as kStreams far-apart streams; the best of 1, 2,
-  // 4 and 8 streams is reported. Which reads fastest depends on the core's
-  // prefetchers: on Zen 4 one thread read 30-32 GB/s as one stream and 21-26 as
-  // 2-8 (two threads: 31-34 in every pattern), and a probe of 4 and 8 streams
-  // alone was beaten by 10-18% by the engine's batch-1 decode and by
-  // attention_bench's BM_KvRead, so "% of the read bound" read high.
-  auto sweep = [&]<int kStreams>() {
-    const std::size_t len = n / static_cast<std::size_t>(parts) / kStreams / 8 * 8;
+  // Each thread reads its share as kStreams far-apart streams, with the hardware
+  // prefetchers alone or (kAhead > 0) with one software prefetch into L2 per 64 bytes,
+  // kAhead bytes ahead, and kSpace float FMAs (8 chains, no loads) after each 64 bytes;
+  // the best of every form is reported. Which reads fastest depends on the core's
+  // prefetchers: on Zen 4 one thread read 30-32 GB/s as one stream and 21-26 as 2-8 (two
+  // threads: 31-34 in every pattern), and a probe of 4 and 8 streams alone was beaten by
+  // 10-18% by the engine's batch-1 decode and by attention_bench's BM_KvRead, so "% of
+  // the read bound" read high. On an Intel Xeon with AMX (family 6 model 167, one thread)
+  // the best plain read was 15.1-15.4 GB/s, one stream prefetched 16 KiB ahead 15.2-16.0,
+  // and the same with its loads spaced by 16 FMAs 15.5-16.5: a kernel with arithmetic
+  // between its loads can read that fast (docs/kernels.md, fifty-sixth pass).
+  auto sweep = [&]<int kStreams, int kAhead = 0, int kSpace = 0>() {
+    const std::size_t len = n / static_cast<std::size_t>(parts) / kStreams / 16 * 16;
     const double bytes_read = static_cast<double>(len) * kStreams * parts * sizeof(float);
     for (int rep = 0; rep < 4; ++rep) {
       const double t0 = now_seconds();
@@ -288,11 +293,23 @@ double measure_read_gbps(ThreadPool& pool, std::size_t bytes) {
         const float* base = buf + kStreams * len * static_cast<std::size_t>(i);
         __m256 acc[kStreams];
         for (int s = 0; s < kStreams; ++s) acc[s] = _mm256_setzero_ps();
-        for (std::size_t k = 0; k < len; k += 8) {
+        __m256 work[8];
+        for (int j = 0; j < 8; ++j) work[j] = _mm256_set1_ps(1.0f);
+        const __m256 mul = _mm256_set1_ps(0.999f), add = _mm256_set1_ps(0.001f);
+        for (std::size_t k = 0; k < len; k += 16) {
 #pragma GCC unroll 8
-          for (int s = 0; s < kStreams; ++s) acc[s] = _mm256_add_ps(acc[s], _mm256_loadu_ps(base + s * len + k));
+          for (int s = 0; s < kStreams; ++s) {
+            const float* p = base + s * len + k;
+            if constexpr (kAhead > 0) {  // the address as an integer: it may lie past the buffer
+              _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(p) + kAhead), _MM_HINT_T1);
+            }
+            acc[s] = _mm256_add_ps(acc[s], _mm256_add_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)));
+#pragma GCC unroll 16
+            for (int j = 0; j < kSpace; ++j) work[j % 8] = _mm256_fmadd_ps(work[j % 8], mul, add);
+          }
         }
         for (int s = 1; s < kStreams; ++s) acc[0] = _mm256_add_ps(acc[0], acc[s]);
+        for (int j = 0; j < 8; ++j) acc[0] = _mm256_add_ps(acc[0], work[j]);
         sinks[static_cast<std::size_t>(i) * 16] = _mm256_cvtss_f32(acc[0]);
       });
       if (rep > 0) best = std::max(best, bytes_read / (now_seconds() - t0));  // rep 0 warms up
@@ -302,6 +319,8 @@ double measure_read_gbps(ThreadPool& pool, std::size_t bytes) {
   sweep.template operator()<2>();
   sweep.template operator()<4>();
   sweep.template operator()<8>();
+  sweep.template operator()<1, 16384>();
+  sweep.template operator()<1, 16384, 16>();
   munmap(m, map_bytes);
   volatile float keep = sinks[0];
   (void)keep;

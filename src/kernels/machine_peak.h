@@ -28,7 +28,9 @@
 //   CPU with AVX512-BF16.
 // - measure_read_gbps: DRAM read bandwidth when every thread of `pool` sums
 //   its share of a `bytes` buffer (bigger than the caches): the best of reading
-//   it as 1, 2, 4 and 8 far-apart streams per thread.
+//   it as 1, 2, 4 and 8 far-apart streams per thread with the hardware prefetchers
+//   alone, and as one stream with a software prefetch 16 KiB ahead, its loads back
+//   to back or spaced by float FMAs.
 //
 // Each returns the best of a few timed runs (noise on a shared host only
 // ever slows a run down). Takes about `seconds` (compute) or a few sweeps
