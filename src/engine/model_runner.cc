@@ -409,6 +409,16 @@ StatusOr<StepOutput> ModelRunner::execute(const StepPlan& plan) {
     }
   });
 
+  // x += tmp per token row, then (norm != nullptr) xn = rms_norm(x) of the row while it is in L1.
+  auto residual_add_and_norm = [&](const float* norm) {
+    pool.parallel_for(T, row_grain, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        kernels::add_inplace(m.x.data() + t * d, m.tmp.data() + t * d, d);
+        if (norm != nullptr) kernels::rms_norm(m.x.data() + t * d, norm, d, c.rms_eps, m.xn.data() + t * d);
+      }
+    });
+  };
+
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   for (int32_t l = 0; l < c.n_layer; ++l) {
     const model::LayerWeights& w = model_->layers()[l];
@@ -515,13 +525,8 @@ StatusOr<StepOutput> ModelRunner::execute(const StepPlan& plan) {
     kernels::matmul(w.wo, m.attn.data(), T, m.tmp.data(), m.kctx);
     timer.enter(StepPhase::kOther);
     // Residual add and the FFN norm, per token on the threads (a serial add of a 512-token
-    // prompt kept the other thread waiting), each row normed while its sum is in L1.
-    pool.parallel_for(T, row_grain, [&](int64_t b, int64_t e) {
-      for (int64_t t = b; t < e; ++t) {
-        kernels::add_inplace(m.x.data() + t * d, m.tmp.data() + t * d, d);
-        kernels::rms_norm(m.x.data() + t * d, w.ffn_norm.data(), d, c.rms_eps, m.xn.data() + t * d);
-      }
-    });
+    // prompt kept the other thread waiting).
+    residual_add_and_norm(w.ffn_norm.data());
     const kernels::MatmulTarget gate_up[] = {{&w.w_gate, m.gate.data()}, {&w.w_up, m.up.data()}};
     timer.enter(StepPhase::kLinear);
     kernels::matmul_many(gate_up, m.xn.data(), T, m.kctx);
@@ -529,14 +534,8 @@ StatusOr<StepOutput> ModelRunner::execute(const StepPlan& plan) {
     // products make silu(gate) * up in their packing of the activations (linear-layer time).
     kernels::matmul_gated(w.w_down, m.gate.data(), m.up.data(), T, m.tmp.data(), m.kctx);
     timer.enter(StepPhase::kOther);
-    // The residual add, and the next layer's attention norm of each row while it is in L1.
-    const float* next_norm = l + 1 < c.n_layer ? model_->layers()[l + 1].attn_norm.data() : nullptr;
-    pool.parallel_for(T, row_grain, [&](int64_t b, int64_t e) {
-      for (int64_t t = b; t < e; ++t) {
-        kernels::add_inplace(m.x.data() + t * d, m.tmp.data() + t * d, d);
-        if (next_norm != nullptr) kernels::rms_norm(m.x.data() + t * d, next_norm, d, c.rms_eps, m.xn.data() + t * d);
-      }
-    });
+    // The residual add, and the next layer's attention norm.
+    residual_add_and_norm(l + 1 < c.n_layer ? model_->layers()[l + 1].attn_norm.data() : nullptr);
   }
 
   // Logits only for the sequences that sample: the last token of their run.
