@@ -256,8 +256,8 @@ TileFn pick_tile_fn(int32_t hd) {
 // (fp16; f32 for groups of 8, whose score pass has the heads in lanes, and for other
 // groups where f32_wide), else null. What attend_range runs and what
 // decode_attention_vector_bits reports.
-// fp16_math: fp16 caches on the build whose value pass multiplies in half precision, where
-// the CPU has AVX512-FP16 (decode_attention_fp16_math).
+// fp16_math: fp16 caches on the build whose value pass (and groups of 8's score pass)
+// multiplies in half precision, where the CPU has AVX512-FP16 (decode_attention_fp16_math).
 RowsFn wide_rows_fn(Isa isa, int32_t hd, int32_t g, bool f16, bool f32_wide, bool row_prefetch = true,
                     bool fp16_math = false, bool bf16_scores = false) {
   if (isa < Isa::kAvx512VnniZmm || !(f16 || f32_wide || detail::zmm_query_lanes(g) != 0)) return nullptr;
@@ -302,6 +302,28 @@ void interleave_query(const float* q, int32_t heads, int32_t g, int32_t hd, floa
   }
 }
 
+// The queries in fp16 for the half-precision score pass of groups of 8 (scores_lanes_half),
+// from interleave_query's float layout `in` (g = 8: register c lane 2h + r = q_h[2c + r]):
+// per KV head, its 8 * hd halves at out + kvh * 8 * hd, 16-bit element 4h + t of register c
+// (32 halves) holding q_h[4c + t], rounded to nearest. Register c's halves are dword h of
+// float register 2c, then dword h of 2c + 1, for h = 0..7: two registers' fp16 dwords
+// interleaved.
+void interleave_half_query(const float* in, int32_t heads, int32_t hd, uint16_t* out) {
+  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT;
+  for (int64_t c = 0; c < static_cast<int64_t>(heads) * hd / 32; ++c) {
+    const float* a = in + 32 * c;  // float registers 2c and 2c + 1
+    const __m128i a_lo = _mm256_cvtps_ph(_mm256_loadu_ps(a), kRound);
+    const __m128i a_hi = _mm256_cvtps_ph(_mm256_loadu_ps(a + 8), kRound);
+    const __m128i b_lo = _mm256_cvtps_ph(_mm256_loadu_ps(a + 16), kRound);
+    const __m128i b_hi = _mm256_cvtps_ph(_mm256_loadu_ps(a + 24), kRound);
+    __m128i* dst = reinterpret_cast<__m128i*>(out + 32 * c);
+    _mm_storeu_si128(dst, _mm_unpacklo_epi32(a_lo, b_lo));  // heads 0, 1
+    _mm_storeu_si128(dst + 1, _mm_unpackhi_epi32(a_lo, b_lo));
+    _mm_storeu_si128(dst + 2, _mm_unpacklo_epi32(a_hi, b_hi));  // heads 4, 5
+    _mm_storeu_si128(dst + 3, _mm_unpackhi_epi32(a_hi, b_hi));
+  }
+}
+
 // The softmax states of the g query heads of each KV head in [kv0, kv1) over positions
 // [begin, end), into st (m = -inf, l = o = 0 first); head (kvh - kv0) * g + h reads
 // q[((kvh - kv0) * g + h) * hd ...]. Positions are walked in tiles in the outer loop and
@@ -332,6 +354,11 @@ void attend_range(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t b
     // buf's first heads * hd floats: tile_step_generic's, unused here.
     interleave_query(q, heads, g, hd, buf, bf16);
     q = buf;
+    // The fp16 math kernel scores fp16 caches in half precision: the queries in fp16 too,
+    // where q_scaled was (the kernel finds them heads * hd floats after q).
+    if (!bf16 && kv.f16 && decode_attention_fp16_math(d.fp16_math, isa, kv.f16)) {
+      interleave_half_query(buf, heads, hd, reinterpret_cast<uint16_t*>(q_scaled));
+    }
   }
   if (!rf) {
     rf = isa >= Isa::kAvx512Vnni ? detail::isa_avx512::pick_rows_fn(hd, g, kv.f16)

@@ -579,7 +579,11 @@ void rows_tile(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
     auto core = [&]<int Pn>(int32_t j0, int32_t h0, int64_t head, auto& tick) {
       const float* qc = q + static_cast<int64_t>(h0) * kHd;
       if constexpr (zmm_query_lanes(G) != 0) {
-        scores_lanes<NV, G, Pn, kF16>(qc, kv.k, off + j0, head, pbuf + j0 * Hp + h0, Hp, tick);
+        // The fp16 math build's fp16 caches: the queries in fp16 too, H * kHd floats on
+        // (interleave_half_query), the score pass in half precision.
+        const uint16_t* qh = ECO_ATTN_FP16_MATH && kF16 ? reinterpret_cast<const uint16_t*>(q + H * kHd) + h0 * kHd
+                                                        : nullptr;
+        scores_lanes<NV, G, Pn, kF16>(qc, kv.k, off + j0, head, pbuf + j0 * Hp + h0, Hp, tick, qh);
       } else {
         scores16<NV, G, Pn, kF16>(qc, kv.k, off + j0, head, pbuf + j0 * Hp + h0, Hp, tick);
       }
