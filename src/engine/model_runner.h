@@ -65,7 +65,7 @@ struct EngineOptions {
   // the bits of batch 1).
   bool amx_bf16 = kernels::default_amx_bf16();
   // kernels::AttentionDims::fp16_math: decode attention of an fp16 cache multiplies V (and,
-  // for GQA groups of 8, scores) in half precision where the CPU has AVX512-FP16. Default:
+  // for GQA groups of 4 and 8, scores) in half precision where the CPU has AVX512-FP16. Default:
   // ECOSERVE_ATTENTION_FP16_MATH (unset: on).
   bool attention_fp16_math = kernels::default_attention_fp16_math();
   // kernels::AttentionDims::bf16_vectors: prompt chunks of 32+ tokens through attention on

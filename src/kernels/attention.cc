@@ -256,7 +256,7 @@ TileFn pick_tile_fn(int32_t hd) {
 // (fp16; f32 for groups of 8, whose score pass has the heads in lanes, and for other
 // groups where f32_wide), else null. What attend_range runs and what
 // decode_attention_vector_bits reports.
-// fp16_math: fp16 caches on the build whose value pass (and groups of 8's score pass)
+// fp16_math: fp16 caches on the build whose value pass (and groups of 4 and 8's score pass)
 // multiplies in half precision, where the CPU has AVX512-FP16 (decode_attention_fp16_math).
 RowsFn wide_rows_fn(Isa isa, int32_t hd, int32_t g, bool f16, bool f32_wide, bool row_prefetch = true,
                     bool fp16_math = false, bool bf16_scores = false) {
@@ -302,13 +302,13 @@ void interleave_query(const float* q, int32_t heads, int32_t g, int32_t hd, floa
   }
 }
 
-// The queries in fp16 for the half-precision score pass of groups of 8 (scores_lanes_half),
+// The queries in fp16 for the half-precision score pass (scores_lanes_half) of groups of 8,
 // from interleave_query's float layout `in` (g = 8: register c lane 2h + r = q_h[2c + r]):
 // per KV head, its 8 * hd halves at out + kvh * 8 * hd, 16-bit element 4h + t of register c
 // (32 halves) holding q_h[4c + t], rounded to nearest. Register c's halves are dword h of
 // float register 2c, then dword h of 2c + 1, for h = 0..7: two registers' fp16 dwords
 // interleaved.
-void interleave_half_query(const float* in, int32_t heads, int32_t hd, uint16_t* out) {
+void interleave_half_query8(const float* in, int32_t heads, int32_t hd, uint16_t* out) {
   constexpr int kRound = _MM_FROUND_TO_NEAREST_INT;
   for (int64_t c = 0; c < static_cast<int64_t>(heads) * hd / 32; ++c) {
     const float* a = in + 32 * c;  // float registers 2c and 2c + 1
@@ -321,6 +321,19 @@ void interleave_half_query(const float* in, int32_t heads, int32_t hd, uint16_t*
     _mm_storeu_si128(dst + 1, _mm_unpackhi_epi32(a_lo, b_lo));
     _mm_storeu_si128(dst + 2, _mm_unpacklo_epi32(a_hi, b_hi));  // heads 4, 5
     _mm_storeu_si128(dst + 3, _mm_unpackhi_epi32(a_hi, b_hi));
+  }
+}
+
+// As interleave_half_query8 for groups of 4, from the queries head after head (q_h at in + h
+// * hd): 16-bit element 8h + t of register c holding q_h[8c + t].
+void interleave_half_query4(const float* in, int32_t heads, int32_t hd, uint16_t* out) {
+  for (int32_t h = 0; h < heads; ++h) {
+    const float* src = in + static_cast<int64_t>(h) * hd;
+    uint16_t* dst = out + static_cast<int64_t>(h / 4) * 4 * hd + 8 * (h % 4);
+    for (int32_t c = 0; c < hd / 8; ++c) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 32 * c),
+                       _mm256_cvtps_ph(_mm256_loadu_ps(src + 8 * c), _MM_FROUND_TO_NEAREST_INT));
+    }
   }
 }
 
@@ -350,15 +363,22 @@ void attend_range(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t b
   if (begin < end) tile_offsets(kv, begin, end - begin, 0, hd, rows);
   const bool bf16 = decode_attention_bf16_scores(d.bf16_scores, d.fp16_math, isa, kv.f16, g, hd);
   RowsFn rf = wide_rows_fn(isa, hd, g, kv.f16, d.f32_wide, d.row_prefetch, d.fp16_math, bf16);
+  // The fp16 math kernel scores groups of 4 and 8 of fp16 caches in half precision: the
+  // queries in fp16 too (in the half of buf the float queries do not use).
+  const bool half = rf && kv.f16 && decode_attention_fp16_math(d.fp16_math, isa, kv.f16) &&
+                    detail::decode_half_scores(g);
+  const uint16_t* qh = nullptr;
   if (rf && detail::zmm_query_lanes(g) != 0) {
     // buf's first heads * hd floats: tile_step_generic's, unused here.
     interleave_query(q, heads, g, hd, buf, bf16);
     q = buf;
-    // The fp16 math kernel scores fp16 caches in half precision: the queries in fp16 too,
-    // where q_scaled was (the kernel finds them heads * hd floats after q).
-    if (!bf16 && kv.f16 && decode_attention_fp16_math(d.fp16_math, isa, kv.f16)) {
-      interleave_half_query(buf, heads, hd, reinterpret_cast<uint16_t*>(q_scaled));
+    if (half) {
+      interleave_half_query8(buf, heads, hd, reinterpret_cast<uint16_t*>(q_scaled));
+      qh = reinterpret_cast<const uint16_t*>(q_scaled);
     }
+  } else if (half) {
+    interleave_half_query4(q_scaled, heads, hd, reinterpret_cast<uint16_t*>(buf));
+    qh = reinterpret_cast<const uint16_t*>(buf);
   }
   if (!rf) {
     rf = isa >= Isa::kAvx512Vnni ? detail::isa_avx512::pick_rows_fn(hd, g, kv.f16)
@@ -382,7 +402,7 @@ void attend_range(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t b
       }
     }
     for (int32_t p0 = begin; p0 < end; p0 += kRowTile) {
-      rf(q, kv0, kv1, rows + (p0 - begin), std::min(kRowTile, end - p0), end - p0 + extra, kv, st, p);
+      rf(q, qh, kv0, kv1, rows + (p0 - begin), std::min(kRowTile, end - p0), end - p0 + extra, kv, st, p);
     }
     return;
   }

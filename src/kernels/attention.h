@@ -137,8 +137,8 @@ struct AttentionDims {
   // multiplies V as the cache holds it, in half precision (weights and products rounded to
   // fp16, a tile's positions summed in fp16, within about 10 * 2^-11 of sum p |v|; see
   // attention_rows_fp16_impl.h), not widening it to float: not the float value pass's bits.
-  // With GQA groups of 8 the score pass is in half precision too (the query rounded to fp16,
-  // products and sums in fp16, within about (head_dim / 8 + 3) * 2^-11 of sum |q_i K_i|;
+  // With GQA groups of 4 and 8 the score pass is in half precision too (the query rounded to
+  // fp16, products and sums in fp16, within about (head_dim / 8 + 3) * 2^-11 of sum |q_i K_i|;
   // scores_lanes_half), a group whose scores leave fp16's range scored again in float.
   // The engine sets it from EngineOptions::attention_fp16_math.
   bool fp16_math = false;
@@ -215,8 +215,8 @@ bool prefill_attention_amx_bf16(bool amx_bf16, Isa isa, int32_t head_dim, int32_
 // prompts' attention against the vdpbf16ps peak (measure_avx512_bf16_gmacs).
 bool prefill_attention_bf16_vectors(bool bf16_vectors, Isa isa, int32_t head_dim, int32_t n_q);
 
-// Whether the decode kernel runs the half-precision value pass (and, for groups of 8, score
-// pass; AttentionDims::fp16_math):
+// Whether the decode kernel runs the half-precision value pass (and, for groups of 4 and 8,
+// score pass; AttentionDims::fp16_math):
 // fp16_math set, an fp16 cache, the avx512vnni-zmm level or above on a CPU with AVX512-FP16;
 // it then runs for the shapes the 512-bit kernel takes (decode_attention_vector_bits 512),
 // which this does not check.

@@ -57,9 +57,15 @@ struct OnlineState {
 
 // The H = G * (kv1 - kv0) query heads (q: their rows times the score scale) over the
 // n <= kRowTile positions whose head-0 row offsets are off[0..n), folded into st;
-// off[n..n_ahead) are the positions after them (prefetched). See attention_rows_impl.h.
-using RowsFn = void (*)(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int32_t n, int32_t n_ahead,
-                        const PagedKvView& kv, OnlineState st, float* pbuf);
+// off[n..n_ahead) are the positions after them (prefetched). qh: the same queries in fp16
+// (interleave_half_query8 or 4's layout) where the kernel scores in half precision
+// (decode_half_scores), else null. See attention_rows_impl.h.
+using RowsFn = void (*)(const float* q, const uint16_t* qh, int32_t kv0, int32_t kv1, const int64_t* off, int32_t n,
+                        int32_t n_ahead, const PagedKvView& kv, OnlineState st, float* pbuf);
+
+// Whether the 512-bit kernel of the fp16 math build scores GQA group g of an fp16 cache in
+// half precision (groups of 4 and 8; scores_lanes_half), given that build runs.
+constexpr bool decode_half_scores(int32_t g) { return g == 4 || g == 8; }
 
 // The kernel for head_dim hd (64 or 128), GQA group g (1, 2, 4 or 8) and the cache
 // type, or null when it does not apply. The avx512 one needs AVX-512F/VL/BW.

@@ -563,8 +563,8 @@ inline void scores_mha_f16(const float* q, int32_t kv0, int32_t H, int32_t Hp, c
 // d 128 alike (2538 / 2592 us at 4k from DRAM). AttentionDims::f32_wide picks it by
 // CPU vendor.
 template <class L, int NV, bool kF16, int G>
-void rows_tile(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int32_t n, int32_t n_ahead,
-               const PagedKvView& kv, OnlineState st, float* pbuf) {
+void rows_tile(const float* q, [[maybe_unused]] const uint16_t* qh, int32_t kv0, int32_t kv1, const int64_t* off,
+               int32_t n, int32_t n_ahead, const PagedKvView& kv, OnlineState st, float* pbuf) {
   constexpr int kHd = 8 * NV;
   constexpr int kElem = kF16 ? 2 : 4;
   const int32_t H = G * (kv1 - kv0);
@@ -579,13 +579,11 @@ void rows_tile(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
     auto core = [&]<int Pn>(int32_t j0, int32_t h0, int64_t head, auto& tick) {
       const float* qc = q + static_cast<int64_t>(h0) * kHd;
       if constexpr (zmm_query_lanes(G) != 0) {
-        // The fp16 math build's fp16 caches: the queries in fp16 too, H * kHd floats on
-        // (interleave_half_query), the score pass in half precision.
-        const uint16_t* qh = ECO_ATTN_FP16_MATH && kF16 ? reinterpret_cast<const uint16_t*>(q + H * kHd) + h0 * kHd
-                                                        : nullptr;
-        scores_lanes<NV, G, Pn, kF16>(qc, kv.k, off + j0, head, pbuf + j0 * Hp + h0, Hp, tick, qh);
+        scores_lanes<NV, G, Pn, kF16>(qc, kv.k, off + j0, head, pbuf + j0 * Hp + h0, Hp, tick,
+                                      qh ? qh + h0 * kHd : nullptr);
       } else {
-        scores16<NV, G, Pn, kF16>(qc, kv.k, off + j0, head, pbuf + j0 * Hp + h0, Hp, tick);
+        scores16<NV, G, Pn, kF16>(qc, kv.k, off + j0, head, pbuf + j0 * Hp + h0, Hp, tick,
+                                  qh ? qh + h0 * kHd : nullptr);
       }
     };
     score_tiles<kHd, kElem, G, P, L::kRowOrderPrefetch>(kv0, kv1, off, n, n_ahead, kv, Hp, pbuf, core);
@@ -648,11 +646,12 @@ void rows_tile(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int
 
 // rows_step: the n <= kRowTile positions as tiles of L::kTile (rows_tile each).
 template <class L, int NV, bool kF16, int G>
-void rows_step(const float* q, int32_t kv0, int32_t kv1, const int64_t* off, int32_t n, int32_t n_ahead,
-               const PagedKvView& kv, OnlineState st, float* pbuf) {
+void rows_step(const float* q, const uint16_t* qh, int32_t kv0, int32_t kv1, const int64_t* off, int32_t n,
+               int32_t n_ahead, const PagedKvView& kv, OnlineState st, float* pbuf) {
   static_assert(kRowTile % L::kTile == 0);
   for (int32_t j = 0; j < n; j += L::kTile) {
-    rows_tile<L, NV, kF16, G>(q, kv0, kv1, off + j, n - j < L::kTile ? n - j : L::kTile, n_ahead - j, kv, st, pbuf);
+    rows_tile<L, NV, kF16, G>(q, qh, kv0, kv1, off + j, n - j < L::kTile ? n - j : L::kTile, n_ahead - j, kv, st,
+                              pbuf);
   }
 }
 

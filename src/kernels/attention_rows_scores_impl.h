@@ -29,6 +29,128 @@ inline __m512 transpose_sum16(const __m512* a) {
   return _mm512_add_ps(_mm512_shuffle_ps(t[0], t[1], 0x88), _mm512_shuffle_ps(t[0], t[1], 0xdd));
 }
 
+#if ECO_ATTN_FP16_MATH
+// scores_lanes' half-precision reduction: position a's 8 scores are the sums of the 4 lanes
+// 4h..4h + 3 of acc0[a] + acc1[a] (the two chains added in fp16, then widened), stored at
+// prow[a * Hp + h]. False if any score is not finite (a product or a sum beyond fp16's range).
+template <int Pn>
+inline bool store_quad_sums(const __m512h* acc0, const __m512h* acc1, float* prow, int32_t Hp) {
+  // After two levels of pair sums, block h of t holds [x's head h, x's head 4 + h, y's head h,
+  // y's head 4 + h]: gathered into x's 8 heads, then y's.
+  const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  __mmask16 bad = 0;
+#pragma GCC unroll 4
+  for (int a = 0; a < Pn; a += 2) {
+    __m512 s[2];
+#pragma GCC unroll 2
+    for (int b = 0; b < 2; ++b) {
+      if (a + b >= Pn) {
+        s[b] = _mm512_setzero_ps();
+        continue;
+      }
+      const __m512i x = _mm512_castph_si512(_mm512_add_ph(acc0[a + b], acc1[a + b]));
+      const __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(x));        // heads 0-3, 4 lanes each
+      const __m512 hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(x, 1));  // heads 4-7
+      // block h: [lo's lanes 0 + 1, 2 + 3, hi's lanes 0 + 1, 2 + 3]
+      s[b] = _mm512_add_ps(_mm512_shuffle_ps(lo, hi, 0x88), _mm512_shuffle_ps(lo, hi, 0xdd));
+    }
+    const __m512 t = _mm512_add_ps(_mm512_shuffle_ps(s[0], s[1], 0x88), _mm512_shuffle_ps(s[0], s[1], 0xdd));
+    const __m512 u = _mm512_permutexvar_ps(idx, t);
+    bad |= _mm512_fpclass_ps_mask(u, 0x99);  // NaN or infinity
+    _mm256_storeu_ps(prow + static_cast<int64_t>(a) * Hp, _mm512_castps512_ps256(u));
+    if (a + 1 < Pn) _mm256_storeu_ps(prow + static_cast<int64_t>(a + 1) * Hp, _mm512_extractf32x8_ps(u, 1));
+  }
+  return bad == 0;
+}
+
+// As store_quad_sums for groups of 4: position a's 4 scores are the sums of the 8 lanes 8h..8h
+// + 7 of acc0[a] + acc1[a], stored at prow[a * Hp + h].
+template <int Pn>
+inline bool store_oct_sums(const __m512h* acc0, const __m512h* acc1, float* prow, int32_t Hp) {
+  // After three levels of pair sums (the last across 128-bit blocks), x's heads 0-3 are lanes 0,
+  // 8, 1, 9 and y's 2, 10, 3, 11.
+  const __m512i idx = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 0, 0, 0, 0, 0, 0, 0, 0);
+  __mmask16 bad = 0;
+#pragma GCC unroll 4
+  for (int a = 0; a < Pn; a += 2) {
+    __m512 s[2];
+#pragma GCC unroll 2
+    for (int b = 0; b < 2; ++b) {
+      if (a + b >= Pn) {
+        s[b] = _mm512_setzero_ps();
+        continue;
+      }
+      const __m512i x = _mm512_castph_si512(_mm512_add_ph(acc0[a + b], acc1[a + b]));
+      const __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(x));        // heads 0, 1: 8 lanes each
+      const __m512 hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(x, 1));  // heads 2, 3
+      s[b] = _mm512_add_ps(_mm512_shuffle_ps(lo, hi, 0x88), _mm512_shuffle_ps(lo, hi, 0xdd));
+    }
+    // block k: [x's lo block k, x's hi block k, y's lo block k, y's hi block k], each 4 lanes summed
+    const __m512 t = _mm512_add_ps(_mm512_shuffle_ps(s[0], s[1], 0x88), _mm512_shuffle_ps(s[0], s[1], 0xdd));
+    // blocks 0 and 1 (2 and 3) hold the two halves of heads 0 and 2 (1 and 3)
+    const __m512 u = _mm512_add_ps(t, _mm512_shuffle_f32x4(t, t, 0xb1));
+    const __m512 v = _mm512_permutexvar_ps(idx, u);
+    bad |= _mm512_fpclass_ps_mask(v, 0x99) & 0xff;  // NaN or infinity
+    _mm_storeu_ps(prow + static_cast<int64_t>(a) * Hp, _mm512_castps512_ps128(v));
+    if (a + 1 < Pn) _mm_storeu_ps(prow + static_cast<int64_t>(a + 1) * Hp, _mm512_extractf32x4_ps(v, 1));
+  }
+  return bad == 0;
+}
+#endif
+
+#if ECO_ATTN_FP16_MATH
+// The score pass of GQA groups of G = 8 or 4 for fp16 caches in half precision (AVX512-FP16),
+// 32 multiply-adds per FMA where a float FMA does 16, and no widening of K: with R = 32 / G,
+// 16-bit lane R h + t of query register c holds q_h[R c + t] (qh: interleave_half_query8 or 4's
+// layout of the KV head's queries), and each FMA multiplies it by K values R c .. R c + R - 1
+// of one position in every lane group (one vbroadcastsd or vbroadcasti32x4 from the cache).
+// Even and odd c in two chains per position, added in fp16 and widened once (store_quad_sums,
+// store_oct_sums). Rounding: the query rounded to fp16, every product and sum in fp16 (chains
+// of kHd / (2R) terms), so a score differs from q . K by at most about (kHd / (2R) + 3) 2^-11
+// sum_i |q_i K_i| (attention_test's bound). False, with prow overwritten, where a score came
+// out infinite or NaN (beyond fp16's range): the caller then scores the group in float.
+template <int NV, int G, int Pn, class Tick>
+inline bool scores_lanes_half(const uint16_t* qh, const void* k, const int64_t* off, int64_t head, float* prow,
+                              int32_t Hp, Tick& tick) {
+  static_assert(G == 8 || G == 4);
+  constexpr int kHd = 8 * NV;
+  constexpr int R = 32 / G;
+  constexpr int kSteps = kHd / R;
+  const char* rows[Pn];
+#pragma GCC unroll 8
+  for (int a = 0; a < Pn; ++a) rows[a] = reinterpret_cast<const char*>(static_cast<const uint16_t*>(k) + off[a] + head);
+  __m512h acc[2][Pn];
+#pragma GCC unroll 2
+  for (int s = 0; s < 2; ++s)
+#pragma GCC unroll 8
+    for (int a = 0; a < Pn; ++a) acc[s][a] = _mm512_setzero_ph();
+#pragma GCC unroll 32
+  for (int c = 0; c < kSteps; ++c) {
+    tick(c, kSteps);
+    __m512h qv = _mm512_castsi512_ph(_mm512_loadu_si512(qh + 32 * c));
+    if constexpr (Pn > 1) asm("" : "+v"(qv));  // one load for Pn FMAs
+#pragma GCC unroll 8
+    for (int a = 0; a < Pn; ++a) {
+      __m512h kv;
+      if constexpr (R == 4) {
+        double word;
+        std::memcpy(&word, rows[a] + 8 * c, sizeof word);
+        kv = _mm512_castpd_ph(_mm512_set1_pd(word));
+      } else {
+        kv = _mm512_castsi512_ph(
+            _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[a] + 16 * c))));
+      }
+      acc[c % 2][a] = _mm512_fmadd_ph(qv, kv, acc[c % 2][a]);
+    }
+  }
+  if constexpr (G == 8) {
+    return store_quad_sums<Pn>(acc[0], acc[1], prow, Hp);
+  } else {
+    return store_oct_sums<Pn>(acc[0], acc[1], prow, Hp);
+  }
+}
+#endif
+
 // The zmm kernel's score pass for Pn positions (Pn * G <= 16) and the G query heads of
 // one KV head: one head's 16 dimensions per register, the K slice of 16 values (fp16
 // widened, or f32) loaded once for the G heads, one chain of FMAs per (position, head), the 16 chains
@@ -39,9 +161,15 @@ inline __m512 transpose_sum16(const __m512* a) {
 // hd / 16) before each 16 dimensions (score_tiles' prefetch).
 template <int NV, int G, int Pn, bool kF16, class Tick>
 inline void scores16(const float* qc, const void* k, const int64_t* off, int64_t head, float* prow,
-                     int32_t Hp, Tick&& tick) {
+                     int32_t Hp, Tick&& tick, [[maybe_unused]] const uint16_t* qh = nullptr) {
   constexpr int kHd = 8 * NV;
   static_assert(Pn * G <= 16 && kHd % 16 == 0);
+#if ECO_ATTN_FP16_MATH
+  if constexpr (kF16 && G == 4) {
+    // In half precision where the caller laid the queries out in fp16 too (else qh is null).
+    if (qh != nullptr && scores_lanes_half<NV, 4, Pn>(qh, k, off, head, prow, Hp, tick)) return;
+  }
+#endif
   __m512 acc[Pn][G];
 #pragma GCC unroll 8
   for (int a = 0; a < Pn; ++a)
@@ -139,81 +267,6 @@ inline void broadcast_chains(__m512* acc, const void* const* rows, LoadQ load_q,
   }
 }
 
-#if ECO_ATTN_FP16_MATH
-// scores_lanes' half-precision reduction: position a's 8 scores are the sums of the 4 lanes
-// 4h..4h + 3 of acc0[a] + acc1[a] (the two chains added in fp16, then widened), stored at
-// prow[a * Hp + h]. False if any score is not finite (a product or a sum beyond fp16's range).
-template <int Pn>
-inline bool store_quad_sums(const __m512h* acc0, const __m512h* acc1, float* prow, int32_t Hp) {
-  // After two levels of pair sums, block h of t holds [x's head h, x's head 4 + h, y's head h,
-  // y's head 4 + h]: gathered into x's 8 heads, then y's.
-  const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  __mmask16 bad = 0;
-#pragma GCC unroll 4
-  for (int a = 0; a < Pn; a += 2) {
-    __m512 s[2];
-#pragma GCC unroll 2
-    for (int b = 0; b < 2; ++b) {
-      if (a + b >= Pn) {
-        s[b] = _mm512_setzero_ps();
-        continue;
-      }
-      const __m512i x = _mm512_castph_si512(_mm512_add_ph(acc0[a + b], acc1[a + b]));
-      const __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(x));        // heads 0-3, 4 lanes each
-      const __m512 hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(x, 1));  // heads 4-7
-      // block h: [lo's lanes 0 + 1, 2 + 3, hi's lanes 0 + 1, 2 + 3]
-      s[b] = _mm512_add_ps(_mm512_shuffle_ps(lo, hi, 0x88), _mm512_shuffle_ps(lo, hi, 0xdd));
-    }
-    const __m512 t = _mm512_add_ps(_mm512_shuffle_ps(s[0], s[1], 0x88), _mm512_shuffle_ps(s[0], s[1], 0xdd));
-    const __m512 u = _mm512_permutexvar_ps(idx, t);
-    bad |= _mm512_fpclass_ps_mask(u, 0x99);  // NaN or infinity
-    _mm256_storeu_ps(prow + static_cast<int64_t>(a) * Hp, _mm512_castps512_ps256(u));
-    if (a + 1 < Pn) _mm256_storeu_ps(prow + static_cast<int64_t>(a + 1) * Hp, _mm512_extractf32x8_ps(u, 1));
-  }
-  return bad == 0;
-}
-#endif
-
-#if ECO_ATTN_FP16_MATH
-// scores_lanes for fp16 caches in half precision (AVX512-FP16), 32 multiply-adds per FMA
-// where a float FMA does 16, and no widening of K: 16-bit lane 4h + t of query register c
-// holds q_h[4c + t] (qh: interleave_half_query's layout of the KV head's queries), and each
-// FMA multiplies it by K values 4c .. 4c + 3 of one position in every lane quad (one
-// vbroadcastsd from the cache). Even and odd c in two chains per position, added in fp16
-// and widened once (store_quad_sums). Rounding: the query rounded to fp16, every product
-// and sum in fp16 (chains of kHd / 8 terms), so a score differs from q . K by at most about
-// (kHd / 8 + 3) 2^-11 sum_i |q_i K_i| (attention_test's bound). False, with prow
-// overwritten, where a score came out infinite or NaN (beyond fp16's range): the caller
-// then scores the group in float.
-template <int NV, int Pn, class Tick>
-inline bool scores_lanes_half(const uint16_t* qh, const void* k, const int64_t* off, int64_t head, float* prow,
-                              int32_t Hp, Tick& tick) {
-  constexpr int kHd = 8 * NV;
-  constexpr int kSteps = kHd / 4;
-  const char* rows[Pn];
-#pragma GCC unroll 8
-  for (int a = 0; a < Pn; ++a) rows[a] = reinterpret_cast<const char*>(static_cast<const uint16_t*>(k) + off[a] + head);
-  __m512h acc[2][Pn];
-#pragma GCC unroll 2
-  for (int s = 0; s < 2; ++s)
-#pragma GCC unroll 8
-    for (int a = 0; a < Pn; ++a) acc[s][a] = _mm512_setzero_ph();
-#pragma GCC unroll 32
-  for (int c = 0; c < kSteps; ++c) {
-    tick(c, kSteps);
-    __m512h qv = _mm512_castsi512_ph(_mm512_loadu_si512(qh + 32 * c));
-    if constexpr (Pn > 1) asm("" : "+v"(qv));  // one load for Pn FMAs
-#pragma GCC unroll 8
-    for (int a = 0; a < Pn; ++a) {
-      double word;
-      std::memcpy(&word, rows[a] + 8 * c, sizeof word);
-      acc[c % 2][a] = _mm512_fmadd_ph(qv, _mm512_castpd_ph(_mm512_set1_pd(word)), acc[c % 2][a]);
-    }
-  }
-  return store_quad_sums<Pn>(acc[0], acc[1], prow, Hp);
-}
-#endif
-
 // The zmm kernel's score pass for G = 8 (zmm_query_lanes): the 8 query heads of one KV
 // head in lanes, two dimensions each, so a K row needs no reduction across lanes. qt is
 // the KV head's queries as interleave_query lays them out (register c holds q_h[2c + r]
@@ -266,7 +319,7 @@ inline void scores_lanes(const float* qt, const void* k, const int64_t* off, int
 #if ECO_ATTN_FP16_MATH
   if constexpr (kF16) {
     // In half precision where the caller laid the queries out in fp16 too (else qh is null).
-    if (qh != nullptr && scores_lanes_half<NV, Pn>(qh, k, off, head, prow, Hp, tick)) return;
+    if (qh != nullptr && scores_lanes_half<NV, 8, Pn>(qh, k, off, head, prow, Hp, tick)) return;
   }
 #endif
   const void* kr[Pn];

@@ -591,8 +591,9 @@ double max_abs_score(const float* q, const std::vector<std::vector<float>>& k, i
 // (attention_rows_fp16_impl.h: 10 * 2^-11 of sum w |v|, plus 2^-21 (1 + |v|) per position
 // for weights or products below fp16's normal range; the worst measured 2.7 * 2^-11); V of
 // s.d. 1, and of s.d. 16000 (values near fp16's largest: the chains must not overflow).
-// Groups of 8 also score in half precision (scores_lanes_half): each score within D =
-// (hd / 8 + 3) 2^-11 sum_i |q_i K_i| scale (+ hd 2^-24 below fp16's normal range), which
+// Groups of 8 and 4 also score in half precision (scores_lanes_half): each score within D =
+// (C + 3) 2^-11 sum_i |q_i K_i| scale (C = hd / 8 for groups of 8, hd / 16 for groups of 4:
+// the terms of an fp16 chain; + hd 2^-24 below fp16's normal range), which
 // moves each weight by a factor within e^(+-2D), so the output by at most (e^(2D) - 1) sum
 // w |v| more. The mean error must also stay under 2^-7 of the mean sum w |v| (a query laid
 // out wrongly gives errors of the order of the values). Every other case (f32 caches, other
@@ -630,10 +631,11 @@ TEST_P(DecodeTest, HalfPrecisionValuePassWithinItsBound) {
         const int kvh = h / g;
         const std::vector<double> ref = reference(qh, cache.K[kvh], cache.V[kvh], n_ctx, c.hd, d.scale);
         const std::vector<double> mag = weighted_abs(qh, cache.K[kvh], cache.V[kvh], n_ctx, c.hd, d.scale);
+        const int chain = g == 8 ? c.hd / 8 : g == 4 ? c.hd / 16 : -1;  // terms per fp16 chain
         const double score_err =
-            g == 8 ? (c.hd / 8 + 3) * std::ldexp(max_abs_score(qh, cache.K[kvh], n_ctx, c.hd, d.scale), -11) +
-                         c.hd * std::ldexp(d.scale, -24)
-                   : 0.0;
+            chain < 0 ? 0.0
+                      : (chain + 3) * std::ldexp(max_abs_score(qh, cache.K[kvh], n_ctx, c.hd, d.scale), -11) +
+                            c.hd * std::ldexp(d.scale, -24);
         for (int i = 0; i < c.hd; ++i) {
           const size_t e = static_cast<size_t>(h) * c.hd + i;
           const double bound = 10 * std::ldexp(mag[i], -11) + n_ctx * std::ldexp(1.0 + vmax, -21) +
@@ -653,17 +655,24 @@ TEST_P(DecodeTest, HalfPrecisionValuePassWithinItsBound) {
   }
 }
 
+// dims_of(c) on the avx512vnni-zmm level with fp16_math, for the half-precision tests of fp16
+// caches: the reason to skip, or empty where they run.
+std::string half_precision_dims(const DecodeCase& c, AttentionDims& d) {
+  if (!c.f16) return "f32 cache";
+  d = dims_of(c);
+  d.isa = Isa::kAvx512VnniZmm;
+  d.fp16_math = true;
+  return isa_supported(d.isa, detect_cpu_features()) ? "" : "no avx512vnni-zmm level on this CPU";
+}
+
 // The half-precision value pass cannot overflow: every weight 1 (a zero query, all scores
 // equal) and every V value 65000 (fp16 64992, near its largest) give 64992 in every output
 // lane, not infinity (tiles of 16 and a partial one). With the weights rounded as p / 8
 // (and its chains added in fp16) a tile's sum would reach 2 * 64992: this test failed so.
 TEST_P(DecodeTest, HalfPrecisionValuePassDoesNotOverflow) {
   const DecodeCase c = GetParam();
-  if (!c.f16) GTEST_SKIP() << "f32 cache";
-  AttentionDims d = dims_of(c);
-  d.isa = Isa::kAvx512VnniZmm;
-  if (!isa_supported(d.isa, detect_cpu_features())) GTEST_SKIP() << "no avx512vnni-zmm level on this CPU";
-  d.fp16_math = true;
+  AttentionDims d;
+  if (const std::string skip = half_precision_dims(c, d); !skip.empty()) GTEST_SKIP() << skip;
   for (int n_ctx : {16, 33, 200}) {
     TestCache cache(n_ctx, c.n_head_kv, c.hd, 16, true, 5 + n_ctx);
     const size_t block_elems = static_cast<size_t>(cache.block) * c.n_head_kv * c.hd;
@@ -681,15 +690,12 @@ TEST_P(DecodeTest, HalfPrecisionValuePassDoesNotOverflow) {
 
 // A half-precision score beyond fp16's range (products of 2^15-sized K values and queries
 // near 8 after the scale) is scored again in float: position 5's K row is 30000 in every
-// dimension and the query 64 in every dimension, so its score (about 1.5e8) takes all the
-// weight and the output is position 5's V row (within the value pass's rounding), not NaN.
+// dimension and the query 64 in every dimension, so its score (1.5e7 for head_dim 64) takes
+// all the weight and the output is position 5's V row (within the value pass's rounding), not NaN.
 TEST_P(DecodeTest, HalfPrecisionScoresBeyondFp16RangeAreScoredInFloat) {
   const DecodeCase c = GetParam();
-  if (!c.f16) GTEST_SKIP() << "f32 cache";
-  AttentionDims d = dims_of(c);
-  d.isa = Isa::kAvx512VnniZmm;
-  if (!isa_supported(d.isa, detect_cpu_features())) GTEST_SKIP() << "no avx512vnni-zmm level on this CPU";
-  d.fp16_math = true;
+  AttentionDims d;
+  if (const std::string skip = half_precision_dims(c, d); !skip.empty()) GTEST_SKIP() << skip;
   for (int n_ctx : {6, 40, 300}) {
     TestCache cache(n_ctx, c.n_head_kv, c.hd, 16, true, 7 + n_ctx);
     const size_t row = static_cast<size_t>(c.n_head_kv) * c.hd;
