@@ -30,14 +30,18 @@ inline __m512 transpose_sum16(const __m512* a) {
 }
 
 #if ECO_ATTN_FP16_MATH
-// scores_lanes' half-precision reduction: position a's 8 scores are the sums of the 4 lanes
-// 4h..4h + 3 of acc0[a] + acc1[a] (the two chains added in fp16, then widened), stored at
-// prow[a * Hp + h]. False if any score is not finite (a product or a sum beyond fp16's range).
-template <int Pn>
-inline bool store_quad_sums(const __m512h* acc0, const __m512h* acc1, float* prow, int32_t Hp) {
-  // After two levels of pair sums, block h of t holds [x's head h, x's head 4 + h, y's head h,
-  // y's head 4 + h]: gathered into x's 8 heads, then y's.
-  const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+// The half-precision score pass's reduction (scores_lanes_half) for GQA groups of G = 8 or 4:
+// position a's G scores are the sums of the R = 32 / G lanes R h .. R h + R - 1 of acc0[a] +
+// acc1[a] (the two chains added in fp16, then widened), stored at prow[a * Hp + h]. False if
+// any score is not finite (a product or a sum beyond fp16's range).
+template <int G, int Pn>
+inline bool store_group_sums(const __m512h* acc0, const __m512h* acc1, float* prow, int32_t Hp) {
+  static_assert(G == 8 || G == 4);
+  // After the pair sums, positions x and y: G = 8, block h of t holds [x's head h, x's head 4 +
+  // h, y's head h, y's head 4 + h], gathered into x's 8 heads, then y's; G = 4, after a last
+  // level across 128-bit blocks, x's heads 0-3 are lanes 0, 8, 1, 9 and y's 2, 10, 3, 11.
+  const __m512i idx = G == 8 ? _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15)
+                             : _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 0, 0, 0, 0, 0, 0, 0, 0);
   __mmask16 bad = 0;
 #pragma GCC unroll 4
   for (int a = 0; a < Pn; a += 2) {
@@ -49,50 +53,25 @@ inline bool store_quad_sums(const __m512h* acc0, const __m512h* acc1, float* pro
         continue;
       }
       const __m512i x = _mm512_castph_si512(_mm512_add_ph(acc0[a + b], acc1[a + b]));
-      const __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(x));        // heads 0-3, 4 lanes each
-      const __m512 hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(x, 1));  // heads 4-7
-      // block h: [lo's lanes 0 + 1, 2 + 3, hi's lanes 0 + 1, 2 + 3]
+      const __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(x));        // the first G / 2 heads
+      const __m512 hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(x, 1));  // the others
+      // block k: [lo's lanes 4k + 0 + 1, 4k + 2 + 3, hi's lanes 4k + 0 + 1, 4k + 2 + 3]
       s[b] = _mm512_add_ps(_mm512_shuffle_ps(lo, hi, 0x88), _mm512_shuffle_ps(lo, hi, 0xdd));
     }
-    const __m512 t = _mm512_add_ps(_mm512_shuffle_ps(s[0], s[1], 0x88), _mm512_shuffle_ps(s[0], s[1], 0xdd));
+    // block k: [x's lo block k, x's hi block k, y's lo block k, y's hi block k], each summed
+    __m512 t = _mm512_add_ps(_mm512_shuffle_ps(s[0], s[1], 0x88), _mm512_shuffle_ps(s[0], s[1], 0xdd));
+    // G = 4: blocks 0 and 1 (2 and 3) hold the two halves of heads 0 and 2 (1 and 3)
+    if constexpr (G == 4) t = _mm512_add_ps(t, _mm512_shuffle_f32x4(t, t, 0xb1));
     const __m512 u = _mm512_permutexvar_ps(idx, t);
-    bad |= _mm512_fpclass_ps_mask(u, 0x99);  // NaN or infinity
-    _mm256_storeu_ps(prow + static_cast<int64_t>(a) * Hp, _mm512_castps512_ps256(u));
-    if (a + 1 < Pn) _mm256_storeu_ps(prow + static_cast<int64_t>(a + 1) * Hp, _mm512_extractf32x8_ps(u, 1));
-  }
-  return bad == 0;
-}
-
-// As store_quad_sums for groups of 4: position a's 4 scores are the sums of the 8 lanes 8h..8h
-// + 7 of acc0[a] + acc1[a], stored at prow[a * Hp + h].
-template <int Pn>
-inline bool store_oct_sums(const __m512h* acc0, const __m512h* acc1, float* prow, int32_t Hp) {
-  // After three levels of pair sums (the last across 128-bit blocks), x's heads 0-3 are lanes 0,
-  // 8, 1, 9 and y's 2, 10, 3, 11.
-  const __m512i idx = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 0, 0, 0, 0, 0, 0, 0, 0);
-  __mmask16 bad = 0;
-#pragma GCC unroll 4
-  for (int a = 0; a < Pn; a += 2) {
-    __m512 s[2];
-#pragma GCC unroll 2
-    for (int b = 0; b < 2; ++b) {
-      if (a + b >= Pn) {
-        s[b] = _mm512_setzero_ps();
-        continue;
-      }
-      const __m512i x = _mm512_castph_si512(_mm512_add_ph(acc0[a + b], acc1[a + b]));
-      const __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(x));        // heads 0, 1: 8 lanes each
-      const __m512 hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(x, 1));  // heads 2, 3
-      s[b] = _mm512_add_ps(_mm512_shuffle_ps(lo, hi, 0x88), _mm512_shuffle_ps(lo, hi, 0xdd));
+    bad |= _mm512_fpclass_ps_mask(u, 0x99) & (G == 8 ? 0xffff : 0xff);  // NaN or infinity
+    float* px = prow + static_cast<int64_t>(a) * Hp;
+    if constexpr (G == 8) {
+      _mm256_storeu_ps(px, _mm512_castps512_ps256(u));
+      if (a + 1 < Pn) _mm256_storeu_ps(px + Hp, _mm512_extractf32x8_ps(u, 1));
+    } else {
+      _mm_storeu_ps(px, _mm512_castps512_ps128(u));
+      if (a + 1 < Pn) _mm_storeu_ps(px + Hp, _mm512_extractf32x4_ps(u, 1));
     }
-    // block k: [x's lo block k, x's hi block k, y's lo block k, y's hi block k], each 4 lanes summed
-    const __m512 t = _mm512_add_ps(_mm512_shuffle_ps(s[0], s[1], 0x88), _mm512_shuffle_ps(s[0], s[1], 0xdd));
-    // blocks 0 and 1 (2 and 3) hold the two halves of heads 0 and 2 (1 and 3)
-    const __m512 u = _mm512_add_ps(t, _mm512_shuffle_f32x4(t, t, 0xb1));
-    const __m512 v = _mm512_permutexvar_ps(idx, u);
-    bad |= _mm512_fpclass_ps_mask(v, 0x99) & 0xff;  // NaN or infinity
-    _mm_storeu_ps(prow + static_cast<int64_t>(a) * Hp, _mm512_castps512_ps128(v));
-    if (a + 1 < Pn) _mm_storeu_ps(prow + static_cast<int64_t>(a + 1) * Hp, _mm512_extractf32x4_ps(v, 1));
   }
   return bad == 0;
 }
@@ -104,8 +83,8 @@ inline bool store_oct_sums(const __m512h* acc0, const __m512h* acc1, float* prow
 // 16-bit lane R h + t of query register c holds q_h[R c + t] (qh: interleave_half_query8 or 4's
 // layout of the KV head's queries), and each FMA multiplies it by K values R c .. R c + R - 1
 // of one position in every lane group (one vbroadcastsd or vbroadcasti32x4 from the cache).
-// Even and odd c in two chains per position, added in fp16 and widened once (store_quad_sums,
-// store_oct_sums). Rounding: the query rounded to fp16, every product and sum in fp16 (chains
+// Even and odd c in two chains per position, added in fp16 and widened once
+// (store_group_sums). Rounding: the query rounded to fp16, every product and sum in fp16 (chains
 // of kHd / (2R) terms), so a score differs from q . K by at most about (kHd / (2R) + 3) 2^-11
 // sum_i |q_i K_i| (attention_test's bound). False, with prow overwritten, where a score came
 // out infinite or NaN (beyond fp16's range): the caller then scores the group in float.
@@ -143,11 +122,7 @@ inline bool scores_lanes_half(const uint16_t* qh, const void* k, const int64_t* 
       acc[c % 2][a] = _mm512_fmadd_ph(qv, kv, acc[c % 2][a]);
     }
   }
-  if constexpr (G == 8) {
-    return store_quad_sums<Pn>(acc[0], acc[1], prow, Hp);
-  } else {
-    return store_oct_sums<Pn>(acc[0], acc[1], prow, Hp);
-  }
+  return store_group_sums<G, Pn>(acc[0], acc[1], prow, Hp);
 }
 #endif
 
