@@ -85,10 +85,13 @@ constexpr int32_t kTile = 32;
 // Query heads a tile is processed for at once (larger groups go in sub-groups).
 constexpr int32_t kMaxSub = 4;
 
+using detail::kLeadAhead;
+using detail::kLeadMaxRowBytes;
 using detail::kPrefetchAhead;
 using detail::load8;
 using detail::kRowTile;
 using detail::OnlineState;
+using detail::page_jumps;
 using detail::RowsFn;
 
 // Element offsets of the (pos, kv_head) rows for pos in [p0, p0 + n).
@@ -401,7 +404,21 @@ void attend_range(const float* q, int32_t g, int32_t kv0, int32_t kv1, int32_t b
         _mm_prefetch(static_cast<const char*>(kv.v) + at + b, _MM_HINT_T1);
       }
     }
+    // Page leaders (kLeadAhead) for rows [j0, j1) of `rows`, where the rows are small.
+    const int32_t n_rows = end - begin + extra;
+    uintptr_t last_k = 0, last_v = 0;
+    auto leaders = [&](int32_t j0, int32_t j1) {
+      if (row_bytes > kLeadMaxRowBytes) return;
+      auto fetch = [](uintptr_t x) { _mm_prefetch(reinterpret_cast<const char*>(x), _MM_HINT_T1); };
+      for (int32_t j = j0; j < std::min(j1, n_rows); ++j) {
+        const int64_t at = (rows[j] + static_cast<int64_t>(kv0) * hd) * (kv.f16 ? 2 : 4);
+        page_jumps(reinterpret_cast<uintptr_t>(kv.k) + at, row_bytes, &last_k, fetch);
+        page_jumps(reinterpret_cast<uintptr_t>(kv.v) + at, row_bytes, &last_v, fetch);
+      }
+    };
+    if (!stream.started) leaders(kPrefetchAhead, kLeadAhead);
     for (int32_t p0 = begin; p0 < end; p0 += kRowTile) {
+      leaders(p0 - begin + kLeadAhead, p0 - begin + kLeadAhead + kRowTile);
       rf(q, qh, kv0, kv1, rows + (p0 - begin), std::min(kRowTile, end - p0), end - p0 + extra, kv, st, p);
     }
     return;

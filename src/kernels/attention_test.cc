@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/fp16.h"
+#include "kernels/attention_rows.h"
 
 namespace ecoserve::kernels {
 namespace {
@@ -330,6 +331,26 @@ TEST(DecodeAttentionPrefetchTest, BothOrdersGiveTheSameBits) {
         << c.n_head << "/" << c.n_head_kv << " d " << c.hd << (c.f16 ? " fp16" : " f32");
     for (float x : out[0]) ASSERT_TRUE(std::isfinite(x));
   }
+}
+
+// attend_range's page leaders (detail::page_jumps): one call per page the rows reach by a
+// jump, none for the pages of a run of consecutive blocks, whatever the row size.
+TEST(DecodeAttentionPrefetchTest, PageLeadersOnlyWhereTheRowsJump) {
+  std::vector<uintptr_t> got;
+  auto note = [&](uintptr_t x) { got.push_back(x); };
+  uintptr_t last = 0;
+  for (uintptr_t a = 0x10000; a < 0x10000 + 32 * 512; a += 512) detail::page_jumps(a, 512, &last, note);
+  EXPECT_EQ(got, std::vector<uintptr_t>{0x10000}) << "32 rows of 512 bytes over 4 consecutive pages";
+  EXPECT_EQ(last, uintptr_t{0x13});
+  got.clear();
+  detail::page_jumps(0x80200, 512, &last, note);   // a scattered block, mid-page
+  detail::page_jumps(0x80400, 512, &last, note);   // the same page
+  detail::page_jumps(0x7f000, 512, &last, note);   // the page before: a jump too
+  detail::page_jumps(0x100800, 4096, &last, note);  // two pages, the second follows the first
+  detail::page_jumps(0x101800, 4096, &last, note);  // its second page follows too
+  detail::page_jumps(0x102800, 64, &last, note);    // the same page as the last byte read
+  EXPECT_EQ(got, (std::vector<uintptr_t>{0x80200, 0x7f000, 0x100800}));
+  EXPECT_EQ(last, uintptr_t{0x102});
 }
 
 // ECOSERVE_ATTENTION_ROW_PREFETCH sets the order (0 or 1; row order, 1, where unset);
