@@ -15,14 +15,34 @@
 //           chain of vdpbf16ps over the head's pairs of dimensions (Q^T's pair c, 16 rows,
 //           times the position's pair c in every lane);
 //   softmax per position vector, each lane a row, in log2 units as the float kernels:
-//           positions past a row's own masked, m_new = max(m, the step's largest score),
-//           alpha = 2^(m - m_new) (2^0 = 1 exactly where m did not grow), p = 2^(s - m_new)
-//           rounded to bf16 (P^T: pairs of positions x 16 rows), l = alpha * l + the sum
-//           of the rounded weights;
-//   values  O^T (dimensions x 16 rows, kept in memory) = alpha * O^T + V^T P^T, V^T (16
-//           dimensions x 32 positions per tile: dword k of dimension d holds positions 2k,
-//           2k + 1) times P^T: on tiles, summed in the tile unit; on vectors, per dimension
-//           one chain of vdpbf16ps over the step's 16 pairs of positions.
+//           positions past a row's own masked; m moves to the step's largest score only
+//           where that exceeds m by more than kLazyMax (the first step always: m starts at
+//           -inf), so that most steps rescale nothing and the weights stay below
+//           2^kLazyMax; alpha = 2^(m - m_new) (2^0 = 1 exactly where m stayed), p = 2^(s -
+//           m_new) rounded to bf16 (P^T: pairs of positions x 16 rows), l = alpha * l + the
+//           sum of the rounded weights;
+//   values  O^T (dimensions x 16 rows) = alpha * O^T + V^T P^T, V^T (16 dimensions x 32
+//           positions per tile: dword k of dimension d holds positions 2k, 2k + 1) times
+//           P^T: on tiles, summed in the tile unit, O^T held there for the query tile's
+//           steps where it fits (heads of up to 64 dimensions: four tiles; stored, scaled
+//           on vectors and loaded back only at a step with alpha != 1), else loaded and
+//           stored at each step; on vectors, per dimension one chain of vdpbf16ps over the
+//           step's 16 pairs of positions, O^T kept in memory.
+// While a query tile's steps run, the next tile's query rows are prefetched into L1 and its
+// output rows for writing (a prompt's queries and outputs lie past L2; the outputs' reads
+// for ownership had stalled each tile's stores).
+//
+// Intel Xeon (family 6 model 167), attention_bench BM_PrefillAttention tiles, one thread, ms
+// per layer, five alternating rounds: synth 1b (32 / 4 heads of 64) 512 tokens 3.37-3.43 ->
+// 2.46-2.53, 2048 tokens 45.5-45.7 -> 32.2-33.3; Llama (32 / 8 of 128) 512 5.63-6.05 ->
+// 4.82-5.01, 2048 71.1-71.4 -> 58.8-62.7 (of which the prefetches: synth 1b 512 -> 3.10-3.14
+// when issued at once at the tile's start, 2.46-2.53 spread over its steps two rows each; one
+// row alike, four or eight 2.59-2.68; the query rows alone nothing, the outputs alone 3.20-3.23;
+// O^T in tiles with m moving at every step 3.10-3.14, with kLazyMax 2.70-2.75). Tried, slower:
+// the next step's scores stored right after their products (5.19 / 2.67) or after the
+// softmax (2.57); the softmax without masks in whole steps (a second copy) and the position
+// mask folded into the exponential's, both within the noise. Engine profile pp512 synth 1b Q8_0,
+// one thread: attention 102-106 -> 65-68 ms a prompt, 389-400 -> 403-409 tok/s.
 // A row with no visible position in a step gets alpha = 1, zero weights and zero products:
 // o * 1 + 0 and l * 1 + 0 are exactly what they were, so a row's bits depend only on its
 // query, its position and the cache, not on the tile, the chunk or the rows beside it (each
@@ -66,6 +86,27 @@ namespace {
 #define ECO_AT_V 5   // B: 16 pairs of positions x 16 dimensions
 #define ECO_AT_O0 6  // C: 16 rows x 16 dimensions of P V
 #define ECO_AT_O1 7
+// Heads of up to 64 dimensions keep a query tile's O^T in tiles 4-7 (one per 16 dimensions)
+// for all its steps; P^T then shares tile 0 with Q^T, V^T tile 1 with K.
+#define ECO_AT_QP 0
+#define ECO_AT_KV 1
+#define ECO_O_TILES(op) \
+  do {                  \
+    op(4, 0);           \
+    op(5, 1);           \
+    if (dn_n > 2) {     \
+      op(6, 2);         \
+      op(7, 3);         \
+    }                   \
+  } while (0)
+#define ECO_O_ZERO(t, n) _tile_zero(t)
+#define ECO_O_STORE(t, n) _tile_stored(t, ot + 256 * (n), 64)
+#define ECO_O_LOAD(t, n) _tile_loadd(t, ot + 256 * (n), 64)
+#define ECO_O_VALUES(t, n)                                        \
+  do {                                                            \
+    _tile_loadd(ECO_AT_KV, vstep + (n) * kTileElems, 64);         \
+    _tile_dpbf16ps(t, ECO_AT_KV, ECO_AT_QP);                      \
+  } while (0)
 
 void configure() {
   AmxTileConfig cfg;
@@ -84,6 +125,8 @@ inline __m512bh load_bh(const uint16_t* p) { return reinterpret_cast<__m512bh>(_
 #endif
 
 constexpr int32_t kStep = 32;        // positions per softmax step
+constexpr float kLazyMax = 8.0f;     // how far (log2 units) a step's max may pass a row's before m moves
+constexpr int64_t kPrefetchRowsPerStep = 2;  // the next query tile's rows prefetched per step
 constexpr int64_t kTileElems = 512;  // bf16 in one A or B tile (16 rows of 64 bytes)
 
 // 16 cache values at element `off` as float (fp16 widened exactly).
@@ -100,6 +143,9 @@ inline __m512i bf16x32(__m512 lo, __m512 hi) { return reinterpret_cast<__m512i>(
 
 // The 16 bf16 of `b` (lanes 0-15 of a bf16x32 half) back as floats, exactly.
 inline __m512 widen_bf16(__m256i b) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16)); }
+
+// PREFETCHW (see matmul_amx_bf16_impl.h): the line into L1 ready to be written.
+inline void prefetch_for_write(const char* line) { asm volatile("prefetchw %0" : : "m"(*line)); }
 
 }  // namespace
 
@@ -156,6 +202,7 @@ void chunk_bf16(const Bf16ChunkArgs& a) {
 
 #if ECO_BF16_TILES
   configure();
+  const bool resident = dn_n <= 4;
 #endif
   const int64_t m_total = static_cast<int64_t>(a.n_q) * group;
   const __m512 vscale = _mm512_set1_ps(a.scale);
@@ -184,11 +231,31 @@ void chunk_bf16(const Bf16ChunkArgs& a) {
     for (int32_t i = 0; i < 16; ++i) {
       pos_of[i] = a.start + static_cast<int32_t>((r0 + (i < rows ? i : rows - 1)) / group);
     }
+    // The next tile's query rows into L1 and its output rows for writing, kPrefetchRowsPerStep a
+    // step while this tile's steps run, the rest after them (a prompt's queries, 4 MB for 512
+    // tokens of synth 1b, are past L2).
+    int64_t pf_row = r0 + 16;
+    const int64_t pf_end = r0 + 32 < m_total ? r0 + 32 : m_total;
+    auto prefetch_rows = [&](int64_t n) {
+      for (const int64_t stop = pf_row + n < pf_end ? pf_row + n : pf_end; pf_row < stop; ++pf_row) {
+        const int64_t tok = pf_row / group, h = pf_row - tok * group;
+        const char* qrow = reinterpret_cast<const char*>(a.q + tok * a.q_stride + a.head0 + h * hd);
+        const char* orow = reinterpret_cast<const char*>(a.out + tok * a.out_stride + a.head0 + h * hd);
+        for (int32_t line = 0; line < hd / 16; ++line) {
+          _mm_prefetch(qrow + 64 * line, _MM_HINT_T0);
+          prefetch_for_write(orow + 64 * line);
+        }
+      }
+    };
     const __m512i pos = _mm512_load_si512(pos_of);
     const int32_t first_pos = pos_of[0], last_pos = pos_of[15];
     __m512 m = neg_inf, l = _mm512_setzero_ps();
-    for (int32_t d = 0; d < hd; ++d) _mm512_store_ps(ot + 16 * d, _mm512_setzero_ps());
 #if ECO_BF16_TILES
+    if (resident) {
+      ECO_O_TILES(ECO_O_ZERO);
+    } else {
+      for (int32_t d = 0; d < hd; ++d) _mm512_store_ps(ot + 16 * d, _mm512_setzero_ps());
+    }
     // S^T of step ks into the score tiles (stored by the caller once it needs them).
     auto scores = [&](int32_t ks) {
       _tile_zero(ECO_AT_S0);
@@ -207,6 +274,7 @@ void chunk_bf16(const Bf16ChunkArgs& a) {
     _tile_stored(ECO_AT_S0, s, 64);
     _tile_stored(ECO_AT_S1, s + 256, 64);
 #else
+    for (int32_t d = 0; d < hd; ++d) _mm512_store_ps(ot + 16 * d, _mm512_setzero_ps());
     // S^T of step ks into dst: 16 positions at a time, one chain per position (16 chains
     // cover vdpbf16ps's latency), Q^T's pair c loaded once for the 16 and their pairs c
     // broadcast from one line of K^T.
@@ -230,6 +298,7 @@ void chunk_bf16(const Bf16ChunkArgs& a) {
 #endif
     for (int32_t ks = 0, cur = 0; ks <= last_pos; ks += kStep, cur ^= 1) {
       const bool more = ks + kStep <= last_pos;
+      prefetch_rows(kPrefetchRowsPerStep);
 #if ECO_BF16_TILES
       if (more) scores(ks + kStep);
 #else
@@ -253,9 +322,12 @@ void chunk_bf16(const Bf16ChunkArgs& a) {
         mx3 = _mm512_mask_max_ps(mx3, visible(j + 3), mx3, _mm512_load_ps(sc + 16 * (j + 3)));
       }
       const __m512 mx = _mm512_max_ps(_mm512_max_ps(mx0, mx1), _mm512_max_ps(mx2, mx3));
-      // Rows with no visible position keep m (alpha = 2^0 = 1 exactly), add zero weights,
-      // so o * 1 + 0 and l * 1 + 0 leave them as they were.
-      const __m512 m_new = _mm512_max_ps(m, mx);
+      // A row's max moves only when the step's exceeds it by more than kLazyMax (its weights
+      // then reach 2^kLazyMax at most), so that most steps rescale nothing. Rows with no
+      // visible position keep m (alpha = 2^0 = 1 exactly), add zero weights, so o * 1 + 0
+      // and l * 1 + 0 leave them as they were.
+      const __m512 m_new =
+          _mm512_mask_mov_ps(m, _mm512_cmp_ps_mask(mx, _mm512_add_ps(m, _mm512_set1_ps(kLazyMax)), _CMP_GT_OQ), mx);
       const __m512 alpha = bf16_weight_exp2_16(_mm512_sub_ps(m, m_new));
       m = m_new;
       // Positions 2k and 2k + 1's weights into P^T's pair k; returns their sum (the
@@ -282,22 +354,36 @@ void chunk_bf16(const Bf16ChunkArgs& a) {
       const bool rescale = _mm512_cmpneq_ps_mask(alpha, _mm512_set1_ps(1.0f)) != 0;
       const uint16_t* vstep = vt + ks / kStep * dn_n * kTileElems;
 #if ECO_BF16_TILES
-      if (rescale) {
-        for (int32_t d = 0; d < hd; ++d) {
-          _mm512_store_ps(ot + 16 * d, _mm512_mul_ps(_mm512_load_ps(ot + 16 * d), alpha));
+      if (resident) {
+        // O^T += V^T P^T in tiles 4-7; O^T leaves them only for a rescale (none at the
+        // first step, where O^T is zero).
+        if (rescale && ks > 0) {
+          ECO_O_TILES(ECO_O_STORE);
+          for (int32_t d = 0; d < hd; ++d) {
+            _mm512_store_ps(ot + 16 * d, _mm512_mul_ps(_mm512_load_ps(ot + 16 * d), alpha));
+          }
+          ECO_O_TILES(ECO_O_LOAD);
         }
-      }
-      // O^T += V^T P^T, 16 dimensions per tile, accumulated in the tile unit from memory.
-      _tile_loadd(ECO_AT_P, pt, 64);
-      for (int32_t dn = 0; dn < dn_n; dn += 2) {
-        _tile_loadd(ECO_AT_O0, ot + 256 * dn, 64);
-        _tile_loadd(ECO_AT_V, vstep + dn * kTileElems, 64);
-        _tile_dpbf16ps(ECO_AT_O0, ECO_AT_V, ECO_AT_P);
-        _tile_loadd(ECO_AT_O1, ot + 256 * (dn + 1), 64);
-        _tile_loadd(ECO_AT_V, vstep + (dn + 1) * kTileElems, 64);
-        _tile_dpbf16ps(ECO_AT_O1, ECO_AT_V, ECO_AT_P);
-        _tile_stored(ECO_AT_O0, ot + 256 * dn, 64);
-        _tile_stored(ECO_AT_O1, ot + 256 * (dn + 1), 64);
+        _tile_loadd(ECO_AT_QP, pt, 64);
+        ECO_O_TILES(ECO_O_VALUES);
+      } else {
+        if (rescale) {
+          for (int32_t d = 0; d < hd; ++d) {
+            _mm512_store_ps(ot + 16 * d, _mm512_mul_ps(_mm512_load_ps(ot + 16 * d), alpha));
+          }
+        }
+        // O^T += V^T P^T, 16 dimensions per tile, accumulated in the tile unit from memory.
+        _tile_loadd(ECO_AT_P, pt, 64);
+        for (int32_t dn = 0; dn < dn_n; dn += 2) {
+          _tile_loadd(ECO_AT_O0, ot + 256 * dn, 64);
+          _tile_loadd(ECO_AT_V, vstep + dn * kTileElems, 64);
+          _tile_dpbf16ps(ECO_AT_O0, ECO_AT_V, ECO_AT_P);
+          _tile_loadd(ECO_AT_O1, ot + 256 * (dn + 1), 64);
+          _tile_loadd(ECO_AT_V, vstep + (dn + 1) * kTileElems, 64);
+          _tile_dpbf16ps(ECO_AT_O1, ECO_AT_V, ECO_AT_P);
+          _tile_stored(ECO_AT_O0, ot + 256 * dn, 64);
+          _tile_stored(ECO_AT_O1, ot + 256 * (dn + 1), 64);
+        }
       }
       if (more) {
         _tile_stored(ECO_AT_S0, s + 512 * (cur ^ 1), 64);
@@ -324,6 +410,10 @@ void chunk_bf16(const Bf16ChunkArgs& a) {
       }
 #endif
     }
+    prefetch_rows(16);
+#if ECO_BF16_TILES
+    if (resident) ECO_O_TILES(ECO_O_STORE);
+#endif
     // o / l, back from lanes to rows 16 dimensions at a time (a 16 x 16 transpose).
     const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), l);
     float* dst[16];
@@ -355,6 +445,13 @@ void chunk_bf16(const Bf16ChunkArgs& a) {
 #undef ECO_AT_V
 #undef ECO_AT_O0
 #undef ECO_AT_O1
+#undef ECO_AT_QP
+#undef ECO_AT_KV
+#undef ECO_O_TILES
+#undef ECO_O_ZERO
+#undef ECO_O_STORE
+#undef ECO_O_LOAD
+#undef ECO_O_VALUES
 #endif
 
 }  // namespace ecoserve::kernels::detail::ECO_BF16_NS

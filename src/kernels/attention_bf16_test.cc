@@ -392,7 +392,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          Case{32, 4, 64, 16, 170, false, 1.0f}, Case{16, 2, 128, 16, 181, true, 1.0f},
                                          Case{3, 3, 128, 5, 97, false, 1.0f}, Case{8, 2, 64, 16, 160, false, 6.0f},
                                          Case{32, 8, 128, 16, 140, true, 3.0f}, Case{6, 2, 96, 16, 110, false, 1.0f},
-                                         Case{4, 1, 256, 16, 100, true, 2.0f})),
+                                         Case{4, 1, 256, 16, 100, true, 2.0f}, Case{4, 1, 32, 16, 120, false, 6.0f},
+                                         Case{8, 1, 64, 16, 130, true, 12.0f})),
     [](const ::testing::TestParamInfo<std::tuple<Path, Case>>& info) {
       const Case& c = std::get<1>(info.param);
       return std::string(path_name(std::get<0>(info.param))) + "_heads" + std::to_string(c.n_head) + "_" +
