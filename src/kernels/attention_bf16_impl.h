@@ -144,9 +144,6 @@ inline __m512i bf16x32(__m512 lo, __m512 hi) { return reinterpret_cast<__m512i>(
 // The 16 bf16 of `b` (lanes 0-15 of a bf16x32 half) back as floats, exactly.
 inline __m512 widen_bf16(__m256i b) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16)); }
 
-// PREFETCHW (see matmul_amx_bf16_impl.h): the line into L1 ready to be written.
-inline void prefetch_for_write(const char* line) { asm volatile("prefetchw %0" : : "m"(*line)); }
-
 }  // namespace
 
 void chunk_bf16(const Bf16ChunkArgs& a) {
@@ -354,24 +351,23 @@ void chunk_bf16(const Bf16ChunkArgs& a) {
       const bool rescale = _mm512_cmpneq_ps_mask(alpha, _mm512_set1_ps(1.0f)) != 0;
       const uint16_t* vstep = vt + ks / kStep * dn_n * kTileElems;
 #if ECO_BF16_TILES
+      auto rescale_ot = [&] {
+        for (int32_t d = 0; d < hd; ++d) {
+          _mm512_store_ps(ot + 16 * d, _mm512_mul_ps(_mm512_load_ps(ot + 16 * d), alpha));
+        }
+      };
       if (resident) {
         // O^T += V^T P^T in tiles 4-7; O^T leaves them only for a rescale (none at the
         // first step, where O^T is zero).
         if (rescale && ks > 0) {
           ECO_O_TILES(ECO_O_STORE);
-          for (int32_t d = 0; d < hd; ++d) {
-            _mm512_store_ps(ot + 16 * d, _mm512_mul_ps(_mm512_load_ps(ot + 16 * d), alpha));
-          }
+          rescale_ot();
           ECO_O_TILES(ECO_O_LOAD);
         }
         _tile_loadd(ECO_AT_QP, pt, 64);
         ECO_O_TILES(ECO_O_VALUES);
       } else {
-        if (rescale) {
-          for (int32_t d = 0; d < hd; ++d) {
-            _mm512_store_ps(ot + 16 * d, _mm512_mul_ps(_mm512_load_ps(ot + 16 * d), alpha));
-          }
-        }
+        if (rescale) rescale_ot();
         // O^T += V^T P^T, 16 dimensions per tile, accumulated in the tile unit from memory.
         _tile_loadd(ECO_AT_P, pt, 64);
         for (int32_t dn = 0; dn < dn_n; dn += 2) {

@@ -415,10 +415,6 @@ class SlabPrefetch {
   bool l1_ = false;
 };
 
-// PREFETCHW: the line into L1 in a state that a store may write without a further request
-// (every CPU of the avx512amx level has it; GCC emits it only with -mprfchw).
-inline void prefetch_for_write(const char* line) { asm volatile("prefetchw %0" : : "m"(*line)); }
-
 // MT (1, 2) token tiles from a0 (a1 = a0 + a_tile_stride) times NP (1, 2) B tiles from b
 // (the second at b + b_pair_stride), for kb blocks, into y's tiles at y (rows 16 apart
 // for the second pair, y_stride floats between tokens); first: zero them, else add.

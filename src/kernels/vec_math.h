@@ -196,6 +196,11 @@ static inline __m512 bf16_weight_exp2_16(__m512 x) {
   static constexpr float kQ[3] = {5.5008959e-2f, 2.42211375e-1f, 6.9328297e-1f};
   return exp2_16_poly(x, kQ);
 }
+
+// PREFETCHW: the line into L1 in a state that a store may write without a further request
+// (every CPU of the AVX-512 levels has it; GCC emits it only with -mprfchw). For outputs
+// past L2 whose stores would each wait for a read for ownership.
+static inline void prefetch_for_write(const char* line) { asm volatile("prefetchw %0" : : "m"(*line)); }
 #endif  // __AVX512F__
 
 }  // namespace ecoserve::kernels
