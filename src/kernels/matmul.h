@@ -111,7 +111,10 @@ bool default_amx_bf16();
 // its lines (every weight type and layout: float, GGUF-layout quantized and kRows8),
 // 0 = none (the hardware prefetchers alone), else a multiple of 64 up to 65536; only
 // timing changes. On the Xeon the kRows8 Q4_K GEMV read a 302 MB matrix at 12.3-12.8
-// GiB/s without, 14.1-15.7 with 1 KiB.
+// GiB/s without, 14.1-15.7 with 1 KiB. Where it is set, kRows8 Q8_0 batches of 5-15 tokens
+// on the avx512vnni-zmm and avx512amx levels stream their weights the same way (one wide tile of all the tokens
+// per pair of groups, matmul_packed_impl.h's rows8_stream): synth 1b, one thread, 8 tokens
+// 71-72 -> 80-82 tok/s.
 // Default: default_gemv_prefetch().
 // q4k_tile_pairs: the avx512vnni-zmm level's Q4_K tile for 5 or more tokens, 1 (pair of
 // 8-row groups x 7 tokens) or 2 (pairs x 3 tokens); both give the same bits, only timing

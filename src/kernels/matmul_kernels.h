@@ -49,7 +49,8 @@ struct QuantizedActs {
   // Weight streams of the kRows8 single-token GEMV (KernelContext::gemv_streams):
   // 0 = the level's own count, else 2 or 4.
   std::int32_t gemv_streams = 0;
-  // Bytes ahead of each weight stream the 1-4 token GEMVs prefetch (KernelContext::gemv_prefetch; 0: none).
+  // Bytes ahead of each weight stream the 1-4 token GEMVs (and kRows8 Q8_0's 5-15 token streaming
+  // wide tiles) prefetch (KernelContext::gemv_prefetch; 0: none).
   std::int32_t gemv_prefetch = 0;
   // The avx512vnni-zmm Q4_K tile for 5 or more tokens (KernelContext::q4k_tile_pairs): 1 or 2 pairs of groups.
   std::int32_t q4k_tile_pairs = 1;

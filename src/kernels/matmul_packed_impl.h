@@ -217,7 +217,8 @@ inline void pair_store(float* a, float* b, __m512 v) {
 // a register holds two groups, 16 rows (the first group's 8 in lanes 0-7), so one
 // vpdpbusd does 64 multiply-adds. P pairs of groups (grp[2p], grp[2p + 1]) x T tokens.
 // Every lane computes what packed_tile computes for its row, in the same order.
-template <int P, int T>
+// kAhead: as packed_tile's (the streaming tiles of rows8_wide).
+template <int P, int T, bool kAhead = false>
 void packed_tile_wide(const std::uint8_t* const* grp, const QuantizedActs& a, std::int64_t t0, float* const* yg,
                       std::int64_t y_stride, TilePrefetch pf) {
   const std::int64_t nb = a.nb;
@@ -227,13 +228,17 @@ void packed_tile_wide(const std::uint8_t* const* grp, const QuantizedActs& a, st
   __m512 acc[P][T];
 #pragma GCC unroll 8
   for (int p = 0; p < P; ++p)
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_ps();
   for (std::int64_t b = 0; b < nb; ++b) {
     pf.issue(b * pf_per, pf_per);
     const Q8BlockOffsets at = q8_block_offsets(nb, b);
-    __m512i isum[P][T];
+    if (kAhead && b % kQ8RunBlocks == 0) {  // the line ahead of each group's run of scales
 #pragma GCC unroll 8
+      for (int r = 0; r < 2 * P; ++r) prefetch_ahead(grp[r] + at.scales, a.gemv_prefetch);
+    }
+    __m512i isum[P][T];
+#pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
       const __m512i start = _mm512_set1_epi32(a.xt[(t0 + t) * nb + b]);
 #pragma GCC unroll 8
@@ -244,9 +249,13 @@ void packed_tile_wide(const std::uint8_t* const* grp, const QuantizedActs& a, st
       __m512i w[P];
 #pragma GCC unroll 8
       for (int p = 0; p < P; ++p) {
+        if (kAhead && c % 2 == 0) {
+          prefetch_ahead(grp[2 * p] + at.quants + 32 * c, a.gemv_prefetch);
+          prefetch_ahead(grp[2 * p + 1] + at.quants + 32 * c, a.gemv_prefetch);
+        }
         w[p] = pair_load(grp[2 * p] + at.quants + 32 * c, grp[2 * p + 1] + at.quants + 32 * c);
       }
-#pragma GCC unroll 8
+#pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
         std::int32_t xv4;
         std::memcpy(&xv4, xq + t * a.q_stride + 32 * b + 4 * c, 4);
@@ -258,7 +267,7 @@ void packed_tile_wide(const std::uint8_t* const* grp, const QuantizedActs& a, st
 #pragma GCC unroll 8
     for (int p = 0; p < P; ++p) {
       const __m512 dw = pair_f16(grp[2 * p] + at.scales, grp[2 * p + 1] + at.scales);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
         acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[p][t]), _mm512_mul_ps(dw, _mm512_set1_ps(dx[t * nb + b])),
                                     acc[p][t]);
@@ -267,7 +276,7 @@ void packed_tile_wide(const std::uint8_t* const* grp, const QuantizedActs& a, st
   }
 #pragma GCC unroll 8
   for (int p = 0; p < P; ++p)
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
       pair_store(yg[2 * p] + (t0 + t) * y_stride, yg[2 * p + 1] + (t0 + t) * y_stride, acc[p][t]);
     }
@@ -289,9 +298,11 @@ constexpr int kWideTokens = 7;
 struct PackedWideTiles {
   static constexpr int kPairs = kWidePairs;
   static constexpr int kTokens = kWideTokens;
-  template <int P, int T>
+  // The most tokens rows8_wide streams (rows8_stream): 15 registers of sums and 15 of floats.
+  static constexpr int kStreamTokens = 15;
+  template <int P, int T, bool kAhead = false>
   static constexpr PackedTileFn fn() {
-    return &packed_tile_wide<P, T>;
+    return &packed_tile_wide<P, T, kAhead>;
   }
 };
 #endif
@@ -717,14 +728,55 @@ void rows8(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a,
 }
 
 #if ECO_QUANT_ISA == 2
+// W's tiles with their GEMV prefetch (kAhead), for make_tile_table.
+template <class W>
+struct AheadTiles {
+  template <int P, int T>
+  static constexpr PackedTileFn fn() {
+    return W::template fn<P, T, true>();
+  }
+};
+
+// The streaming form of rows8_wide for a few tokens (at most W::kStreamTokens): each pair of
+// groups read once, by one tile of all the tokens that prefetches its weights a.gemv_prefetch
+// bytes ahead as the GEMV does. In rows8_wide's blocked form the next pairs come into L2 by
+// prefetches spread over the tiles of the pair before, and at 8-12 tokens a step took the time
+// of its reads plus that of its arithmetic (docs/kernels.md, sixty-second pass). From 16 tokens
+// on (two tiles of a pair) the blocked form was faster.
+template <class W, class Narrow>
+void rows8_stream(const std::uint8_t* w, std::int64_t gbytes, const QuantizedActs& a, std::int64_t g0,
+                  std::int64_t g1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride) {
+  static constexpr auto kTiles = make_tile_table<PackedTileFn, 1, W::kStreamTokens, AheadTiles<W>>();
+  static constexpr auto kNarrow = make_tile_table<PackedTileFn, 1, Narrow::kTokens, Narrow>();
+  const PackedTileFn tile = kTiles.fns[0][t1 - t0 - 1];
+  for (std::int64_t g = g0; g < g1; g += 2) {
+    const std::uint8_t* grp[2] = {w + g * gbytes, w + (g + 1) * gbytes};
+    float* yg[2] = {y + 8 * g, y + 8 * (g + 1)};
+    if (g + 1 < g1) {
+      tile(grp, a, t0, yg, y_stride, TilePrefetch{});
+    } else {  // an odd last group
+      for (std::int64_t t = t0; t < t1; t += Narrow::kTokens) {
+        kNarrow.fns[0][imin(Narrow::kTokens, t1 - t) - 1](grp, a, t, yg, y_stride, TilePrefetch{});
+      }
+    }
+  }
+}
+
 // rows8<Narrow> for 5 or more tokens with the wide tiles of W (W::kPairs pairs
 // of groups x W::kTokens tokens, W::fn<P, T>); an odd last group takes Narrow's
-// 1-group tiles.
+// 1-group tiles. Up to W::kStreamTokens tokens (0: none) where the GEMV prefetches (Intel
+// CPUs, KernelContext::gemv_prefetch): rows8_stream.
 template <class W, class Narrow>
 void rows8_wide(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
                 std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride) {
   const std::int64_t gbytes = 8 * static_cast<std::int64_t>(row_bytes);
   const std::int64_t g0 = r0 / 8, g1 = r1 / 8;
+  if constexpr (W::kStreamTokens > 0) {
+    if (t1 - t0 <= W::kStreamTokens && a.gemv_prefetch > 0) {
+      rows8_stream<W, Narrow>(w, gbytes, a, g0, g1, t0, t1, y, y_stride);
+      return;
+    }
+  }
   static constexpr auto kWide = make_tile_table<PackedTileFn, W::kPairs, W::kTokens, W>();
   static constexpr auto kNarrow = make_tile_table<PackedTileFn, 1, Narrow::kTokens, Narrow>();
   constexpr int kG = 2 * W::kPairs;
@@ -762,6 +814,8 @@ template <int kP, int kT>
 struct Q4kWideTiles {
   static constexpr int kPairs = kP;
   static constexpr int kTokens = kT;
+  // No streaming tiles: Q4_K's 5-15 tokens are bound by the arithmetic (sixty-second pass).
+  static constexpr int kStreamTokens = 0;
   template <int P, int T>
   static constexpr PackedTileFn fn() {
     return &q4k_tile_wide<P, T>;
