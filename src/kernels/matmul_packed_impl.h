@@ -737,6 +737,19 @@ struct AheadTiles {
   }
 };
 
+// One kRows8 group (an odd last one of rows8_wide's pairs) times tokens [t0, t1) in Narrow's
+// 1-group tiles; grp, yg: the group's weights and first output row.
+template <class Narrow>
+void rows8_one_group(const std::uint8_t* grp, const QuantizedActs& a, std::int64_t t0, std::int64_t t1, float* yg,
+                     std::int64_t y_stride) {
+  static constexpr auto kNarrow = make_tile_table<PackedTileFn, 1, Narrow::kTokens, Narrow>();
+  const std::uint8_t* g[1] = {grp};
+  float* y[1] = {yg};
+  for (std::int64_t t = t0; t < t1; t += Narrow::kTokens) {
+    kNarrow.fns[0][imin(Narrow::kTokens, t1 - t) - 1](g, a, t, y, y_stride, TilePrefetch{});
+  }
+}
+
 // The streaming form of rows8_wide for a few tokens (at most W::kStreamTokens): each pair of
 // groups read once, by one tile of all the tokens that prefetches its weights a.gemv_prefetch
 // bytes ahead as the GEMV does. In rows8_wide's blocked form the next pairs come into L2 by
@@ -747,19 +760,14 @@ template <class W, class Narrow>
 void rows8_stream(const std::uint8_t* w, std::int64_t gbytes, const QuantizedActs& a, std::int64_t g0,
                   std::int64_t g1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride) {
   static constexpr auto kTiles = make_tile_table<PackedTileFn, 1, W::kStreamTokens, AheadTiles<W>>();
-  static constexpr auto kNarrow = make_tile_table<PackedTileFn, 1, Narrow::kTokens, Narrow>();
   const PackedTileFn tile = kTiles.fns[0][t1 - t0 - 1];
-  for (std::int64_t g = g0; g < g1; g += 2) {
+  std::int64_t g = g0;
+  for (; g + 1 < g1; g += 2) {
     const std::uint8_t* grp[2] = {w + g * gbytes, w + (g + 1) * gbytes};
     float* yg[2] = {y + 8 * g, y + 8 * (g + 1)};
-    if (g + 1 < g1) {
-      tile(grp, a, t0, yg, y_stride, TilePrefetch{});
-    } else {  // an odd last group
-      for (std::int64_t t = t0; t < t1; t += Narrow::kTokens) {
-        kNarrow.fns[0][imin(Narrow::kTokens, t1 - t) - 1](grp, a, t, yg, y_stride, TilePrefetch{});
-      }
-    }
+    tile(grp, a, t0, yg, y_stride, TilePrefetch{});
   }
+  if (g < g1) rows8_one_group<Narrow>(w + g * gbytes, a, t0, t1, y + 8 * g, y_stride);
 }
 
 // rows8<Narrow> for 5 or more tokens with the wide tiles of W (W::kPairs pairs
@@ -778,7 +786,6 @@ void rows8_wide(const std::uint8_t* w, std::size_t row_bytes, const QuantizedAct
     }
   }
   static constexpr auto kWide = make_tile_table<PackedTileFn, W::kPairs, W::kTokens, W>();
-  static constexpr auto kNarrow = make_tile_table<PackedTileFn, 1, Narrow::kTokens, Narrow>();
   constexpr int kG = 2 * W::kPairs;
   const std::int64_t chunk = imax(W::kTokens, kActChunkBytes / a.q_stride / W::kTokens * W::kTokens);
   for (std::int64_t tc = t0; tc < t1; tc += chunk) {
@@ -799,13 +806,7 @@ void rows8_wide(const std::uint8_t* w, std::size_t row_bytes, const QuantizedAct
           kWide.fns[np - 1][imin(W::kTokens, te - t) - 1](grp, a, t, yg, y_stride, next.next());
         }
       }
-      if (ng % 2 != 0) {
-        const std::uint8_t* last[1] = {grp[ng - 1]};
-        float* ylast[1] = {yg[ng - 1]};
-        for (std::int64_t t = tc; t < te; t += Narrow::kTokens) {
-          kNarrow.fns[0][imin(Narrow::kTokens, te - t) - 1](last, a, t, ylast, y_stride, TilePrefetch{});
-        }
-      }
+      if (ng % 2 != 0) rows8_one_group<Narrow>(grp[ng - 1], a, tc, te, yg[ng - 1], y_stride);
     }
   }
 }
