@@ -174,6 +174,7 @@ int run_info(const InfoArgs& a) {
                       {"cpu", cpu.brand},
                       {"cpu_flags", cpu.flags()},
                       {"full_rate_512", cpu.full_rate_512},
+                      {"fast_bf16_dot", cpu.fast_bf16_dot},
                       {"float_matmul", kernels::float_matmul_kernels_summary(kernels::default_isa())},
                       {"gemv_streams", kernels::default_gemv_streams()},
                       {"gemv_prefetch", kernels::default_gemv_prefetch()},
@@ -242,8 +243,9 @@ int run_info(const InfoArgs& a) {
     for (kernels::Isa i : kernels::supported_isas(cpu)) levels += (levels.empty() ? "" : ", ") + std::string(kernels::isa_name(i));
     line("kernels", fmt::format("{} (int8 dot: {}); this CPU runs: {}", kernels::isa_name(isa),
                                 kernels::isa_int8_dot(isa), levels));
-    line("cpu", fmt::format("{} ({}{})", cpu.brand.empty() ? "unknown model" : cpu.brand, cpu.flags(),
-                            cpu.full_rate_512 ? "; 512-bit vectors at full rate" : ""));
+    line("cpu", fmt::format("{} ({}{}{})", cpu.brand.empty() ? "unknown model" : cpu.brand, cpu.flags(),
+                            cpu.full_rate_512 ? "; 512-bit vectors at full rate" : "",
+                            cpu.avx512_bf16 && !cpu.fast_bf16_dot ? "; vdpbf16ps slower than float FMAs" : ""));
     // What chose a GEMV or attention setting: its environment variable, else the CPU's vendor.
     auto chosen_by = [&cpu](const char* variable) -> std::string {
       if (std::getenv(variable) != nullptr) return variable;
@@ -284,8 +286,10 @@ int run_info(const InfoArgs& a) {
          : kernels::default_attention_bf16()
              ? std::string("prompt chunks of 32+ tokens, head sizes a multiple of 32: on vdpbf16ps vectors, the "
                            "query, K, V and weights in bf16; decode of fp16 caches, GQA groups of 8, head size 64 "
-                           "or 128: scores on vdpbf16ps, the query and K in bf16 (unset or "
-                           "ECOSERVE_ATTENTION_BF16=1; =0: the float kernels)")
+                           "or 128: scores on vdpbf16ps, the query and K in bf16 (ECOSERVE_ATTENTION_BF16 unset "
+                           "where vdpbf16ps is fast, or 1; =0: the float kernels)")
+         : std::getenv("ECOSERVE_ATTENTION_BF16") == nullptr
+             ? "off (" + kernels::bf16_dot_slow_reason("ECOSERVE_ATTENTION_BF16") + "; =1: on)"
              : std::string("off (ECOSERVE_ATTENTION_BF16=0: attention on the float kernels)"));
     line("float matmul", kernels::float_matmul_kernels_summary(isa));
     line("openblas", fmt::format("{} kernels (prefill attention of head sizes not a multiple of 16)",

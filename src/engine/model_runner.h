@@ -72,12 +72,13 @@ struct EngineOptions {
   // AVX512-BF16 vectors at the avx512vnni-zmm level (faster prompts; the query, K, V and the
   // softmax weights rounded to bf16, as amx_bf16's tiles do), and AttentionDims::bf16_scores:
   // decode of fp16 caches with GQA groups of 8 scores on vdpbf16ps (the query and K rounded to
-  // bf16). Default: ECOSERVE_ATTENTION_BF16 (unset: on).
+  // bf16). Default: ECOSERVE_ATTENTION_BF16 (unset: on where CpuFeatures::fast_bf16_dot).
   bool attention_bf16 = kernels::default_attention_bf16();
   // kernels::KernelContext::bf16_vectors: batches of 32+ tokens through the linear layers of
   // F32, F16, BF16 and Q6_K weights on AVX512-BF16 vectors at the avx512vnni-zmm level
   // (faster prompts; weights and activations rounded to bf16). Default: ECOSERVE_MATMUL_BF16
-  // (unset: on; false where a caller needs every batch to give the bits of batch 1).
+  // (unset: on where CpuFeatures::fast_bf16_dot; false where a caller needs every batch to give
+  // the bits of batch 1).
   bool matmul_bf16 = kernels::default_matmul_bf16();
   // kernels::Bf16WeightTiles: every matrix the bf16 tiles take made into their bf16 B tiles
   // once, at create(), instead of on every call of 8-32+ tokens (the same bits; 2 more bytes

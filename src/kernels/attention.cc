@@ -548,12 +548,14 @@ bool prefill_attention_bf16_vectors(bool bf16_vectors, Isa isa, int32_t head_dim
   return bf16_vectors && kCpu && isa == Isa::kAvx512VnniZmm && head_dim % 32 == 0 && n_q >= kAmxBf16MinTokens;
 }
 
-StatusOr<bool> attention_bf16_from_env() { return switch_from_env("ECOSERVE_ATTENTION_BF16", true); }
+StatusOr<bool> attention_bf16_from_env() {
+  return switch_from_env("ECOSERVE_ATTENTION_BF16", detect_cpu_features().fast_bf16_dot);
+}
 
 bool default_attention_bf16() {
   static const bool kOn = [] {
     StatusOr<bool> on = attention_bf16_from_env();
-    return !on.ok() || *on;
+    return on.ok() ? *on : detect_cpu_features().fast_bf16_dot;
   }();
   return kOn;
 }

@@ -88,11 +88,12 @@ StatusOr<bool> attention_fp16_math_from_env();
 bool default_attention_fp16_math();
 
 // The default of AttentionDims::bf16_vectors and bf16_scores where the engine sets them:
-// environment variable ECOSERVE_ATTENTION_BF16 (0 or 1; unset: 1, used only where
+// environment variable ECOSERVE_ATTENTION_BF16 (0 or 1; unset: CpuFeatures::fast_bf16_dot,
+// so off where vdpbf16ps would be slower than the float kernels; used only where
 // prefill_attention_bf16_vectors, or decode_attention_bf16_scores, allows it); another value
 // is an INVALID_ARGUMENT error naming the variable.
 StatusOr<bool> attention_bf16_from_env();
-// attention_bf16_from_env(), or true when it fails; once per process.
+// attention_bf16_from_env(), or fast_bf16_dot when it fails; once per process.
 bool default_attention_bf16();
 
 struct AttentionDims {

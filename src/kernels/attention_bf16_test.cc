@@ -256,7 +256,7 @@ INSTANTIATE_TEST_SUITE_P(Paths, Bf16AttentionGateTest, ::testing::Values(Path::k
 
 // The vectors' gate: the switch, the avx512vnni-zmm level only (avx512amx: amx_bf16
 // decides), a CPU with AVX512-BF16, head_dim a multiple of 32, kAmxBf16MinTokens or more
-// tokens; and ECOSERVE_ATTENTION_BF16 (unset: on; 0 or 1, anything else an error).
+// tokens; and ECOSERVE_ATTENTION_BF16 (unset: CpuFeatures::fast_bf16_dot; 0 or 1, anything else an error).
 TEST(Bf16VectorsGateTest, SwitchLevelCpuHeadSizeTokensAndEnvironment) {
   const bool cpu = detect_cpu_features().avx512_bf16;
   EXPECT_EQ(prefill_attention_bf16_vectors(true, Isa::kAvx512VnniZmm, 64, 32), cpu);
@@ -268,7 +268,7 @@ TEST(Bf16VectorsGateTest, SwitchLevelCpuHeadSizeTokensAndEnvironment) {
   EXPECT_FALSE(prefill_attention_bf16_vectors(true, Isa::kAvx512Amx, 64, 64)) << "the tiles' level";
   EXPECT_FALSE(AttentionDims{}.bf16_vectors) << "callers opt in (the engine from its options)";
   ASSERT_EQ(unsetenv("ECOSERVE_ATTENTION_BF16"), 0);
-  EXPECT_TRUE(*attention_bf16_from_env());
+  EXPECT_EQ(*attention_bf16_from_env(), detect_cpu_features().fast_bf16_dot) << "unset: where vdpbf16ps is fast";
   for (auto [text, on] : {std::pair{"0", false}, {"1", true}}) {
     ASSERT_EQ(setenv("ECOSERVE_ATTENTION_BF16", text, 1), 0);
     EXPECT_EQ(*attention_bf16_from_env(), on) << text;

@@ -117,8 +117,9 @@ std::string bf16_weights_summary(Bf16WeightsMode mode, const CpuFeatures& cpu) {
       return fmt::format(
           "auto (unset or ECOSERVE_BF16_WEIGHTS=auto): the weights of {} made into bf16 B tiles once at load (2 "
           "bytes per weight more memory, faster batches, the same bits) when they take at most {:.0f}% of the "
-          "memory available at load less the KV cache (serve's in-process instances share one set); 0 or 1 decide",
-          readers, 100 * kBf16WeightsAutoShare);
+          "memory available at load less the KV cache (serve's in-process instances share one set); 0 or 1 decide{}",
+          readers, 100 * kBf16WeightsAutoShare,
+          tiles || cpu.fast_bf16_dot ? "" : " (the bf16 vectors run only where matmul bf16 is on, above)");
     case Bf16WeightsMode::kOff: break;
   }
   return fmt::format("off (ECOSERVE_BF16_WEIGHTS=0; 1 or auto: the weights of {} made once at load, 2 bytes per "

@@ -47,6 +47,14 @@ bool amx_permitted() {
 
 }  // namespace
 
+std::string bf16_dot_slow_reason(std::string_view env_var) {
+  std::string s(env_var);
+  s += " unset, and vdpbf16ps does under ";
+  s += std::to_string(kBf16DotMinFloatRatio).substr(0, 3);
+  s += "x the multiply-adds per second of 512-bit float FMAs on this CPU (measured at start)";
+  return s;
+}
+
 std::string CpuFeatures::flags() const {
   std::string s;
   auto add = [&](bool on, const char* name) {
@@ -100,6 +108,7 @@ CpuFeatures detect_cpu_features() {
   // runs at full rate: not timed, since on a shared host the probe misjudged about one start in
   // eight on such a Xeon, and that start then ran without the AMX tiles (avx512vnni).
   f.full_rate_512 = isa_supported(Isa::kAvx512Vnni, f) && (f.amx_int8 || int8_512bit_full_rate());
+  f.fast_bf16_dot = f.avx512_bf16 && f.avx512f && bf16_dot_at_float_rate();
   const Regs l0 = cpuid(0, 0);  // vendor id: EBX, EDX, ECX
   char vendor[13] = {};
   std::memcpy(vendor, &l0.b, 4);

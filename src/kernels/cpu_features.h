@@ -51,12 +51,21 @@ struct CpuFeatures {
   // once per process when avx512vnni is there; taken as true with AMX-INT8, whose
   // CPUs all have it, so that a noisy probe never costs them the AMX level). Not in flags().
   bool full_rate_512 = false;
+  // Measured, not a cpuid flag: 512-bit vdpbf16ps does at least 0.7x the multiply-adds per second
+  // of a 512-bit float FMA (machine_peak.h's bf16_dot_at_float_rate, run once per process when
+  // AVX512-BF16 is there). Where it does not, the bf16 vectors are off by default
+  // (ECOSERVE_MATMUL_BF16, ECOSERVE_ATTENTION_BF16): they would be slower than the float kernels.
+  bool fast_bf16_dot = false;
   // The flags above that are set, in a fixed order ("avx2 fma f16c avx512f ...").
   std::string flags() const;
 };
 
-// This CPU's features (cpuid, with xgetbv for the OS's save of AVX/AVX-512 state). Cheap: the one
-// measured field, full_rate_512, is measured once per process.
+// Why a bf16-vector switch left unset is off on a CPU whose fast_bf16_dot is false, for `model
+// info`: "<env_var> unset, and vdpbf16ps does under 0.7x ... here".
+std::string bf16_dot_slow_reason(std::string_view env_var);
+
+// This CPU's features (cpuid, with xgetbv for the OS's save of AVX/AVX-512 state). Cheap: the two
+// measured fields, full_rate_512 and fast_bf16_dot, are measured once per process.
 CpuFeatures detect_cpu_features();
 
 std::string_view isa_name(Isa isa);  // "avx2", "avxvnni", "avx512vnni", "avx512vnni-zmm", "avx512amx"

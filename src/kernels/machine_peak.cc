@@ -259,6 +259,22 @@ bool int8_512bit_full_rate() {
   return kFull;
 }
 
+bool bf16_dot_at_float_rate() {
+  static const bool kFast = [] {
+    // About a millisecond where vdpbf16ps is slow: 20 runs each of 4000 iterations (40k
+    // 512-bit FMAs, 48k vdpbf16ps), interleaved as int8_512bit_full_rate's are.
+    constexpr std::int64_t kIters = 4000;
+    double fma = 1e30, bf16 = 1e30;
+    for (int round = 0; round < 4; ++round) {
+      fma = std::min(fma, fastest(5, kIters, fma_zmm_loop));
+      bf16 = std::min(bf16, fastest(5, kIters, bf16_dot_zmm_loop));
+    }
+    // Multiply-adds per second, vdpbf16ps over FMA: (384 / bf16) / (160 / fma).
+    return 384.0 * fma / (160.0 * bf16) >= kBf16DotMinFloatRatio;
+  }();
+  return kFast;
+}
+
 double measure_read_gbps(ThreadPool& pool, std::size_t bytes) {
   const std::size_t n = std::max<std::size_t>(bytes / sizeof(float), 1 << 20) / 64 * 64;
   // Huge pages where THP allows (as model weights get), written so that reads

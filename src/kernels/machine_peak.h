@@ -57,4 +57,14 @@ double measure_read_gbps(ThreadPool& pool, std::size_t bytes);
 // Measured once per process (well under a millisecond), then cached.
 bool int8_512bit_full_rate();
 
+// Whether 512-bit vdpbf16ps does at least kBf16DotMinFloatRatio times the multiply-adds per
+// second of 512-bit float FMAs on this core, i.e. whether the AVX512-BF16 vectors (prompt
+// attention, float weights' batches) can beat the float kernels: Zen 5 1.8-1.9x, an Intel
+// Xeon with AMX 1.0x (there the vectors still win for fp16 weights, which the float kernels
+// widen first), an Emerald Rapids Xeon under KVM without AMX 0.5x (there its F16 pp512 ran
+// 28% slower on the vectors). Call only on a CPU with AVX512-BF16. Measured once per
+// process (about a millisecond), then cached.
+inline constexpr double kBf16DotMinFloatRatio = 0.7;
+bool bf16_dot_at_float_rate();
+
 }  // namespace ecoserve::kernels

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 
 namespace ecoserve::kernels {
 namespace {
@@ -35,6 +36,26 @@ TEST(MachinePeakTest, MeasurementsAreFiniteAndPositive) {
     ThreadPool pool(threads);
     const double bw = measure_read_gbps(pool, 8u << 20);
     EXPECT_TRUE(std::isfinite(bw) && bw > 0) << bw << " threads " << threads;
+  }
+}
+
+// CpuFeatures::fast_bf16_dot agrees with the longer measurements of the two rates where their
+// ratio is clearly on one side of kBf16DotMinFloatRatio (0.5x on an Emerald Rapids Xeon without
+// AMX, 1.0x on one with AMX, 1.9x on Zen 5); a CPU without AVX512-BF16 never has it.
+TEST(MachinePeakTest, FastBf16DotMatchesTheMeasuredRates) {
+  const CpuFeatures cpu = detect_cpu_features();
+  if (!cpu.avx512_bf16) {
+    EXPECT_FALSE(cpu.fast_bf16_dot);
+    GTEST_SKIP() << "no AVX512-BF16 on this CPU: fast_bf16_dot is false";
+  }
+  EXPECT_EQ(cpu.fast_bf16_dot, bf16_dot_at_float_rate()) << "measured once per process";
+  const double ratio = measure_avx512_bf16_gmacs(0.05) / measure_f32_fma_gmacs(0.05, 512);
+  std::printf("vdpbf16ps / 512-bit FMA multiply-adds per second: %.2f\n", ratio);
+  if (ratio < 0.85 * kBf16DotMinFloatRatio) {
+    EXPECT_FALSE(cpu.fast_bf16_dot) << ratio;
+  }
+  if (ratio > 1.2 * kBf16DotMinFloatRatio) {
+    EXPECT_TRUE(cpu.fast_bf16_dot) << ratio;
   }
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -281,12 +282,14 @@ bool amx_bf16_applies(const KernelContext& ctx, const WeightView& w, std::int64_
          n_tokens >= amx_bf16_min_tokens(w.type, made_tiles(ctx, w) != nullptr);
 }
 
-StatusOr<bool> matmul_bf16_from_env() { return switch_from_env("ECOSERVE_MATMUL_BF16", true); }
+StatusOr<bool> matmul_bf16_from_env() {
+  return switch_from_env("ECOSERVE_MATMUL_BF16", detect_cpu_features().fast_bf16_dot);
+}
 
 bool default_matmul_bf16() {
   static const bool kOn = [] {
     StatusOr<bool> on = matmul_bf16_from_env();
-    return !on.ok() || *on;
+    return on.ok() ? *on : detect_cpu_features().fast_bf16_dot;
   }();
   return kOn;
 }
@@ -310,14 +313,18 @@ bool bf16_vectors_applies(const KernelContext& ctx, const WeightView& w, std::in
 std::string bf16_vectors_summary(bool on, const CpuFeatures& cpu) {
   if (!bf16_vectors_supported(cpu)) return "not on this CPU (AVX-512 BF16 with the avx512vnni-zmm level)";
   if (!on) {
-    return fmt::format("off (ECOSERVE_MATMUL_BF16=0: every batch gives the float and int8 levels' bits; unset or "
-                       "1: F16 and BF16 weights times batches of {}+ tokens, F32 and Q6_K of {}+, on vdpbf16ps)",
+    return fmt::format("off ({}: every batch gives the float and int8 levels' bits; 1: F16 and BF16 weights times "
+                       "batches of {}+ tokens, F32 and Q6_K of {}+, on vdpbf16ps)",
+                       std::getenv("ECOSERVE_MATMUL_BF16") != nullptr || cpu.fast_bf16_dot
+                           ? std::string("ECOSERVE_MATMUL_BF16=0")
+                           : bf16_dot_slow_reason("ECOSERVE_MATMUL_BF16"),
                        bf16_vectors_min_tokens(GgmlType::kF16), bf16_vectors_min_tokens(GgmlType::kF32));
   }
-  return fmt::format("on (ECOSERVE_MATMUL_BF16 unset or 1; 0 for the float and int8 levels' bits): F16 and BF16 "
+  return fmt::format("on ({}; 0 for the float and int8 levels' bits): F16 and BF16 "
                      "weights times batches of {}+ tokens, F32 and Q6_K of {}+ (with their tiles made at load, bf16 "
                      "weights: F32 {}+, F16 and BF16 {}+, Q6_K {}+) on AVX512-BF16 vectors (vdpbf16ps) at the "
                      "avx512vnni-zmm level; weights and activations rounded to bf16",
+                     cpu.fast_bf16_dot ? "ECOSERVE_MATMUL_BF16 unset or 1" : "ECOSERVE_MATMUL_BF16=1",
                      bf16_vectors_min_tokens(GgmlType::kF16), bf16_vectors_min_tokens(GgmlType::kF32),
                      bf16_vectors_min_tokens(GgmlType::kF32, true), bf16_vectors_min_tokens(GgmlType::kF16, true),
                      bf16_vectors_min_tokens(GgmlType::kQ6_K, true));

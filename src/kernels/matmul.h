@@ -90,9 +90,10 @@ std::int32_t default_q4k_tile_pairs();
 std::string q4k_tile_pairs_summary(std::int32_t pairs);
 
 // KernelContext::bf16_vectors from environment variable ECOSERVE_MATMUL_BF16 (0 or 1; unset:
-// 1); another value is an INVALID_ARGUMENT error naming the variable.
+// CpuFeatures::fast_bf16_dot, so off where vdpbf16ps would be slower than the float kernels);
+// another value is an INVALID_ARGUMENT error naming the variable.
 StatusOr<bool> matmul_bf16_from_env();
-// matmul_bf16_from_env(), or true when it fails; computed once per process.
+// matmul_bf16_from_env(), or fast_bf16_dot when it fails; computed once per process.
 bool default_matmul_bf16();
 
 // KernelContext::amx_bf16 from environment variable ECOSERVE_AMX_BF16 (0 or 1; unset: 1);

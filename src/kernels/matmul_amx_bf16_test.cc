@@ -372,7 +372,7 @@ TEST(Bf16VectorsEnvTest, ReadsZeroOrOne) {
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("ECOSERVE_MATMUL_BF16"), std::string::npos) << bad.status().to_string();
   ASSERT_EQ(unsetenv("ECOSERVE_MATMUL_BF16"), 0);
-  EXPECT_TRUE(*matmul_bf16_from_env()) << "on by default";
+  EXPECT_EQ(*matmul_bf16_from_env(), detect_cpu_features().fast_bf16_dot) << "by default where vdpbf16ps is fast";
 }
 
 TEST(AmxBf16EnvTest, ReadsZeroOrOne) {

@@ -135,7 +135,8 @@ TEST(KernelsIsaCli, BadKernelSettingIsAnError) {
 }
 
 // ECOSERVE_MATMUL_BF16 as model info reports it: on only at the avx512vnni-zmm level of a CPU
-// with AVX512-BF16 (else it says why not), there on by default.
+// with AVX512-BF16 (else it says why not), there on by default where vdpbf16ps is fast
+// (CpuFeatures::fast_bf16_dot; else off, saying why).
 TEST(KernelsIsaCli, MatmulBf16FromTheEnvironmentIsReported) {
   if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "shared data missing: " << kModel;
   const std::string err = std::filesystem::temp_directory_path() / "ecoserve_matmul_bf16_info.err";
@@ -149,13 +150,23 @@ TEST(KernelsIsaCli, MatmulBf16FromTheEnvironmentIsReported) {
     EXPECT_EQ(nlohmann::json::parse(json.out).at("kernels").at("matmul_bf16_vectors"), on && supported) << value;
     const CliRun text = run_cli(env, {"model", "info", kModel}, err);
     const std::string expect = !kernels::bf16_vectors_supported(cpu) ? "matmul bf16:          not on this CPU"
-                               : on ? "matmul bf16:          on (ECOSERVE_MATMUL_BF16 unset or 1"
-                                    : "matmul bf16:          off (ECOSERVE_MATMUL_BF16=0:";
+                               : on && cpu.fast_bf16_dot ? "matmul bf16:          on (ECOSERVE_MATMUL_BF16 unset or 1"
+                               : on                      ? "matmul bf16:          on (ECOSERVE_MATMUL_BF16=1;"
+                                                         : "matmul bf16:          off (ECOSERVE_MATMUL_BF16=0:";
     EXPECT_NE(text.out.find(expect), std::string::npos) << text.out;
   }
   const CliRun unset = run_cli({"-u", "ECOSERVE_MATMUL_BF16"}, {"model", "info", "--json", kModel}, err);
   ASSERT_EQ(unset.exit_code, 0) << read_file(err);
-  EXPECT_EQ(nlohmann::json::parse(unset.out).at("kernels").at("matmul_bf16_vectors"), supported) << "on by default";
+  const nlohmann::json kernels_json = nlohmann::json::parse(unset.out).at("kernels");
+  EXPECT_EQ(kernels_json.at("matmul_bf16_vectors"), supported && cpu.fast_bf16_dot)
+      << "on by default where vdpbf16ps is fast";
+  EXPECT_EQ(kernels_json.at("fast_bf16_dot"), cpu.fast_bf16_dot) << "measured in each process, the same CPU";
+  if (kernels::bf16_vectors_supported(cpu) && !cpu.fast_bf16_dot) {
+    const CliRun text = run_cli({"-u", "ECOSERVE_MATMUL_BF16"}, {"model", "info", kModel}, err);
+    EXPECT_NE(text.out.find("matmul bf16:          off (ECOSERVE_MATMUL_BF16 unset, and vdpbf16ps does under 0.7x"),
+              std::string::npos)
+        << text.out;
+  }
   std::filesystem::remove(err);
 }
 
