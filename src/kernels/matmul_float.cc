@@ -12,7 +12,9 @@ void matmul_float_rows(Isa isa, GgmlType type, const std::uint8_t* w, std::size_
                        std::int64_t y_stride, std::int32_t gemv_prefetch) {
   ECO_CHECK_MSG(type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16,
                 "matmul_float_rows: not a float type: {}", type_name(type));
-  if (isa >= Isa::kAvx512Vnni) {
+  if (isa >= Isa::kAvx512VnniZmm) {
+    isa_avx512::matmul_float_rows_zmm(type, w, row_bytes, cols, x, r0, r1, t0, t1, y, y_stride, gemv_prefetch);
+  } else if (isa >= Isa::kAvx512Vnni) {
     isa_avx512::matmul_float_rows(type, w, row_bytes, cols, x, r0, r1, t0, t1, y, y_stride, gemv_prefetch);
   } else {
     isa_avx2::matmul_float_rows(type, w, row_bytes, cols, x, r0, r1, t0, t1, y, y_stride, gemv_prefetch);
@@ -39,7 +41,9 @@ std::string float_matmul_kernel_name(FloatMatmulKernel kernel) {
 }
 
 std::int32_t float_matmul_vector_bits(Isa isa, std::int64_t n_tokens) {
-  return float_matmul_kernel(isa, n_tokens) == FloatMatmulKernel::kLanes ? 512 : 256;
+  // The zmm level's tiles hold two rows per register (tile_zmm); the GEMV is 256-bit everywhere.
+  const FloatMatmulKernel k = float_matmul_kernel(isa, n_tokens);
+  return k == FloatMatmulKernel::kLanes || (k == FloatMatmulKernel::kTiles && isa >= Isa::kAvx512VnniZmm) ? 512 : 256;
 }
 
 std::string float_matmul_kernels_summary(Isa isa) {
@@ -49,7 +53,9 @@ std::string float_matmul_kernels_summary(Isa isa) {
     const FloatMatmulKernel k = float_matmul_kernel(isa, n);
     if (n > 1 && k == last) continue;
     if (!s.empty()) s += ", ";
-    s += float_matmul_kernel_name(k) + (n == 1 ? " up to " : " from ");
+    s += float_matmul_kernel_name(k);
+    if (k == FloatMatmulKernel::kTiles && float_matmul_vector_bits(isa, n) == 512) s += " (512-bit)";
+    s += n == 1 ? " up to " : " from ";
     if (n == 1) {
       std::int64_t e = 1;
       while (float_matmul_kernel(isa, e + 1) == k) ++e;

@@ -22,6 +22,15 @@
 #include "kernels/tile_table.h"
 #include "kernels/vec_math.h"
 
+#if ECO_FLOAT_WIDE
+// GCC 12's unmasked 512-bit intrinsics (_mm512_insertf64x4, _mm512_broadcast_f64x4, ...) trip
+// its -Wmaybe-uninitialized on the header's own "undefined" vector (GCC bug 105593; see
+// matmul_packed_impl.h).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
 namespace ecoserve::kernels::detail::ECO_FLOAT_NS {
 namespace {
 
@@ -189,18 +198,104 @@ struct FloatTiles {
   }
 };
 
+#if ECO_FLOAT_WIDE
+// The tiles on 512-bit registers (the avx512vnni-zmm level: CPUs whose 512-bit FMAs run at
+// twice the multiply-adds of 256-bit ones): a register holds two rows' 8-lane accumulators,
+// row 2p in lanes 0-7 and row 2p + 1 in lanes 8-15, against the token's 8 columns in both
+// halves (vbroadcastf64x4 from memory: a load). Every lane runs tile()'s chain for its row
+// (FMAs from zero, columns ascending, the zero-padded tail), then each half goes through
+// hsum8: bitwise tile()'s results, with half the FMA instructions. An odd last row reads
+// its row into both halves and stores the low one. R <= kZmmRows rows x T tokens.
+// kZmmRows x kZmmTokens = 4 x 8: 16 accumulators, 8 token registers and 2 weight registers.
+constexpr int kZmmRows = 4;
+constexpr int kZmmTokens = 8;
+
+// Columns c..c+7 of rows a and b as the low and high halves of one register.
 template <GgmlType kType>
-void rows_impl(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const float* x, std::int64_t r0,
-               std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride,
-               std::int32_t gemv_prefetch) {
-  // Up to 4 tokens (decode): bound by weight bandwidth, streamed by gemv.
-  if (dispatch_gemv_tokens(t1 - t0, [&](auto n) {
-        constexpr int T = decltype(n)::value;
-        gemv_rows<kType, kGemvStreams[T - 1], T>(w, row_bytes, cols, x, r0, r1, t0, y, y_stride, gemv_prefetch);
-      })) {
-    return;
+inline __m512 load8_pair(const std::uint8_t* a, const std::uint8_t* b, std::int64_t c) {
+  if constexpr (kType == GgmlType::kF32) {
+    const __m256 lo = _mm256_loadu_ps(reinterpret_cast<const float*>(a) + c);
+    const __m256 hi = _mm256_loadu_ps(reinterpret_cast<const float*>(b) + c);
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
+  } else {
+    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 2 * c));
+    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 * c));
+    const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+    if constexpr (kType == GgmlType::kF16) {
+      return _mm512_cvtph_ps(h);
+    } else {
+      return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
   }
-  static constexpr auto kTable = make_tile_table<TileFn, kRows, kTokens, FloatTiles<kType>>();
+}
+
+inline __m512 join8(__m256 lo, __m256 hi) {
+  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
+}
+inline __m256 high8(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
+
+template <GgmlType kType, int R, int T>
+void tile_zmm(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const float* x, float* y,
+              std::int64_t y_stride, TilePrefetch pf) {
+  constexpr int P = (R + 1) / 2;
+  const std::uint8_t* rows[2 * P];
+#pragma GCC unroll 8
+  for (int r = 0; r < 2 * P; ++r) rows[r] = w + (r < R ? r : R - 1) * row_bytes;
+  __m512 acc[P][T];
+#pragma GCC unroll 4
+  for (int p = 0; p < P; ++p)
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_ps();
+  const std::int64_t full = cols & ~std::int64_t{7};
+  const std::int64_t pf_per = pf.per_step(full / 8);
+  for (std::int64_t c = 0; c < full; c += 8) {
+    pf.issue(c / 8 * pf_per, pf_per);
+    __m512 xv[T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      xv[t] = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd(reinterpret_cast<const double*>(x + t * cols + c))));
+    }
+#pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) {
+      const __m512 wv = load8_pair<kType>(rows[2 * p], rows[2 * p + 1], c);
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) acc[p][t] = _mm512_fmadd_ps(wv, xv[t], acc[p][t]);
+    }
+  }
+  if (full < cols) {
+    const int n = static_cast<int>(cols - full);
+    for (int p = 0; p < P; ++p) {
+      const __m512 wv = join8(load_tail<kType>(rows[2 * p], full, n), load_tail<kType>(rows[2 * p + 1], full, n));
+      for (int t = 0; t < T; ++t) {
+        const __m256 xt = load_x_tail(x + t * cols + full, n);
+        acc[p][t] = _mm512_fmadd_ps(wv, join8(xt, xt), acc[p][t]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t)
+#pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) {
+      y[t * y_stride + 2 * p] = hsum8(_mm512_castps512_ps256(acc[p][t]));
+      if (2 * p + 1 < R) y[t * y_stride + 2 * p + 1] = hsum8(high8(acc[p][t]));
+    }
+}
+
+template <GgmlType kType>
+struct FloatZmmTiles {
+  template <int R, int T>
+  static constexpr TileFn fn() {
+    return &tile_zmm<kType, R, T>;
+  }
+};
+#endif  // ECO_FLOAT_WIDE
+
+// Rows [r0, r1) x tokens [t0, t1) on the register tiles of Tiles (kR rows x kT tokens at most).
+template <class Tiles, int kR, int kT>
+void tiles_rows(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const float* x, std::int64_t r0,
+                std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride) {
+  constexpr int kRows = kR, kTokens = kT;
+  static constexpr auto kTable = make_tile_table<TileFn, kRows, kTokens, Tiles>();
   const std::int64_t chunk = imax(kTokens, kActChunkBytes / (cols * 4) / kTokens * kTokens);
   for (std::int64_t tc = t0; tc < t1; tc += chunk) {
     const std::int64_t te = imin(t1, tc + chunk);
@@ -219,6 +314,27 @@ void rows_impl(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, 
       }
     }
   }
+}
+
+// Up to 4 tokens (decode): bound by weight bandwidth, streamed by gemv; else the tiles
+// (kZmm: tile_zmm's pairs of rows on 512-bit registers, ECO_FLOAT_WIDE builds only).
+template <GgmlType kType, bool kZmm = false>
+void rows_impl(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const float* x, std::int64_t r0,
+               std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride,
+               std::int32_t gemv_prefetch) {
+  if (dispatch_gemv_tokens(t1 - t0, [&](auto n) {
+        constexpr int T = decltype(n)::value;
+        gemv_rows<kType, kGemvStreams[T - 1], T>(w, row_bytes, cols, x, r0, r1, t0, y, y_stride, gemv_prefetch);
+      })) {
+    return;
+  }
+#if ECO_FLOAT_WIDE
+  if constexpr (kZmm) {
+    tiles_rows<FloatZmmTiles<kType>, kZmmRows, kZmmTokens>(w, row_bytes, cols, x, r0, r1, t0, t1, y, y_stride);
+    return;
+  }
+#endif
+  tiles_rows<FloatTiles<kType>, kRows, kTokens>(w, row_bytes, cols, x, r0, r1, t0, t1, y, y_stride);
 }
 
 // fn(std::integral_constant<GgmlType, type>{}) for a float type; nothing for the others
@@ -381,6 +497,14 @@ void matmul_float_rows(GgmlType type, const std::uint8_t* w, std::size_t row_byt
 }
 
 #if ECO_FLOAT_WIDE
+void matmul_float_rows_zmm(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols,
+                           const float* x, std::int64_t r0, std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y,
+                           std::int64_t y_stride, std::int32_t gemv_prefetch) {
+  with_float_type(type, [&](auto t) {
+    rows_impl<decltype(t)::value, true>(w, row_bytes, cols, x, r0, r1, t0, t1, y, y_stride, gemv_prefetch);
+  });
+}
+
 void pack_token_lanes(const float* x, std::int64_t cols, std::int64_t n_tokens, std::int64_t b0, std::int64_t b1,
                       float* xt) {
   const std::int64_t cols8 = lanes_cols(cols), q = cols8 / 8;
@@ -419,3 +543,7 @@ void matmul_float_lanes(GgmlType type, const std::uint8_t* w, std::size_t row_by
 #endif
 
 }  // namespace ecoserve::kernels::detail::ECO_FLOAT_NS
+
+#if ECO_FLOAT_WIDE
+#pragma GCC diagnostic pop
+#endif

@@ -146,6 +146,11 @@ namespace isa_avx512 {
 void matmul_float_rows(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const float* x,
                        std::int64_t r0, std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y,
                        std::int64_t y_stride, std::int32_t gemv_prefetch);
+// The same on the avx512vnni-zmm level: its tiles (5+ tokens) hold two rows per 512-bit
+// register (matmul_float_impl.h, tile_zmm); bitwise the same results.
+void matmul_float_rows_zmm(GgmlType type, const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols,
+                           const float* x, std::int64_t r0, std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y,
+                           std::int64_t y_stride, std::int32_t gemv_prefetch);
 // Tokens in lanes (the avx512vnni-zmm level, from kLanesMinTokens tokens on; see
 // matmul_float_impl.h): x [n_tokens][cols] packed k-major in chunks of kLaneTokens tokens,
 // chunk c at xt + c * lanes_cols(cols) * kLaneTokens (64-byte aligned, zero-padded past

@@ -221,7 +221,9 @@ TEST(MatmulTest, ManyTargetsEqualOneMatmulEach) {
 // Integer dot products are exact, and every ISA level's kernels do the same
 // float arithmetic around them: results are bitwise equal across levels, for
 // decode batches (gemv) and tiles alike. The float types' kernels differ only in
-// tile shape (4 x 3 or 4 x 6 per register tile), not in any element's sums. Levels
+// tile shape (4 x 3 or 4 x 6 per register tile; avx512vnni-zmm: 4 x 8 with two rows per
+// 512-bit register, and tokens in lanes from 32), not in any element's sums; 67 rows and 203
+// columns give the tiles an odd last row and a zero-padded tail. Levels
 // this CPU lacks are skipped (and named in the test's output).
 TEST(MatmulTest, EveryIsaLevelGivesBitwiseTheSameResults) {
   const CpuFeatures cpu = detect_cpu_features();
@@ -243,7 +245,7 @@ TEST(MatmulTest, EveryIsaLevelGivesBitwiseTheSameResults) {
       // 130: a prompt, also on the int8 kernels; 33, 45, 64: float weights' tokens-in-lanes
       // path on avx512vnni-zmm (a second chunk of one token, of 13: one register of
       // tokens, partly used; two whole chunks).
-      for (std::int64_t n : {1, 2, 3, 4, 5, 13, 33, 45, 64, 130}) {
+      for (std::int64_t n : {1, 2, 3, 4, 5, 8, 13, 33, 45, 64, 130}) {
         const std::vector<float> x = make_acts(n, cols, 43);
         std::vector<float> ref(n * rows);
         KernelContext base(&pool1, Isa::kAvx2);
@@ -306,7 +308,8 @@ TEST(MatmulTest, FloatKernelsByLevelAndBatch) {
     EXPECT_EQ(float_matmul_kernel(isa, 4), K::kGemv);
     EXPECT_EQ(float_matmul_kernel(isa, 5), K::kTiles);
     EXPECT_EQ(float_matmul_kernel(isa, 31), K::kTiles);
-    EXPECT_EQ(float_matmul_vector_bits(isa, 31), 256);
+    EXPECT_EQ(float_matmul_vector_bits(isa, 4), 256) << "the GEMV";
+    EXPECT_EQ(float_matmul_vector_bits(isa, 31), isa >= Isa::kAvx512VnniZmm ? 512 : 256) << "the tiles";
   }
   EXPECT_EQ(float_matmul_kernel(Isa::kAvx512VnniZmm, 32), K::kLanes);
   EXPECT_EQ(float_matmul_kernel(Isa::kAvx512VnniZmm, 512), K::kLanes);
@@ -324,7 +327,9 @@ TEST(MatmulTest, FloatKernelsByLevelAndBatch) {
   EXPECT_EQ(float_matmul_kernels_summary(Isa::kAvx2), "gemv up to 4 tokens, tiles from 5");
   EXPECT_EQ(float_matmul_kernels_summary(Isa::kAvx512Vnni), "gemv up to 4 tokens, tiles from 5");
   EXPECT_EQ(float_matmul_kernels_summary(Isa::kAvx512VnniZmm),
-            "gemv up to 4 tokens, tiles from 5, tokens in lanes from 32");
+            "gemv up to 4 tokens, tiles (512-bit) from 5, tokens in lanes from 32");
+  EXPECT_EQ(float_matmul_kernels_summary(Isa::kAvx512Amx),
+            "gemv up to 4 tokens, tiles (512-bit) from 5, tokens in lanes from 32");
 }
 
 TEST(MatmulTest, KnownSmallProductIsExact) {
