@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "kernels/machine_peak.h"
 
 namespace ecoserve::kernels {
@@ -48,11 +50,9 @@ bool amx_permitted() {
 }  // namespace
 
 std::string bf16_dot_slow_reason(std::string_view env_var) {
-  std::string s(env_var);
-  s += " unset, and vdpbf16ps does under ";
-  s += std::to_string(kBf16DotMinFloatRatio).substr(0, 3);
-  s += "x the multiply-adds per second of 512-bit float FMAs on this CPU (measured at start)";
-  return s;
+  return fmt::format("{} unset, and vdpbf16ps does under {:g}x the multiply-adds per second of 512-bit float FMAs on "
+                     "this CPU (measured at start)",
+                     env_var, kBf16DotMinFloatRatio);
 }
 
 std::string CpuFeatures::flags() const {

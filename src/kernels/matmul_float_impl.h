@@ -202,21 +202,29 @@ struct FloatTiles {
 // The tiles on 512-bit registers (the avx512vnni-zmm level: CPUs whose 512-bit FMAs run at
 // twice the multiply-adds of 256-bit ones): a register holds two rows' 8-lane accumulators,
 // row 2p in lanes 0-7 and row 2p + 1 in lanes 8-15, against the token's 8 columns in both
-// halves (vbroadcastf64x4 from memory: a load). Every lane runs tile()'s chain for its row
-// (FMAs from zero, columns ascending, the zero-padded tail), then each half goes through
-// hsum8: bitwise tile()'s results, with half the FMA instructions. An odd last row reads
+// halves (broadcast8). Every lane runs tile()'s chain for its row (FMAs from zero, columns
+// ascending, the zero-padded tail), then each half goes through hsum8: bitwise tile()'s
+// results, with half the FMA instructions. An odd last row reads
 // its row into both halves and stores the low one. R <= kZmmRows rows x T tokens.
 // kZmmRows x kZmmTokens = 4 x 8: 16 accumulators, 8 token registers and 2 weight registers.
 constexpr int kZmmRows = 4;
 constexpr int kZmmTokens = 8;
 
+inline __m512 join8(__m256 lo, __m256 hi) {
+  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
+}
+inline __m256 high8(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
+// The 8 floats at p in both halves of a register (vbroadcastf64x4 from memory: a load).
+inline __m512 broadcast8(const float* p) {
+  return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd(reinterpret_cast<const double*>(p))));
+}
+
 // Columns c..c+7 of rows a and b as the low and high halves of one register.
 template <GgmlType kType>
 inline __m512 load8_pair(const std::uint8_t* a, const std::uint8_t* b, std::int64_t c) {
   if constexpr (kType == GgmlType::kF32) {
-    const __m256 lo = _mm256_loadu_ps(reinterpret_cast<const float*>(a) + c);
-    const __m256 hi = _mm256_loadu_ps(reinterpret_cast<const float*>(b) + c);
-    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
+    return join8(_mm256_loadu_ps(reinterpret_cast<const float*>(a) + c),
+                 _mm256_loadu_ps(reinterpret_cast<const float*>(b) + c));
   } else {
     const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 2 * c));
     const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 * c));
@@ -228,11 +236,6 @@ inline __m512 load8_pair(const std::uint8_t* a, const std::uint8_t* b, std::int6
     }
   }
 }
-
-inline __m512 join8(__m256 lo, __m256 hi) {
-  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
-}
-inline __m256 high8(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
 
 template <GgmlType kType, int R, int T>
 void tile_zmm(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const float* x, float* y,
@@ -252,9 +255,7 @@ void tile_zmm(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, c
     pf.issue(c / 8 * pf_per, pf_per);
     __m512 xv[T];
 #pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {
-      xv[t] = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd(reinterpret_cast<const double*>(x + t * cols + c))));
-    }
+    for (int t = 0; t < T; ++t) xv[t] = broadcast8(x + t * cols + c);
 #pragma GCC unroll 4
     for (int p = 0; p < P; ++p) {
       const __m512 wv = load8_pair<kType>(rows[2 * p], rows[2 * p + 1], c);
@@ -290,11 +291,10 @@ struct FloatZmmTiles {
 };
 #endif  // ECO_FLOAT_WIDE
 
-// Rows [r0, r1) x tokens [t0, t1) on the register tiles of Tiles (kR rows x kT tokens at most).
-template <class Tiles, int kR, int kT>
+// Rows [r0, r1) x tokens [t0, t1) on the register tiles of Tiles (kRows rows x kTokens tokens at most).
+template <class Tiles, int kRows, int kTokens>
 void tiles_rows(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols, const float* x, std::int64_t r0,
                 std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride) {
-  constexpr int kRows = kR, kTokens = kT;
   static constexpr auto kTable = make_tile_table<TileFn, kRows, kTokens, Tiles>();
   const std::int64_t chunk = imax(kTokens, kActChunkBytes / (cols * 4) / kTokens * kTokens);
   for (std::int64_t tc = t0; tc < t1; tc += chunk) {
