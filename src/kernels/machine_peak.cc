@@ -259,20 +259,23 @@ bool int8_512bit_full_rate() {
   return kFull;
 }
 
+double bf16_dot_float_ratio() {
+  // About a millisecond where vdpbf16ps is slow: 20 runs each of 4000 iterations (40k
+  // 512-bit FMAs, 48k vdpbf16ps), interleaved as int8_512bit_full_rate's are. Runs of
+  // 15-35 us: a busy host preempts few of them, where the 10 ms runs of best_rate can all be.
+  constexpr std::int64_t kIters = 4000;
+  double fma = 1e30, bf16 = 1e30;
+  fastest(3, kIters, fma_zmm_loop);  // not counted: an Intel core's 512-bit units start slowly
+  for (int round = 0; round < 4; ++round) {
+    fma = std::min(fma, fastest(5, kIters, fma_zmm_loop));
+    bf16 = std::min(bf16, fastest(5, kIters, bf16_dot_zmm_loop));
+  }
+  // Multiply-adds per second, vdpbf16ps over FMA: (384 / bf16) / (160 / fma).
+  return 384.0 * fma / (160.0 * bf16);
+}
+
 bool bf16_dot_at_float_rate() {
-  static const bool kFast = [] {
-    // About a millisecond where vdpbf16ps is slow: 20 runs each of 4000 iterations (40k
-    // 512-bit FMAs, 48k vdpbf16ps), interleaved as int8_512bit_full_rate's are.
-    constexpr std::int64_t kIters = 4000;
-    double fma = 1e30, bf16 = 1e30;
-    fastest(3, kIters, fma_zmm_loop);  // not counted: an Intel core's 512-bit units start slowly
-    for (int round = 0; round < 4; ++round) {
-      fma = std::min(fma, fastest(5, kIters, fma_zmm_loop));
-      bf16 = std::min(bf16, fastest(5, kIters, bf16_dot_zmm_loop));
-    }
-    // Multiply-adds per second, vdpbf16ps over FMA: (384 / bf16) / (160 / fma).
-    return 384.0 * fma / (160.0 * bf16) >= kBf16DotMinFloatRatio;
-  }();
+  static const bool kFast = bf16_dot_float_ratio() >= kBf16DotMinFloatRatio;
   return kFast;
 }
 

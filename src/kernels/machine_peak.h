@@ -66,5 +66,8 @@ bool int8_512bit_full_rate();
 // process (about a millisecond), then cached.
 inline constexpr double kBf16DotMinFloatRatio = 0.7;
 bool bf16_dot_at_float_rate();
+// The measurement behind it, made again on each call: vdpbf16ps's multiply-adds per second
+// over a 512-bit FMA's (the best of many short interleaved runs of each).
+double bf16_dot_float_ratio();
 
 }  // namespace ecoserve::kernels

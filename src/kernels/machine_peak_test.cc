@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -39,9 +40,11 @@ TEST(MachinePeakTest, MeasurementsAreFiniteAndPositive) {
   }
 }
 
-// CpuFeatures::fast_bf16_dot agrees with the longer measurements of the two rates where their
-// ratio is clearly on one side of kBf16DotMinFloatRatio (0.5x on an Emerald Rapids Xeon without
-// AMX, 1.0x on one with AMX, 1.9x on Zen 5); a CPU without AVX512-BF16 never has it.
+// CpuFeatures::fast_bf16_dot, decided once per process, agrees with the same measurement
+// made again where three more of them are all clearly on one side of kBf16DotMinFloatRatio
+// (0.5x on an Emerald Rapids Xeon without AMX, 1.0x on one with AMX, 1.9x on Zen 5): a probe
+// that flapped would fail here. (Not best_rate's 10 ms runs: with the tests running two at a
+// time on two cores those measured 1.54 for a 0.49 CPU.) Without AVX512-BF16 it is false.
 TEST(MachinePeakTest, FastBf16DotMatchesTheMeasuredRates) {
   const CpuFeatures cpu = detect_cpu_features();
   if (!cpu.avx512_bf16) {
@@ -49,13 +52,19 @@ TEST(MachinePeakTest, FastBf16DotMatchesTheMeasuredRates) {
     GTEST_SKIP() << "no AVX512-BF16 on this CPU: fast_bf16_dot is false";
   }
   EXPECT_EQ(cpu.fast_bf16_dot, bf16_dot_at_float_rate()) << "measured once per process";
-  const double ratio = measure_avx512_bf16_gmacs(0.05) / measure_f32_fma_gmacs(0.05, 512);
-  std::printf("vdpbf16ps / 512-bit FMA multiply-adds per second: %.2f\n", ratio);
-  if (ratio < 0.85 * kBf16DotMinFloatRatio) {
-    EXPECT_FALSE(cpu.fast_bf16_dot) << ratio;
+  double lo = 1e30, hi = 0;
+  for (int i = 0; i < 3; ++i) {
+    const double ratio = bf16_dot_float_ratio();
+    ASSERT_TRUE(std::isfinite(ratio) && ratio > 0) << ratio;
+    lo = std::min(lo, ratio);
+    hi = std::max(hi, ratio);
   }
-  if (ratio > 1.2 * kBf16DotMinFloatRatio) {
-    EXPECT_TRUE(cpu.fast_bf16_dot) << ratio;
+  std::printf("vdpbf16ps / 512-bit FMA multiply-adds per second: %.2f-%.2f\n", lo, hi);
+  if (hi < 0.85 * kBf16DotMinFloatRatio) {
+    EXPECT_FALSE(cpu.fast_bf16_dot) << lo << "-" << hi;
+  }
+  if (lo > 1.2 * kBf16DotMinFloatRatio) {
+    EXPECT_TRUE(cpu.fast_bf16_dot) << lo << "-" << hi;
   }
 }
 
