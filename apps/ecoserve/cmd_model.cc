@@ -179,6 +179,7 @@ int run_info(const InfoArgs& a) {
                       {"gemv_streams", kernels::default_gemv_streams()},
                       {"gemv_prefetch", kernels::default_gemv_prefetch()},
                       {"q4k_tile_pairs", kernels::default_q4k_tile_pairs()},
+                      {"q4k_gfni", cpu.gfni},
                       {"attention_f32_wide", kernels::default_attention_f32_wide()},
                       {"attention_row_prefetch", kernels::default_attention_row_prefetch()},
                       {"amx_bf16", kernels::default_amx_bf16() && kernels::amx_bf16_supported(cpu)},
@@ -258,7 +259,7 @@ int run_info(const InfoArgs& a) {
                                       kernels::gemv_prefetch_summary(kernels::default_gemv_prefetch()),
                                       chosen_by("ECOSERVE_GEMV_PREFETCH")));
     line("q4_k tiles", fmt::format("5+ tokens on avx512vnni-zmm: {} ({})",
-                                   kernels::q4k_tile_pairs_summary(kernels::default_q4k_tile_pairs()),
+                                   kernels::q4k_tile_summary(kernels::default_q4k_tile_pairs(), cpu.gfni),
                                    chosen_by("ECOSERVE_Q4K_TILE_PAIRS")));
     line("decode attention",
          fmt::format("on avx512vnni-zmm, fp16 KV on 512-bit registers, f32 KV on 512-bit for GQA groups of 8 and "

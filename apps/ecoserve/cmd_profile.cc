@@ -372,7 +372,7 @@ int run_profile(const ProfileArgs& a) {
                 kernels::gemv_streams_summary(kernels::default_gemv_streams()).c_str(),
                 kernels::gemv_prefetch_summary(kernels::default_gemv_prefetch()).c_str(),
                 a.isa >= kernels::Isa::kAvx512VnniZmm
-                    ? ("; Q4_K tiles: " + kernels::q4k_tile_pairs_summary(kernels::default_q4k_tile_pairs()) +
+                    ? ("; Q4_K tiles: " + kernels::q4k_tile_summary(kernels::default_q4k_tile_pairs(), cpu.gfni) +
                        (bf16_from > 0 ? "; bf16 tiles (ECOSERVE_AMX_BF16) for batches of " +
                                             std::to_string(bf16_from) + "+"
                         : bf16_vec_from > 0 ? "; bf16 vectors (ECOSERVE_MATMUL_BF16) for batches of " +
@@ -526,6 +526,7 @@ int run_profile(const ProfileArgs& a) {
                             {"gemv_streams", kernels::default_gemv_streams()},
                             {"gemv_prefetch", kernels::default_gemv_prefetch()},
                             {"q4k_tile_pairs", kernels::default_q4k_tile_pairs()},
+                            {"q4k_gfni", kernels::detect_cpu_features().gfni},
                             {"amx_bf16", bf16_on},
                             {"bf16_weights", made},
                             {"matmul_bf16_vectors", bf16_vec_from > 0},

@@ -76,6 +76,7 @@ std::string CpuFeatures::flags() const {
   add(amx_tile, "amx_tile");
   add(amx_int8, "amx_int8");
   add(amx_bf16, "amx_bf16");
+  add(gfni, "gfni");
   return s;
 }
 
@@ -104,6 +105,7 @@ CpuFeatures detect_cpu_features() {
   f.amx_bf16 = os_amx && bit(l7.d, 22);
   f.amx_tile = os_amx && bit(l7.d, 24);
   f.amx_int8 = os_amx && bit(l7.d, 25);
+  f.gfni = os_avx && bit(l7.c, 8);
   // A CPU with AMX-INT8 is an Intel server core (Sapphire Rapids on), whose 512-bit vpdpbusd
   // runs at full rate: not timed, since on a shared host the probe misjudged about one start in
   // eight on such a Xeon, and that start then ran without the AMX tiles (avx512vnni).

@@ -46,6 +46,7 @@ struct CpuFeatures {
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
   bool avx512_vnni = false, avx512_bf16 = false, avx512_fp16 = false, avx_vnni = false;
   bool amx_tile = false, amx_int8 = false, amx_bf16 = false;
+  bool gfni = false;  // GFNI (gf2p8affineqb): Ice Lake and Zen 4 on
   // Measured, not a cpuid flag: 512-bit vpdpbusd does at least 1.5x the
   // multiply-adds per second of the 256-bit one (machine_peak.h's probe, run
   // once per process when avx512vnni is there; taken as true with AMX-INT8, whose

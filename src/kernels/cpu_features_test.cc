@@ -64,6 +64,9 @@ TEST(CpuFeaturesTest, VendorIsReadAndSetsTheGemvStreamsAndPrefetch) {
   EXPECT_EQ(KernelContext(nullptr).q4k_tile_pairs, default_q4k_tile_pairs());
   EXPECT_EQ(q4k_tile_pairs_summary(1), "1 pair of 8-row groups x 7 tokens");
   EXPECT_EQ(q4k_tile_pairs_summary(2), "2 pairs of 8-row groups x 3 tokens");
+  EXPECT_EQ(q4k_tile_summary(2, false), "2 pairs of 8-row groups x 3 tokens");
+  EXPECT_EQ(q4k_tile_summary(1, true), "1 pair of 8-row groups x 7 tokens, GFNI nibbles and vpdpwssd scales");
+  EXPECT_EQ(KernelContext(nullptr).q4k_gfni, detect_cpu_features().gfni);
 }
 
 TEST(CpuFeaturesTest, LevelsAreChosenFromTheFeatures) {
@@ -91,6 +94,8 @@ TEST(CpuFeaturesTest, LevelsAreChosenFromTheFeatures) {
   f.avx_vnni = false;  // Zen 4: AVX-512 VNNI but no AVX-VNNI
   EXPECT_EQ(supported_isas(f), (std::vector<Isa>{Isa::kAvx2, Isa::kAvx512Vnni, Isa::kAvx512VnniZmm}));
   EXPECT_EQ(f.flags(), "avx2 fma f16c avx512f avx512bw avx512vl avx512dq avx512_vnni");
+  f.gfni = true;
+  EXPECT_EQ(f.flags(), "avx2 fma f16c avx512f avx512bw avx512vl avx512dq avx512_vnni gfni");
 }
 
 // A CPU with AMX-INT8 always gets the AMX level: its 512-bit rate is not left to a timing

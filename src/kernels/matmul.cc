@@ -104,6 +104,8 @@ void check_kernel_options(const KernelContext& ctx) {
                 ctx.gemv_prefetch);
   ECO_CHECK_MSG(valid_q4k_tile_pairs(ctx.q4k_tile_pairs),
                 "matmul: KernelContext::q4k_tile_pairs must be 1 or 2, not {}", ctx.q4k_tile_pairs);
+  static const bool kGfni = detect_cpu_features().gfni;
+  ECO_CHECK_MSG(!ctx.q4k_gfni || kGfni, "matmul: KernelContext::q4k_gfni is set on a CPU without GFNI");
 }
 
 // x [n_tokens, cols] quantized into ctx.scratch (on all threads when there is enough of it).
@@ -115,6 +117,7 @@ detail::QuantizedActs quantize_input(const float* x, std::int64_t cols, std::int
   acts.gemv_streams = ctx.gemv_streams;
   acts.gemv_prefetch = ctx.gemv_prefetch;
   acts.q4k_tile_pairs = ctx.q4k_tile_pairs;
+  acts.q4k_gfni = ctx.q4k_gfni;
   ThreadPool& pool = *ctx.pool;
   if (pool.num_threads() > 1 && n_tokens > 1 && n_tokens * cols >= kParallelQuantizeElems) {
     pool.run([&](int i, int parts) {
@@ -392,6 +395,10 @@ std::int32_t default_q4k_tile_pairs() {
 
 std::string q4k_tile_pairs_summary(std::int32_t pairs) {
   return pairs == 1 ? std::string("1 pair of 8-row groups x 7 tokens") : "2 pairs of 8-row groups x 3 tokens";
+}
+
+std::string q4k_tile_summary(std::int32_t pairs, bool gfni) {
+  return q4k_tile_pairs_summary(pairs) + (gfni ? ", GFNI nibbles and vpdpwssd scales" : "");
 }
 
 namespace detail {

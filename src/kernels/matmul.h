@@ -88,6 +88,9 @@ StatusOr<std::int32_t> q4k_tile_pairs_from_env();
 std::int32_t default_q4k_tile_pairs();
 // "1 pair of 8-row groups x 7 tokens" or "2 pairs of 8-row groups x 3 tokens", for `model info`.
 std::string q4k_tile_pairs_summary(std::int32_t pairs);
+// The same with the tile's form (KernelContext::q4k_gfni): "1 pair of 8-row groups x 7 tokens,
+// GFNI nibbles and vpdpwssd scales".
+std::string q4k_tile_summary(std::int32_t pairs, bool gfni);
 
 // KernelContext::bf16_vectors from environment variable ECOSERVE_MATMUL_BF16 (0 or 1; unset:
 // CpuFeatures::fast_bf16_dot, so off where vdpbf16ps would be slower than the float kernels);
@@ -120,6 +123,10 @@ bool default_amx_bf16();
 // q4k_tile_pairs: the avx512vnni-zmm level's Q4_K tile for 5 or more tokens, 1 (pair of
 // 8-row groups x 7 tokens) or 2 (pairs x 3 tokens); both give the same bits, only timing
 // changes. Default: default_q4k_tile_pairs().
+// q4k_gfni: that tile's GFNI form (matmul_packed_impl.h's q4k_tile_wide: the high nibbles by
+// gf2p8affineqb, the scales by vpdpwssd instead of vpmulld); the same bits, only timing changes
+// (Emerald Rapids Xeon, synth 1b Q4_K, 32 tokens: 210-212 -> 197-202 ms). Only where the CPU has
+// GFNI (matmul checks). Default: detect_cpu_features().gfni.
 // amx_bf16: on the avx512amx level of a CPU with AMX-BF16 and AVX-512 BF16, the weights
 // amx_bf16_takes (Q8_0 and Q4_K in kRows8; F32, F16, BF16 and Q6_K in GGUF rows) times
 // amx_bf16_min_tokens(type, made) or more tokens (32; F16 and BF16 8, F32 12, Q6_K 16; with
@@ -143,6 +150,7 @@ struct KernelContext {
   std::int32_t gemv_streams = default_gemv_streams();
   std::int32_t gemv_prefetch = default_gemv_prefetch();
   std::int32_t q4k_tile_pairs = default_q4k_tile_pairs();
+  bool q4k_gfni = detect_cpu_features().gfni;
   bool amx_bf16 = default_amx_bf16();
   bool bf16_vectors = default_matmul_bf16();
   // Matrices whose bf16 tiles were made at load (null: none): the bf16 tiles and vectors

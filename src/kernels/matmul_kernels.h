@@ -54,6 +54,8 @@ struct QuantizedActs {
   std::int32_t gemv_prefetch = 0;
   // The avx512vnni-zmm Q4_K tile for 5 or more tokens (KernelContext::q4k_tile_pairs): 1 or 2 pairs of groups.
   std::int32_t q4k_tile_pairs = 1;
+  // The avx512vnni-zmm Q4_K tile's GFNI form (KernelContext::q4k_gfni; only where the CPU has GFNI).
+  bool q4k_gfni = false;
 };
 
 // Whether weights of `type` take K-format activations (Q4_K, Q6_K).

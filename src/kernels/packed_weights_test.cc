@@ -222,23 +222,28 @@ TEST(PackedWeightsTest, BitwiseTheSameAcrossIsaLevelsBatchesAndThreads) {
           // 1-4 tokens (the GEMV) and 5-15 (Q8_0's streaming wide tile where the GEMV
           // prefetches; 16: the blocked or AMX tiles): also every prefetch distance,
           // none to past the matrix; 5 or more: both Q4_K tiles of the zmm level (1 x 7 and
-          // 2 x 3; the odd group's narrow tile and token remainders of either).
+          // 2 x 3; the odd group's narrow tile and token remainders of either), each with and
+          // (where the CPU has GFNI) without its GFNI form.
           const std::vector<std::int32_t> counts = k == 1 ? std::vector<std::int32_t>{0, 2, 4} : std::vector{0};
           const std::vector<std::int32_t> distances = k <= 15 ? std::vector{0, 64, 1024, 65536} : std::vector{0};
-          const std::vector<std::int32_t> tiles = k >= 5 ? std::vector{1, 2} : std::vector{1};
+          std::vector<std::pair<std::int32_t, bool>> tiles{{1, false}};
+          if (k >= 5) tiles.push_back({2, false});
+          if (k >= 5 && cpu.gfni) tiles.insert(tiles.end(), {{1, true}, {2, true}});
           for (std::int32_t streams : counts) {
             for (std::int32_t prefetch : distances) {
-              for (std::int32_t pairs : tiles) {
+              for (auto [pairs, tile_gfni] : tiles) {
                 ctx.gemv_streams = streams;
                 ctx.gemv_prefetch = prefetch;
                 ctx.q4k_tile_pairs = pairs;
+                ctx.q4k_gfni = tile_gfni;
                 for (std::int64_t first : {std::int64_t{0}, n - k}) {
                   std::vector<float> y(k * rows, NAN);
                   matmul(m.packed_view(), x.data() + first * cols, k, y.data(), ctx);
                   ASSERT_EQ(std::memcmp(y.data(), alone.data() + first * rows, y.size() * 4), 0)
                       << type_name(type) << " cols=" << cols << " tokens " << first << ".." << first + k
                       << " isa=" << isa_name(isa) << " threads=" << pool->num_threads()
-                      << " gemv_streams=" << streams << " gemv_prefetch=" << prefetch << " q4k_tile_pairs=" << pairs;
+                      << " gemv_streams=" << streams << " gemv_prefetch=" << prefetch << " q4k_tile_pairs=" << pairs
+                      << " q4k_gfni=" << tile_gfni;
                 }
               }
             }
@@ -269,6 +274,13 @@ TEST(PackedWeightsDeathTest, Rows8NeedsQ8_0OrQ4KAndWholeGroups) {
   EXPECT_DEATH(matmul(WeightView{GgmlType::kQ8_0, data.data(), 16, 32, 34, WeightLayout::kRows8}, x.data(), 1,
                       y.data(), ctx),
                "q4k_tile_pairs must be 1 or 2, not 3");
+  ctx.q4k_tile_pairs = 1;
+  if (!detect_cpu_features().gfni) {
+    ctx.q4k_gfni = true;
+    EXPECT_DEATH(matmul(WeightView{GgmlType::kQ8_0, data.data(), 16, 32, 34, WeightLayout::kRows8}, x.data(), 1,
+                        y.data(), ctx),
+                 "q4k_gfni is set on a CPU without GFNI");
+  }
 }
 
 }  // namespace

@@ -246,6 +246,8 @@ TEST(KernelsIsaCli, GemvSettingsFromTheEnvironmentRunAndAreReported) {
   EXPECT_EQ(k.at("gemv_streams"), 2);
   EXPECT_EQ(k.at("gemv_prefetch"), 2048);
   EXPECT_EQ(k.at("q4k_tile_pairs"), 2);
+  const bool gfni = kernels::detect_cpu_features().gfni;
+  EXPECT_EQ(k.at("q4k_gfni"), gfni);
   const CliRun text = run_cli(env, {"model", "info", kModel}, err);
   EXPECT_NE(text.out.find("int8 gemv:            batch-1 decode of Q8_0 / Q4_K (read in rows of 8) on 2 weight "
                           "streams (ECOSERVE_GEMV_STREAMS)\n"),
@@ -255,8 +257,9 @@ TEST(KernelsIsaCli, GemvSettingsFromTheEnvironmentRunAndAreReported) {
                           "(ECOSERVE_GEMV_PREFETCH)\n"),
             std::string::npos)
       << text.out;
-  EXPECT_NE(text.out.find("q4_k tiles:           5+ tokens on avx512vnni-zmm: 2 pairs of 8-row groups x 3 tokens "
-                          "(ECOSERVE_Q4K_TILE_PAIRS)\n"),
+  EXPECT_NE(text.out.find(std::string("q4_k tiles:           5+ tokens on avx512vnni-zmm: 2 pairs of 8-row groups x "
+                                      "3 tokens") +
+                          (gfni ? ", GFNI nibbles and vpdpwssd scales" : "") + " (ECOSERVE_Q4K_TILE_PAIRS)\n"),
             std::string::npos)
       << text.out;
   const CliRun profile = run_cli(env,
@@ -265,6 +268,7 @@ TEST(KernelsIsaCli, GemvSettingsFromTheEnvironmentRunAndAreReported) {
                                  err);
   ASSERT_EQ(profile.exit_code, 0) << read_file(err);
   EXPECT_NE(profile.out.find("\"q4k_tile_pairs\": 2"), std::string::npos) << profile.out;
+  EXPECT_NE(profile.out.find(gfni ? "\"q4k_gfni\": true" : "\"q4k_gfni\": false"), std::string::npos) << profile.out;
   EXPECT_NE(profile.out.find("\"gemv_prefetch\": 2048"), std::string::npos) << profile.out;
   const std::vector<std::string> gen = {"generate", "-m", kModel, "-p", "Once upon a time", "-n", "32"};
   const CliRun none = run_cli({"ECOSERVE_GEMV_PREFETCH=0"}, gen, err);
