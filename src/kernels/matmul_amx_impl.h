@@ -265,7 +265,7 @@ inline void amx_q4k_finish(const std::int32_t (*sums)[kAmxTokens][16], const std
     }
     const __m512 fsum = _mm512_add_ps(half[0], half[1]);
     __m512i bp[4];
-    q4k_token_pairs(a.bsums + (t0 + t) * 2 * a.nb + 16 * s, bp);
+    q4k_token_pairs(a.bpairs + ((t0 + t) * nsb + s) * 4, bp);
     const __m512 dx = _mm512_set1_ps(a.d[(t0 + t) * nsb + s]);
     acc[t] = _mm512_fmadd_ps(fsum, _mm512_mul_ps(d, dx), acc[t]);
     acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(q4k_mins_wide(mpair, bp)), _mm512_mul_ps(dmin, dx), acc[t]);

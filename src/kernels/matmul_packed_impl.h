@@ -504,17 +504,11 @@ inline __m512i q4k_mins_pair(const std::uint8_t* mn0, const std::uint8_t* mn1, i
   return _mm512_cvtepu8_epi16(_mm256_inserti128_si256(_mm256_castsi128_si256(m0), m1, 1));
 }
 
-// A token's 16 sums of 16 values of one super-block (bsums) as its 4 int16 pairs of
-// 32-value sums, bp[q] = (sub-block 2q's, 2q + 1's), each on all 16 lanes.
-inline void q4k_token_pairs(const std::int16_t* bsums, __m512i* bp) {
-  const __m256i bs16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bsums));
-  const __m256i b32 = _mm256_madd_epi16(bs16, _mm256_set1_epi16(1));
-  const __m256i b16 = _mm256_packs_epi32(b32, b32);
-  // int32 elements 0, 1, 4, 5 of b16.
-  bp[0] = _mm512_broadcastd_epi32(_mm256_castsi256_si128(b16));
-  bp[1] = _mm512_broadcastd_epi32(_mm_srli_si128(_mm256_castsi256_si128(b16), 4));
-  bp[2] = _mm512_broadcastd_epi32(_mm256_extracti128_si256(b16, 1));
-  bp[3] = _mm512_broadcastd_epi32(_mm_srli_si128(_mm256_extracti128_si256(b16, 1), 4));
+// A token's 4 int16 pairs of 32-value sums of one super-block (QuantizedActs::bpairs),
+// bp[q] = (sub-block 2q's, 2q + 1's), each on all 16 lanes: broadcasts from memory.
+inline void q4k_token_pairs(const std::int32_t* bpairs, __m512i* bp) {
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) bp[q] = _mm512_set1_epi32(bpairs[q]);
 }
 
 // Per row: the super-block's sum of min * (sum of the sub-block's 32 q), exact.
@@ -651,7 +645,7 @@ void q4k_tile_wide(const std::uint8_t* const* grp, const QuantizedActs& a, std::
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       __m512i bp[4];
-      q4k_token_pairs(a.bsums + (t0 + t) * 2 * a.nb + 16 * s, bp);
+      q4k_token_pairs(a.bpairs + ((t0 + t) * nsb + s) * 4, bp);
       const __m512 dx = _mm512_set1_ps(a.d[(t0 + t) * nsb + s]);
 #pragma GCC unroll 8
       for (int p = 0; p < P; ++p) {

@@ -105,6 +105,7 @@ QuantizedActs layout_quantized_acts(std::uint8_t* scratch, std::int64_t n_tokens
   a.bsums = reinterpret_cast<const std::int16_t*>(p);
   p += round_up(n_tokens * a.nb * 4, kActAlign);
   a.xc = reinterpret_cast<const std::int32_t*>(p);
+  if (k_format) a.bpairs = a.xc;  // n_tokens * nb / 2 int32 of the nb * 8
   p += round_up(n_tokens * a.nb * 32, kActAlign);
   a.xt = reinterpret_cast<const std::int32_t*>(p);
   return a;
@@ -119,6 +120,7 @@ void quantize_acts_k(const float* x, std::int64_t cols, std::int64_t t0, std::in
     auto* q = const_cast<std::int8_t*>(a.q + t * a.q_stride);
     auto* d = const_cast<float*>(a.d + t * nsb);
     auto* bs = const_cast<std::int16_t*>(a.bsums + t * 2 * a.nb);
+    auto* bp = const_cast<std::int32_t*>(a.bpairs + t * 4 * nsb);
     const float* xt = x + t * cols;
     for (std::int64_t s = 0; s < nsb; ++s) {
       const float* xs = xt + 256 * s;
@@ -149,7 +151,14 @@ void quantize_acts_k(const float* x, std::int64_t cols, std::int64_t t0, std::in
       }
       // |sum of 16| <= 16 * 127 fits int16; packs interleaves 128-bit halves, the permute undoes it.
       const __m256i packed = _mm256_packs_epi32(half_sums[0], half_sums[1]);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(bs + 16 * s), _mm256_permute4x64_epi64(packed, 0xD8));
+      const __m256i bs16 = _mm256_permute4x64_epi64(packed, 0xD8);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(bs + 16 * s), bs16);
+      // The 8 sums of 32 (|sum| <= 32 * 127, int16), packed in sub-block order (packs keeps
+      // each 128-bit half's: int32 elements 0, 1 of the low half then of the high half).
+      const __m256i b32 = _mm256_madd_epi16(bs16, _mm256_set1_epi16(1));
+      const __m256i b16 = _mm256_packs_epi32(b32, b32);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(bp + 4 * s),
+                       _mm256_castsi256_si128(_mm256_permute4x64_epi64(b16, 0x08)));
     }
   }
 }

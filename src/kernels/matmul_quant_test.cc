@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -105,6 +106,16 @@ TEST(QuantizeActsTest, KFormatFollowsTheScalarRule) {
             sum += qi;
           }
           ASSERT_EQ(a.bsums[t * 2 * a.nb + 16 * s + g], sum) << "sum " << g;
+        }
+        // bpairs: int32 i of the super-block = (sum of sub-block 2i, of 2i + 1) as int16s.
+        for (int i = 0; i < 4; ++i) {
+          std::int16_t pair[2];
+          std::memcpy(pair, a.bpairs + (t * nsb + s) * 4 + i, sizeof(pair));
+          for (int h = 0; h < 2; ++h) {
+            const int sb = 2 * i + h;
+            ASSERT_EQ(pair[h], a.bsums[t * 2 * a.nb + 16 * s + 2 * sb] + a.bsums[t * 2 * a.nb + 16 * s + 2 * sb + 1])
+                << "pair " << i << " half " << h;
+          }
         }
       }
     }
