@@ -65,7 +65,9 @@ TEST(CpuFeaturesTest, VendorIsReadAndSetsTheGemvStreamsAndPrefetch) {
   EXPECT_EQ(q4k_tile_pairs_summary(1), "1 pair of 8-row groups x 7 tokens");
   EXPECT_EQ(q4k_tile_pairs_summary(2), "2 pairs of 8-row groups x 3 tokens");
   EXPECT_EQ(q4k_tile_summary(2, false), "2 pairs of 8-row groups x 3 tokens");
-  EXPECT_EQ(q4k_tile_summary(1, true), "1 pair of 8-row groups x 7 tokens, GFNI nibbles and vpdpwssd scales");
+  EXPECT_EQ(q4k_tile_summary(1, false), "1 pair of 8-row groups x 7 tokens");
+  EXPECT_EQ(q4k_tile_summary(1, true), "1 pair of 8-row groups x 8 tokens, GFNI nibbles and vpdpwssd scales");
+  EXPECT_EQ(q4k_tile_summary(2, true), "2 pairs of 8-row groups x 3 tokens, GFNI nibbles and vpdpwssd scales");
   EXPECT_EQ(KernelContext(nullptr).q4k_gfni, detect_cpu_features().gfni);
 }
 

@@ -398,7 +398,9 @@ std::string q4k_tile_pairs_summary(std::int32_t pairs) {
 }
 
 std::string q4k_tile_summary(std::int32_t pairs, bool gfni) {
-  return q4k_tile_pairs_summary(pairs) + (gfni ? ", GFNI nibbles and vpdpwssd scales" : "");
+  if (!gfni) return q4k_tile_pairs_summary(pairs);
+  return (pairs == 1 ? std::string("1 pair of 8-row groups x 8 tokens") : q4k_tile_pairs_summary(pairs)) +
+         ", GFNI nibbles and vpdpwssd scales";
 }
 
 namespace detail {

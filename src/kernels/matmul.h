@@ -88,8 +88,8 @@ StatusOr<std::int32_t> q4k_tile_pairs_from_env();
 std::int32_t default_q4k_tile_pairs();
 // "1 pair of 8-row groups x 7 tokens" or "2 pairs of 8-row groups x 3 tokens", for `model info`.
 std::string q4k_tile_pairs_summary(std::int32_t pairs);
-// The same with the tile's form (KernelContext::q4k_gfni): "1 pair of 8-row groups x 7 tokens,
-// GFNI nibbles and vpdpwssd scales".
+// The same with the tile's form (KernelContext::q4k_gfni; its one-pair tile takes 8 tokens):
+// "1 pair of 8-row groups x 8 tokens, GFNI nibbles and vpdpwssd scales".
 std::string q4k_tile_summary(std::int32_t pairs, bool gfni);
 
 // KernelContext::bf16_vectors from environment variable ECOSERVE_MATMUL_BF16 (0 or 1; unset:
@@ -121,8 +121,8 @@ bool default_amx_bf16();
 // 71-72 -> 80-82 tok/s.
 // Default: default_gemv_prefetch().
 // q4k_tile_pairs: the avx512vnni-zmm level's Q4_K tile for 5 or more tokens, 1 (pair of
-// 8-row groups x 7 tokens) or 2 (pairs x 3 tokens); both give the same bits, only timing
-// changes. Default: default_q4k_tile_pairs().
+// 8-row groups x 7 tokens, 8 in the GFNI form) or 2 (pairs x 3 tokens); both give the same
+// bits, only timing changes. Default: default_q4k_tile_pairs().
 // q4k_gfni: that tile's GFNI form (matmul_packed_impl.h's q4k_tile_wide: the high nibbles by
 // gf2p8affineqb, the scales by vpdpwssd instead of vpmulld); the same bits, only timing changes
 // (Emerald Rapids Xeon, synth 1b Q4_K, 32 tokens: 210-212 -> 197-202 ms). Only where the CPU has
