@@ -408,6 +408,89 @@ struct KTiles {
   }
 };
 
+#if ECO_QUANT_ISA == 2
+// (GCC 12's unmasked 512-bit intrinsics warn where inlined: bug 105593, as in matmul_packed_impl.h.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+// ktile for Q6_K on 512-bit registers (the avx512vnni-zmm level): the same exact int32
+// lanes, so the same bits. Per 64 values (blocks 2c and 2c + 1) and token, the lanes
+// start from -32 * (sum of each 4 x) (one vpdpbusd with 32s, negated; per token, shared by
+// the rows), one vpdpbusd of the row's q (0..63) adds sum q x: lane l is then the sum of
+// (q - 32) x over values 4l..4l + 3, |.| <= 4 * 32 * 127 < 2^15, so its low int16 is the
+// whole value and one vpdpwssd against (scale of the lane's 16 values, 0) multiplies it
+// in. ktile's maddubs pair sums, vpmaddwd multipliers and subtraction of 32 x give the
+// same lanes, block 2c's in lanes 0-7 and 2c + 1's in 8-15: the two halves are added once
+// per super-block for ktile's 8 lanes (exact), then its float step. 2 instructions per
+// 64 multiply-adds of a row and token where ktile spends 8 (vpmaddubsw twice, vpsubw,
+// vpdpwssd per 32), but on an Intel core 512-bit work issues on 2 ports where 256-bit has 3,
+// and the fold, float step and start lanes stay: Emerald Rapids Xeon, kernels_bench Q6_K
+// 2048 x 768, one thread, 16 tokens 471-475 -> 405-409 us, 24 tokens 682-683 -> 578-582
+// (start lanes through memory instead of register copies, d * dx broadcast from memory, or
+// 3 tokens per tile instead of 4: the same).
+template <int R, int T>
+void ktile_q6k_zmm(const UnpackedK* urows, const QuantizedActs& a, std::int64_t t0, float* y, std::int64_t y_stride) {
+  const std::int64_t nsb = a.nb / 8;
+  __m256 acc[R][T];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  const std::int8_t* xq = a.q + t0 * a.q_stride;
+  const float* dx = a.d + t0 * nsb;
+  for (std::int64_t s = 0; s < nsb; ++s) {
+    __m512i isum[R][T];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) isum[r][t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      __m512i xv[T], nx[T];
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        xv[t] = _mm512_loadu_si512(xq + t * a.q_stride + 256 * s + 64 * c);
+        nx[t] = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                 _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(32), xv[t]));
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m512i q = _mm512_loadu_si512(urows[r].q + 256 * s + 64 * c);
+        // mult: 8 int16 copies of each sub-block's scale; as int32 lanes (scale, scale), the
+        // high copy cleared.
+        const __m512i m = _mm512_and_si512(_mm512_loadu_si512(urows[r].mult + 16 * (8 * s + 2 * c)),
+                                           _mm512_set1_epi32(0xFFFF));
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          isum[r][t] = _mm512_dpwssd_epi32(isum[r][t], _mm512_dpbusd_epi32(nx[t], q, xv[t]), m);
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const __m256i i8 =
+            _mm256_add_epi32(_mm512_castsi512_si256(isum[r][t]), _mm512_extracti64x4_epi64(isum[r][t], 1));
+        acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(urows[r].d[s] * dx[t * nsb + s]), _mm256_cvtepi32_ps(i8),
+                                    acc[r][t]);
+      }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) y[t * y_stride + r] = kfinish(acc[r][t], _mm_setzero_ps());
+}
+
+struct Q6kZmmTiles {
+  template <int R, int T>
+  static constexpr KTileFn fn() {
+    return &ktile_q6k_zmm<R, T>;
+  }
+};
+#pragma GCC diagnostic pop
+#endif
+
 // 1-4 tokens: kStreams far-apart streams of rows (as gemv()), decoded in
 // registers without the unpack buffer; the same arithmetic as ktile().
 template <class F, int kStreams, int T>
@@ -487,7 +570,8 @@ void kgemv_rows(const std::uint8_t* w, std::size_t row_bytes, const QuantizedAct
 // unpacked into scratch (kRowsK * unpacked_k_bytes(cols) <= the scratch of
 // kQuantScratchFloatsPerBlock floats per 32 columns), then every token tile
 // runs over them. The next rows' bytes are prefetched while unpacking.
-template <class F>
+// Tiles: KTiles<F>, or (the avx512vnni-zmm level's Q6_K) Q6kZmmTiles.
+template <class F, class Tiles = KTiles<F>>
 void krows_impl(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
                 std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride, float* scratch) {
   if (dispatch_gemv_tokens(t1 - t0, [&](auto n) {
@@ -496,7 +580,7 @@ void krows_impl(const std::uint8_t* w, std::size_t row_bytes, const QuantizedAct
       })) {
     return;
   }
-  static constexpr auto kTable = make_tile_table<KTileFn, kRowsK, kTokensK, KTiles<F>>();
+  static constexpr auto kTable = make_tile_table<KTileFn, kRowsK, kTokensK, Tiles>();
   const std::int64_t cols = a.nb * 32, nsb = a.nb / 8;
   const std::int64_t ub = unpacked_k_bytes(cols);
   auto* base = reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(scratch) + 63) / 64 * 64);
@@ -747,6 +831,13 @@ void rows_q6_k(const std::uint8_t* w, std::size_t rb, const QuantizedActs& a, st
                std::int64_t t0, std::int64_t t1, float* y, std::int64_t ys, float* scratch) {
   krows_impl<FmtQ6_K>(w, rb, a, r0, r1, t0, t1, y, ys, scratch);
 }
+#if ECO_QUANT_ISA == 2
+// The avx512vnni-zmm level's Q6_K: ktile_q6k_zmm for 5 or more tokens (the same bits).
+void rows_q6_k_zmm(const std::uint8_t* w, std::size_t rb, const QuantizedActs& a, std::int64_t r0, std::int64_t r1,
+                   std::int64_t t0, std::int64_t t1, float* y, std::int64_t ys, float* scratch) {
+  krows_impl<FmtQ6_K, Q6kZmmTiles>(w, rb, a, r0, r1, t0, t1, y, ys, scratch);
+}
+#endif
 
 }  // namespace
 }  // namespace ecoserve::kernels::detail::ECO_QUANT_NS
