@@ -787,15 +787,25 @@ void Router::on_kv_exported(RequestId id, uint64_t epoch, StatusOr<std::vector<u
   Status s = decode_backend ? decode_backend->submit_prefilled(*request, std::move(output_tokens), std::move(*blob),
                                                                std::move(wrapped))
                             : unavailable_error("the decode instance was removed");
-  if (!s.ok()) {
-    bool stopping = false;
+  if (s.ok()) {
+    // A cancel between the hand-over above and this submit went to the decode instance before
+    // the request did (a no-op there) and would be lost: send it again now that it is there.
+    bool cancelled = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      stopping = stopping_;
+      auto it = in_flight_.find(id);
+      cancelled = it != in_flight_.end() && it->second.epoch == epoch && it->second.cancelled;
     }
-    if (stopping) return fail(id, "abort", "");
-    fail(id, "error", "the decode instance refused the request: " + s.message());
+    if (cancelled) decode_backend->cancel(id);
+    return;
   }
+  bool stopping = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping = stopping_;
+  }
+  if (stopping) return fail(id, "abort", "");
+  fail(id, "error", "the decode instance refused the request: " + s.message());
 }
 
 void Router::cancel(RequestId id) {
