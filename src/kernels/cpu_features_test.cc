@@ -62,6 +62,7 @@ TEST(CpuFeaturesTest, VendorIsReadAndSetsTheGemvStreamsAndPrefetch) {
   EXPECT_EQ(q4k_tile_pairs_for(amd), 2);
   EXPECT_EQ(default_q4k_tile_pairs(), *q4k_tile_pairs_from_env());
   EXPECT_EQ(KernelContext(nullptr).q4k_tile_pairs, default_q4k_tile_pairs());
+  EXPECT_EQ(cpu_has_gfni(), detect_cpu_features().gfni);
   EXPECT_EQ(q4k_tile_pairs_summary(1), "1 pair of 8-row groups x 7 tokens");
   EXPECT_EQ(q4k_tile_pairs_summary(2), "2 pairs of 8-row groups x 3 tokens");
   EXPECT_EQ(q4k_tile_summary(2, false), "2 pairs of 8-row groups x 3 tokens");

@@ -104,8 +104,7 @@ void check_kernel_options(const KernelContext& ctx) {
                 ctx.gemv_prefetch);
   ECO_CHECK_MSG(valid_q4k_tile_pairs(ctx.q4k_tile_pairs),
                 "matmul: KernelContext::q4k_tile_pairs must be 1 or 2, not {}", ctx.q4k_tile_pairs);
-  static const bool kGfni = detect_cpu_features().gfni;
-  ECO_CHECK_MSG(!ctx.q4k_gfni || kGfni, "matmul: KernelContext::q4k_gfni is set on a CPU without GFNI");
+  ECO_CHECK_MSG(!ctx.q4k_gfni || cpu_has_gfni(), "matmul: KernelContext::q4k_gfni is set on a CPU without GFNI");
 }
 
 // x [n_tokens, cols] quantized into ctx.scratch (on all threads when there is enough of it).
@@ -391,6 +390,11 @@ std::int32_t default_q4k_tile_pairs() {
     return n.ok() ? *n : q4k_tile_pairs_for(detect_cpu_features());
   }();
   return kPairs;
+}
+
+bool cpu_has_gfni() {
+  static const bool kGfni = detect_cpu_features().gfni;
+  return kGfni;
 }
 
 std::string q4k_tile_pairs_summary(std::int32_t pairs) {

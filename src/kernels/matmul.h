@@ -86,6 +86,9 @@ StatusOr<std::int32_t> q4k_tile_pairs_from_env();
 // q4k_tile_pairs_from_env(), or q4k_tile_pairs_for(detect_cpu_features()) when it
 // fails; computed once per process.
 std::int32_t default_q4k_tile_pairs();
+// Whether this CPU has GFNI (detect_cpu_features().gfni), read once per process: the default
+// of KernelContext::q4k_gfni, and what matmul checks it against.
+bool cpu_has_gfni();
 // "1 pair of 8-row groups x 7 tokens" or "2 pairs of 8-row groups x 3 tokens", for `model info`.
 std::string q4k_tile_pairs_summary(std::int32_t pairs);
 // The same with the tile's form (KernelContext::q4k_gfni; its one-pair tile takes 8 tokens):
@@ -126,7 +129,7 @@ bool default_amx_bf16();
 // q4k_gfni: that tile's GFNI form (matmul_packed_impl.h's q4k_tile_wide: the high nibbles by
 // gf2p8affineqb, the scales by vpdpwssd instead of vpmulld); the same bits, only timing changes
 // (Emerald Rapids Xeon, synth 1b Q4_K, 32 tokens: 210-212 -> 197-202 ms). Only where the CPU has
-// GFNI (matmul checks). Default: detect_cpu_features().gfni.
+// GFNI (matmul checks). Default: cpu_has_gfni().
 // amx_bf16: on the avx512amx level of a CPU with AMX-BF16 and AVX-512 BF16, the weights
 // amx_bf16_takes (Q8_0 and Q4_K in kRows8; F32, F16, BF16 and Q6_K in GGUF rows) times
 // amx_bf16_min_tokens(type, made) or more tokens (32; F16 and BF16 8, F32 12, Q6_K 16; with
@@ -150,7 +153,7 @@ struct KernelContext {
   std::int32_t gemv_streams = default_gemv_streams();
   std::int32_t gemv_prefetch = default_gemv_prefetch();
   std::int32_t q4k_tile_pairs = default_q4k_tile_pairs();
-  bool q4k_gfni = detect_cpu_features().gfni;
+  bool q4k_gfni = cpu_has_gfni();
   bool amx_bf16 = default_amx_bf16();
   bool bf16_vectors = default_matmul_bf16();
   // Matrices whose bf16 tiles were made at load (null: none): the bf16 tiles and vectors
