@@ -35,14 +35,17 @@ namespace ecoserve::kernels::detail {
 //    values, d + t * (nb / 8), bsums + t * 2 * nb: the sum of each 16 q, and
 //    bpairs + t * (nb / 2): per super-block the sums of its 8 sub-blocks of 32 q as 4
 //    int32 of int16 pairs (sub-blocks 2i, 2i + 1), each the broadcast operand of the
-//    512-bit Q4_K tiles' mins (in the block format's xc space, unused in this one).
+//    512-bit Q4_K tiles' mins (in the block format's xt space, unused in this one), and
+//    xc + t * nb * 8: lane i = -32 * (q[4i] + ... + q[4i+3]), the start value of the 512-bit
+//    Q6_K tile's lanes (q - 32 from unsigned q).
 struct QuantizedActs {
   const std::int8_t* q = nullptr;   // [n_tokens][cols] int8, x ~ q * d
   const float* d = nullptr;         // block scales
   const std::int16_t* bsums = nullptr;  // K format: [n_tokens][cols / 16] sums of 16 q
   const std::int32_t* bpairs = nullptr;  // K format: [n_tokens][cols / 256][4] pairs of sums of 32 q
   // Block format: [n_tokens][nb][8] int32, lane i = -128 * (q[4i] + ... + q[4i+3])
-  // of the block (the VNNI kernels' start value for biased unsigned weights).
+  // of the block (the VNNI kernels' start value for biased unsigned weights); K format:
+  // the same lanes times -32 instead of -128.
   const std::int32_t* xc = nullptr;
   // Block format: [n_tokens][nb] int32, -128 * (sum of the block's 32 q) (the
   // start value of the interleaved-layout VNNI kernels, matmul_packed_impl.h).

@@ -105,9 +105,9 @@ QuantizedActs layout_quantized_acts(std::uint8_t* scratch, std::int64_t n_tokens
   a.bsums = reinterpret_cast<const std::int16_t*>(p);
   p += round_up(n_tokens * a.nb * 4, kActAlign);
   a.xc = reinterpret_cast<const std::int32_t*>(p);
-  if (k_format) a.bpairs = a.xc;  // n_tokens * nb / 2 int32 of the nb * 8
   p += round_up(n_tokens * a.nb * 32, kActAlign);
   a.xt = reinterpret_cast<const std::int32_t*>(p);
+  if (k_format) a.bpairs = a.xt;  // n_tokens * nb / 2 int32 of the nb
   return a;
 }
 
@@ -121,6 +121,7 @@ void quantize_acts_k(const float* x, std::int64_t cols, std::int64_t t0, std::in
     auto* d = const_cast<float*>(a.d + t * nsb);
     auto* bs = const_cast<std::int16_t*>(a.bsums + t * 2 * a.nb);
     auto* bp = const_cast<std::int32_t*>(a.bpairs + t * 4 * nsb);
+    auto* xc = const_cast<std::int32_t*>(a.xc + t * a.nb * 8);
     const float* xt = x + t * cols;
     for (std::int64_t s = 0; s < nsb; ++s) {
       const float* xs = xt + 256 * s;
@@ -143,7 +144,11 @@ void quantize_acts_k(const float* x, std::int64_t cols, std::int64_t t0, std::in
         for (int j = 0; j < 4; ++j) {
           const int b = 4 * h + j;
           __m256i iv[4];
-          _mm256_store_si256(reinterpret_cast<__m256i*>(q + 256 * s + 32 * b), quantize32(xs + 32 * b, id, iv));
+          const __m256i p = quantize32(xs + 32 * b, id, iv);
+          _mm256_store_si256(reinterpret_cast<__m256i*>(q + 256 * s + 32 * b), p);
+          // -32 * (sum of each 4 q): vpmaddubsw with 1s, vpmaddwd with -32s.
+          _mm256_store_si256(reinterpret_cast<__m256i*>(xc + 8 * (8 * s + b)),
+                             _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), p), _mm256_set1_epi16(-32)));
           sums[2 * j] = _mm256_add_epi32(iv[0], iv[1]);
           sums[2 * j + 1] = _mm256_add_epi32(iv[2], iv[3]);
         }

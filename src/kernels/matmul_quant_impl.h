@@ -427,16 +427,24 @@ struct KTiles {
 // and the fold, float step and start lanes stay: Emerald Rapids Xeon, kernels_bench Q6_K
 // 2048 x 768, one thread, 16 tokens 471-475 -> 405-409 us, 24 tokens 682-683 -> 578-582
 // (start lanes through memory instead of register copies, d * dx broadcast from memory, or
-// 3 tokens per tile instead of 4: the same).
+// 3 tokens per tile instead of 4: the same). The start lanes -32 * (sum of 4 x) made once per
+// token (QuantizedActs::xc) and the float step on pairs of tokens (one fold, conversion,
+// d * dx product and FMA per two tokens, 512-bit): 16 tokens 411-435 -> 364-371 us, 24
+// tokens 582-628 -> 523-548; with krows_impl's token blocks (kTokenBlockK), synth 1b's
+// matrices at 512 tokens 6.8-7.6 -> 6.0-6.7 s, profile engine pp512 74-76 -> 76-83 tok/s,
+// batch 32 59-60 -> 67-70 (docs/kernels.md, sixty-fifth pass).
 template <int R, int T>
 void ktile_q6k_zmm(const UnpackedK* urows, const QuantizedActs& a, std::int64_t t0, float* y, std::int64_t y_stride) {
   const std::int64_t nsb = a.nb / 8;
-  __m256 acc[R][T];
+  // Tokens 2p and 2p + 1 share acc[r][p]: token 2p in the low 8 lanes, 2p + 1 in the high.
+  constexpr int P = (T + 1) / 2;
+  __m512 acc[R][P];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
   const std::int8_t* xq = a.q + t0 * a.q_stride;
+  const std::int32_t* xc = a.xc + t0 * a.nb * 8;  // -32 * (sum of each 4 q)
   const float* dx = a.d + t0 * nsb;
   for (std::int64_t s = 0; s < nsb; ++s) {
     __m512i isum[R][T];
@@ -450,8 +458,7 @@ void ktile_q6k_zmm(const UnpackedK* urows, const QuantizedActs& a, std::int64_t 
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         xv[t] = _mm512_loadu_si512(xq + t * a.q_stride + 256 * s + 64 * c);
-        nx[t] = _mm512_sub_epi32(_mm512_setzero_si512(),
-                                 _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(32), xv[t]));
+        nx[t] = _mm512_loadu_si512(xc + t * a.nb * 8 + 64 * s + 16 * c);
       }
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
@@ -466,20 +473,32 @@ void ktile_q6k_zmm(const UnpackedK* urows, const QuantizedActs& a, std::int64_t 
         }
       }
     }
+    // The float step of two tokens at once: lanes [isum_2p folded to 8 | isum_2p+1 folded],
+    // times [d * dx_2p | d * dx_2p+1]: per half ktile's float(i8) * (d * dx), the same bits.
+#pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) {
+      const int t1 = 2 * p + 1 < T ? 2 * p + 1 : 2 * p;
+      const __m512 dxp =
+          _mm512_shuffle_f32x4(_mm512_set1_ps(dx[2 * p * nsb + s]), _mm512_set1_ps(dx[t1 * nsb + s]), 0x44);
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) {
-        const __m256i i8 =
-            _mm256_add_epi32(_mm512_castsi512_si256(isum[r][t]), _mm512_extracti64x4_epi64(isum[r][t], 1));
-        acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(urows[r].d[s] * dx[t * nsb + s]), _mm256_cvtepi32_ps(i8),
-                                    acc[r][t]);
+      for (int r = 0; r < R; ++r) {
+        const __m512i lo = _mm512_shuffle_i64x2(isum[r][2 * p], isum[r][t1], 0x44);
+        const __m512i hi = _mm512_shuffle_i64x2(isum[r][2 * p], isum[r][t1], 0xEE);
+        const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(urows[r].d[s]), dxp);
+        acc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(lo, hi)), dd, acc[r][p]);
       }
+    }
   }
+#pragma GCC unroll 4
+  for (int p = 0; p < P; ++p)
 #pragma GCC unroll 8
-  for (int t = 0; t < T; ++t)
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) y[t * y_stride + r] = kfinish(acc[r][t], _mm_setzero_ps());
+    for (int r = 0; r < R; ++r) {
+      y[2 * p * y_stride + r] = kfinish(_mm512_castps512_ps256(acc[r][p]), _mm_setzero_ps());
+      if (2 * p + 1 < T) {
+        y[(2 * p + 1) * y_stride + r] =
+            kfinish(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][p]), 1)), _mm_setzero_ps());
+      }
+    }
 }
 
 struct Q6kZmmTiles {
@@ -566,7 +585,14 @@ void kgemv_rows(const std::uint8_t* w, std::size_t row_bytes, const QuantizedAct
   });
 }
 
-// Weight rows [r0, r1) times tokens [t0, t1): kRowsK rows at a time are
+// Tokens per pass of krows_impl over its rows: each pass unpacks every row again, but reads
+// only this block's activations per group of kRowsK rows, from L2 (64 tokens of a 5632-column
+// row's q and xc: 704 KiB) instead of the whole prompt's from L3. Emerald Rapids Xeon,
+// kernels_bench synth 1b Q6_K matrices, 512 tokens, one thread: the 512-bit tile that reads xc
+// 8.2-10.1 s unblocked, 6.0-6.7 in blocks of 64 (32: 7.4-7.7, 128: 6.6-6.7).
+constexpr std::int64_t kTokenBlockK = 64;
+
+// Weight rows [r0, r1) times tokens [t0, t1), in blocks of kTokenBlockK tokens: kRowsK rows at a time are
 // unpacked into scratch (kRowsK * unpacked_k_bytes(cols) <= the scratch of
 // kQuantScratchFloatsPerBlock floats per 32 columns), then every token tile
 // runs over them. The next rows' bytes are prefetched while unpacking.
@@ -587,21 +613,24 @@ void krows_impl(const std::uint8_t* w, std::size_t row_bytes, const QuantizedAct
   UnpackedK urows[kRowsK];
   for (int i = 0; i < kRowsK; ++i) urows[i] = unpacked_k_at(base + i * ub, cols);
   const std::int64_t pf_rows = imax(1, kPrefetchBytes / static_cast<std::int64_t>(row_bytes));
-  for (std::int64_t r = r0; r < r1; r += kRowsK) {
-    const int nr = static_cast<int>(imin(kRowsK, r1 - r));
-    for (int i = 0; i < nr; ++i) {
-      const std::uint8_t* row = w + (r + i) * row_bytes;
-      if (r + i + pf_rows < r1) {
-        const std::uint8_t* p = row + pf_rows * row_bytes;
-        for (std::size_t off = 0; off < row_bytes; off += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
+  for (std::int64_t tb = t0; tb < t1; tb += kTokenBlockK) {
+    const std::int64_t te = imin(tb + kTokenBlockK, t1);
+    for (std::int64_t r = r0; r < r1; r += kRowsK) {
+      const int nr = static_cast<int>(imin(kRowsK, r1 - r));
+      for (int i = 0; i < nr; ++i) {
+        const std::uint8_t* row = w + (r + i) * row_bytes;
+        if (r + i + pf_rows < r1) {
+          const std::uint8_t* p = row + pf_rows * row_bytes;
+          for (std::size_t off = 0; off < row_bytes; off += 64) {
+            _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
+          }
         }
+        F::unpack_row(row, nsb, urows[i]);
       }
-      F::unpack_row(row, nsb, urows[i]);
-    }
-    for (std::int64_t t = t0; t < t1; t += kTokensK) {
-      const int nt = static_cast<int>(imin(kTokensK, t1 - t));
-      kTable.fns[nr - 1][nt - 1](urows, a, t, y + t * y_stride + r, y_stride);
+      for (std::int64_t t = tb; t < te; t += kTokensK) {
+        const int nt = static_cast<int>(imin(kTokensK, te - t));
+        kTable.fns[nr - 1][nt - 1](urows, a, t, y + t * y_stride + r, y_stride);
+      }
     }
   }
 }

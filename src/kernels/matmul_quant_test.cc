@@ -107,6 +107,12 @@ TEST(QuantizeActsTest, KFormatFollowsTheScalarRule) {
           }
           ASSERT_EQ(a.bsums[t * 2 * a.nb + 16 * s + g], sum) << "sum " << g;
         }
+        // xc: lane i of the super-block = -32 * (sum of its q 4i .. 4i + 3).
+        for (int i = 0; i < 64; ++i) {
+          std::int32_t sum4 = 0;
+          for (int k = 0; k < 4; ++k) sum4 += a.q[t * a.q_stride + 256 * s + 4 * i + k];
+          ASSERT_EQ(a.xc[t * a.nb * 8 + 64 * s + i], -32 * sum4) << "lane " << i;
+        }
         // bpairs: int32 i of the super-block = (sum of sub-block 2i, of 2i + 1) as int16s.
         for (int i = 0; i < 4; ++i) {
           std::int16_t pair[2];
