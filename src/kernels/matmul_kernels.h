@@ -36,20 +36,20 @@ namespace ecoserve::kernels::detail {
 //    bpairs + t * (nb / 2): per super-block the sums of its 8 sub-blocks of 32 q as 4
 //    int32 of int16 pairs (sub-blocks 2i, 2i + 1), each the broadcast operand of the
 //    512-bit Q4_K tiles' mins (in the block format's xt space, unused in this one), and
-//    xc + t * nb * 8: lane i = -32 * (q[4i] + ... + q[4i+3]), the start value of the 512-bit
-//    Q6_K tile's lanes (q - 32 from unsigned q).
+//    qu + t * q_stride: q + 128 as unsigned bytes, the 512-bit Q6_K tile's operand (in the
+//    block format's xc space).
 struct QuantizedActs {
   const std::int8_t* q = nullptr;   // [n_tokens][cols] int8, x ~ q * d
   const float* d = nullptr;         // block scales
   const std::int16_t* bsums = nullptr;  // K format: [n_tokens][cols / 16] sums of 16 q
   const std::int32_t* bpairs = nullptr;  // K format: [n_tokens][cols / 256][4] pairs of sums of 32 q
   // Block format: [n_tokens][nb][8] int32, lane i = -128 * (q[4i] + ... + q[4i+3])
-  // of the block (the VNNI kernels' start value for biased unsigned weights); K format:
-  // the same lanes times -32 instead of -128.
+  // of the block (the VNNI kernels' start value for biased unsigned weights).
   const std::int32_t* xc = nullptr;
   // Block format: [n_tokens][nb] int32, -128 * (sum of the block's 32 q) (the
   // start value of the interleaved-layout VNNI kernels, matmul_packed_impl.h).
   const std::int32_t* xt = nullptr;
+  const std::uint8_t* qu = nullptr;  // K format: [n_tokens][q_stride] q ^ 0x80 (q + 128 unsigned)
   std::int64_t q_stride = 0;        // bytes between token rows of q
   std::int64_t nb = 0;              // blocks of 32 per token row
   bool k_format = false;

@@ -107,7 +107,11 @@ QuantizedActs layout_quantized_acts(std::uint8_t* scratch, std::int64_t n_tokens
   a.xc = reinterpret_cast<const std::int32_t*>(p);
   p += round_up(n_tokens * a.nb * 32, kActAlign);
   a.xt = reinterpret_cast<const std::int32_t*>(p);
-  if (k_format) a.bpairs = a.xt;  // n_tokens * nb / 2 int32 of the nb
+  if (k_format) {
+    a.bpairs = a.xt;                                    // n_tokens * nb / 2 int32 of the nb
+    a.qu = reinterpret_cast<const std::uint8_t*>(a.xc);  // n_tokens * q_stride (= cols) bytes of the nb * 32
+    a.xc = nullptr;
+  }
   return a;
 }
 
@@ -121,7 +125,7 @@ void quantize_acts_k(const float* x, std::int64_t cols, std::int64_t t0, std::in
     auto* d = const_cast<float*>(a.d + t * nsb);
     auto* bs = const_cast<std::int16_t*>(a.bsums + t * 2 * a.nb);
     auto* bp = const_cast<std::int32_t*>(a.bpairs + t * 4 * nsb);
-    auto* xc = const_cast<std::int32_t*>(a.xc + t * a.nb * 8);
+    auto* qu = const_cast<std::uint8_t*>(a.qu + t * a.q_stride);
     const float* xt = x + t * cols;
     for (std::int64_t s = 0; s < nsb; ++s) {
       const float* xs = xt + 256 * s;
@@ -146,9 +150,8 @@ void quantize_acts_k(const float* x, std::int64_t cols, std::int64_t t0, std::in
           __m256i iv[4];
           const __m256i p = quantize32(xs + 32 * b, id, iv);
           _mm256_store_si256(reinterpret_cast<__m256i*>(q + 256 * s + 32 * b), p);
-          // -32 * (sum of each 4 q): vpmaddubsw with 1s, vpmaddwd with -32s.
-          _mm256_store_si256(reinterpret_cast<__m256i*>(xc + 8 * (8 * s + b)),
-                             _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), p), _mm256_set1_epi16(-32)));
+          _mm256_store_si256(reinterpret_cast<__m256i*>(qu + 256 * s + 32 * b),
+                             _mm256_xor_si256(p, _mm256_set1_epi8(static_cast<char>(0x80))));
           sums[2 * j] = _mm256_add_epi32(iv[0], iv[1]);
           sums[2 * j + 1] = _mm256_add_epi32(iv[2], iv[3]);
         }

@@ -162,10 +162,14 @@ struct UnpackedK {
   std::int16_t* mo;
   float* d;
   float* off;
+  std::int32_t* corr;  // ktile_q6k_zmm only: [nsb][16] (see Q6kZmmTiles::unpack_row)
 };
 
 // Bytes of one unpacked row of cols values (64-byte multiple).
-inline std::int64_t unpacked_k_bytes(std::int64_t cols) { return (2 * cols + cols / 8 + cols / 32 + 127) / 64 * 64; }
+inline std::int64_t unpacked_k_corr_offset(std::int64_t cols) {
+  return (2 * cols + cols / 8 + cols / 32 + 63) / 64 * 64;
+}
+inline std::int64_t unpacked_k_bytes(std::int64_t cols) { return unpacked_k_corr_offset(cols) + cols / 4 + 64; }
 
 inline UnpackedK unpacked_k_at(std::uint8_t* base, std::int64_t cols) {
   UnpackedK u;
@@ -174,6 +178,7 @@ inline UnpackedK unpacked_k_at(std::uint8_t* base, std::int64_t cols) {
   u.mo = reinterpret_cast<std::int16_t*>(base + 2 * cols);
   u.d = reinterpret_cast<float*>(base + 2 * cols + cols / 8);
   u.off = u.d + cols / 256;
+  u.corr = reinterpret_cast<std::int32_t*>(base + unpacked_k_corr_offset(cols));
   return u;
 }
 
@@ -276,6 +281,8 @@ struct FmtQ6_K {
     const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * jj), _mm256_set1_epi8(3));
     return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
   }
+  // kLowHalves: mult's int16 pairs (scale, 0) instead of (scale, scale) (ktile_q6k_zmm's form).
+  template <bool kLowHalves = false>
   static void unpack_row(const std::uint8_t* row, std::int64_t nsb, const UnpackedK& u) {
     const auto* blk = reinterpret_cast<const BlockQ6_K*>(row);
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
@@ -294,8 +301,9 @@ struct FmtQ6_K {
           const int j = 4 * h + jj;
           _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 256 * s + 32 * j),
                              _mm256_or_si256(lo[jj], _mm256_slli_epi16(hi, 4)));
-          _mm256_store_si256(reinterpret_cast<__m256i*>(u.mult + 16 * (8 * s + j)),
-                             _mm256_set_m128i(_mm_set1_epi16(sc[2 * j + 1]), _mm_set1_epi16(sc[2 * j])));
+          __m256i m = _mm256_set_m128i(_mm_set1_epi16(sc[2 * j + 1]), _mm_set1_epi16(sc[2 * j]));
+          if constexpr (kLowHalves) m = _mm256_and_si256(m, _mm256_set1_epi32(0xFFFF));
+          _mm256_store_si256(reinterpret_cast<__m256i*>(u.mult + 16 * (8 * s + j)), m);
         }
       }
       _mm256_store_si256(reinterpret_cast<__m256i*>(u.mo + 16 * s), _mm256_setzero_si256());  // no mins
@@ -406,6 +414,7 @@ struct KTiles {
   static constexpr KTileFn fn() {
     return &ktile<F, R, T>;
   }
+  static void unpack_row(const std::uint8_t* row, std::int64_t nsb, const UnpackedK& u) { F::unpack_row(row, nsb, u); }
 };
 
 #if ECO_QUANT_ISA == 2
@@ -414,25 +423,21 @@ struct KTiles {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 // ktile for Q6_K on 512-bit registers (the avx512vnni-zmm level): the same exact int32
-// lanes, so the same bits. Per 64 values (blocks 2c and 2c + 1) and token, the lanes
-// start from -32 * (sum of each 4 x) (one vpdpbusd with 32s, negated; per token, shared by
-// the rows), one vpdpbusd of the row's q (0..63) adds sum q x: lane l is then the sum of
-// (q - 32) x over values 4l..4l + 3, |.| <= 4 * 32 * 127 < 2^15, so its low int16 is the
-// whole value and one vpdpwssd against (scale of the lane's 16 values, 0) multiplies it
-// in. ktile's maddubs pair sums, vpmaddwd multipliers and subtraction of 32 x give the
-// same lanes, block 2c's in lanes 0-7 and 2c + 1's in 8-15: the two halves are added once
-// per super-block for ktile's 8 lanes (exact), then its float step. 2 instructions per
-// 64 multiply-adds of a row and token where ktile spends 8 (vpmaddubsw twice, vpsubw,
-// vpdpwssd per 32), but on an Intel core 512-bit work issues on 2 ports where 256-bit has 3,
-// and the fold, float step and start lanes stay: Emerald Rapids Xeon, kernels_bench Q6_K
-// 2048 x 768, one thread, 16 tokens 471-475 -> 405-409 us, 24 tokens 682-683 -> 578-582
-// (start lanes through memory instead of register copies, d * dx broadcast from memory, or
-// 3 tokens per tile instead of 4: the same). The start lanes -32 * (sum of 4 x) made once per
-// token (QuantizedActs::xc) and the float step on pairs of tokens (one fold, conversion,
-// d * dx product and FMA per two tokens, 512-bit): 16 tokens 411-435 -> 364-371 us, 24
-// tokens 582-628 -> 523-548; with krows_impl's token blocks (kTokenBlockK), synth 1b's
-// matrices at 512 tokens 6.8-7.6 -> 6.0-6.7 s, profile engine pp512 74-76 -> 76-83 tok/s,
-// batch 32 59-60 -> 67-70 (docs/kernels.md, sixty-fifth pass).
+// lanes, so the same bits. The rows come unpacked by Q6kZmmTiles::unpack_row (q - 32 signed,
+// scales as (scale, 0) int16 pairs, corr), the tokens as x + 128 unsigned (QuantizedActs::qu).
+// Per 64 values (blocks 2c and 2c + 1), row and token, one vpdpbusd from zero gives lane l
+// the sum of (x + 128)(q - 32) over values 4l..4l + 3, |.| <= 4 * 255 * 32 < 2^15, so its low
+// int16 is the whole value and one vpdpwssd against (scale of the lane's 16 values, 0)
+// multiplies it in. Block 2c's lanes are 0-7 and 2c + 1's 8-15: once per super-block the
+// halves are added for ktile's 8 lanes, with the row's corr (-128 * sum scale (q - 32), which
+// takes the 128s out: exact), then ktile's float step, on pairs of tokens (lanes [token 2p |
+// 2p + 1] times [d * dx_2p | d * dx_2p+1]: one fold, conversion, product and FMA per two).
+// 2 instructions per 64 multiply-adds of a row and token where ktile spends 8 (vpmaddubsw
+// twice, vpsubw, vpdpwssd per 32). Emerald Rapids Xeon, one thread, kernels_bench Q6_K 2048
+// x 768, 16 tokens 471-475 -> 405-409 us, 24 tokens 682-683 -> 578-582 (sixty-fourth pass:
+// lanes from -32 * (sum of 4 x), made per tile and token); this form with krows_impl's token
+// blocks (sixty-fifth pass): synth 1b's matrices at 512 tokens 7.6-9.4 -> 6.6-8.1 s (alternated), profile
+// engine pp512 60-76 -> 89-92 tok/s, batch 32 52-60 -> 74-75.
 template <int R, int T>
 void ktile_q6k_zmm(const UnpackedK* urows, const QuantizedActs& a, std::int64_t t0, float* y, std::int64_t y_stride) {
   const std::int64_t nsb = a.nb / 8;
@@ -443,8 +448,7 @@ void ktile_q6k_zmm(const UnpackedK* urows, const QuantizedActs& a, std::int64_t 
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
-  const std::int8_t* xq = a.q + t0 * a.q_stride;
-  const std::int32_t* xc = a.xc + t0 * a.nb * 8;  // -32 * (sum of each 4 q)
+  const std::uint8_t* xu = a.qu + t0 * a.q_stride;  // x + 128, unsigned
   const float* dx = a.d + t0 * nsb;
   for (std::int64_t s = 0; s < nsb; ++s) {
     __m512i isum[R][T];
@@ -454,22 +458,16 @@ void ktile_q6k_zmm(const UnpackedK* urows, const QuantizedActs& a, std::int64_t 
       for (int t = 0; t < T; ++t) isum[r][t] = _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
-      __m512i xv[T], nx[T];
+      __m512i xv[T];
 #pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) {
-        xv[t] = _mm512_loadu_si512(xq + t * a.q_stride + 256 * s + 64 * c);
-        nx[t] = _mm512_loadu_si512(xc + t * a.nb * 8 + 64 * s + 16 * c);
-      }
+      for (int t = 0; t < T; ++t) xv[t] = _mm512_loadu_si512(xu + t * a.q_stride + 256 * s + 64 * c);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        const __m512i q = _mm512_loadu_si512(urows[r].q + 256 * s + 64 * c);
-        // mult: 8 int16 copies of each sub-block's scale; as int32 lanes (scale, scale), the
-        // high copy cleared.
-        const __m512i m = _mm512_and_si512(_mm512_loadu_si512(urows[r].mult + 16 * (8 * s + 2 * c)),
-                                           _mm512_set1_epi32(0xFFFF));
+        const __m512i q = _mm512_loadu_si512(urows[r].q + 256 * s + 64 * c);  // q - 32, signed
+        const __m512i m = _mm512_loadu_si512(urows[r].mult + 16 * (8 * s + 2 * c));  // (scale, 0)
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) {
-          isum[r][t] = _mm512_dpwssd_epi32(isum[r][t], _mm512_dpbusd_epi32(nx[t], q, xv[t]), m);
+          isum[r][t] = _mm512_dpwssd_epi32(isum[r][t], _mm512_dpbusd_epi32(_mm512_setzero_si512(), xv[t], q), m);
         }
       }
     }
@@ -484,8 +482,10 @@ void ktile_q6k_zmm(const UnpackedK* urows, const QuantizedActs& a, std::int64_t 
       for (int r = 0; r < R; ++r) {
         const __m512i lo = _mm512_shuffle_i64x2(isum[r][2 * p], isum[r][t1], 0x44);
         const __m512i hi = _mm512_shuffle_i64x2(isum[r][2 * p], isum[r][t1], 0xEE);
+        const __m512i corr = _mm512_loadu_si512(urows[r].corr + 16 * s);
         const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(urows[r].d[s]), dxp);
-        acc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(lo, hi)), dd, acc[r][p]);
+        const __m512i i8 = _mm512_add_epi32(_mm512_add_epi32(lo, hi), corr);
+        acc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i8), dd, acc[r][p]);
       }
     }
   }
@@ -505,6 +505,25 @@ struct Q6kZmmTiles {
   template <int R, int T>
   static constexpr KTileFn fn() {
     return &ktile_q6k_zmm<R, T>;
+  }
+  // The row as the tile reads it: q - 32 (signed), mult as int32 lanes (scale, 0), and per
+  // super-block corr: -128 * (sum over the lane's values of scale * (q - 32)) in ktile's 8
+  // lanes, in both halves (the tile's x + 128 products, less this, are its x products).
+  static void unpack_row(const std::uint8_t* row, std::int64_t nsb, const UnpackedK& u) {
+    FmtQ6_K::unpack_row<true>(row, nsb, u);
+    for (std::int64_t s = 0; s < nsb; ++s) {
+      __m512i c16 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        std::uint8_t* qp = u.q + 256 * s + 64 * c;
+        const __m512i qs = _mm512_sub_epi8(_mm512_loadu_si512(qp), _mm512_set1_epi8(32));
+        _mm512_storeu_si512(qp, qs);
+        const __m512i sum4 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), qs);
+        c16 = _mm512_dpwssd_epi32(c16, sum4, _mm512_loadu_si512(u.mult + 16 * (8 * s + 2 * c)));
+      }
+      const __m512i f = _mm512_add_epi32(c16, _mm512_shuffle_i64x2(c16, c16, 0x4E));  // [lo + hi | hi + lo]
+      _mm512_storeu_si512(u.corr + 16 * s, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(f, 7)));
+    }
   }
 };
 #pragma GCC diagnostic pop
@@ -625,7 +644,7 @@ void krows_impl(const std::uint8_t* w, std::size_t row_bytes, const QuantizedAct
             _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
           }
         }
-        F::unpack_row(row, nsb, urows[i]);
+        Tiles::unpack_row(row, nsb, urows[i]);
       }
       for (std::int64_t t = tb; t < te; t += kTokensK) {
         const int nt = static_cast<int>(imin(kTokensK, te - t));

@@ -107,11 +107,10 @@ TEST(QuantizeActsTest, KFormatFollowsTheScalarRule) {
           }
           ASSERT_EQ(a.bsums[t * 2 * a.nb + 16 * s + g], sum) << "sum " << g;
         }
-        // xc: lane i of the super-block = -32 * (sum of its q 4i .. 4i + 3).
-        for (int i = 0; i < 64; ++i) {
-          std::int32_t sum4 = 0;
-          for (int k = 0; k < 4; ++k) sum4 += a.q[t * a.q_stride + 256 * s + 4 * i + k];
-          ASSERT_EQ(a.xc[t * a.nb * 8 + 64 * s + i], -32 * sum4) << "lane " << i;
+        // qu: q + 128 as unsigned bytes.
+        for (int i = 0; i < 256; ++i) {
+          const std::int64_t at = t * a.q_stride + 256 * s + i;
+          ASSERT_EQ(a.qu[at], a.q[at] + 128) << "value " << i;
         }
         // bpairs: int32 i of the super-block = (sum of sub-block 2i, of 2i + 1) as int16s.
         for (int i = 0; i < 4; ++i) {
