@@ -196,6 +196,7 @@ inline __m256i shuffle_pair_mask(int lo, int hi) {
 }
 
 struct FmtQ4_K {
+  static constexpr bool kUnsignedX = false;  // see FmtQ6_KXu
   static constexpr std::size_t kBlockBytes = sizeof(BlockQ4_K) / 8;
   static constexpr bool kSub32 = false;
   static KSuper super(const std::uint8_t* row, std::int64_t s) {
@@ -257,6 +258,7 @@ struct FmtQ4_K {
 };
 
 struct FmtQ6_K {
+  static constexpr bool kUnsignedX = false;
   static constexpr std::size_t kBlockBytes = sizeof(BlockQ6_K) / 8;
   static constexpr bool kSub32 = true;
   static KSuper super(const std::uint8_t* row, std::int64_t s) {
@@ -312,6 +314,32 @@ struct FmtQ6_K {
   }
 };
 
+// Q6_K for ktile on x + 128 (QuantizedActs::qu): its rows unpacked as q - 32 (signed) with
+// per super-block corr = -128 * sum scale * (q - 32) in ktile's 8 lanes (in both halves of 16,
+// as Q6kZmmTiles stores it); one vpmaddubsw per 32 values and token instead of two and a
+// vpsubw, the same integers after corr, so the same bits. The 1-4 token GEMV is FmtQ6_K's.
+struct FmtQ6_KXu : FmtQ6_K {
+  static constexpr bool kUnsignedX = true;
+  static void unpack_row(const std::uint8_t* row, std::int64_t nsb, const UnpackedK& u) {
+    FmtQ6_K::unpack_row(row, nsb, u);
+    for (std::int64_t s = 0; s < nsb; ++s) {
+      __m256i c8 = _mm256_setzero_si256();
+      for (int j = 0; j < 8; ++j) {
+        auto* qp = reinterpret_cast<__m256i*>(u.q + 256 * s + 32 * j);
+        const __m256i qs = _mm256_sub_epi8(_mm256_load_si256(qp), _mm256_set1_epi8(32));
+        _mm256_store_si256(qp, qs);
+        const __m256i sum4 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), qs), _mm256_set1_epi16(1));
+        // mult: int16 pairs (scale, scale); the low one, sign-extended.
+        const __m256i m = _mm256_load_si256(reinterpret_cast<const __m256i*>(u.mult + 16 * (8 * s + j)));
+        c8 = _mm256_add_epi32(c8, _mm256_mullo_epi32(sum4, _mm256_srai_epi32(_mm256_slli_epi32(m, 16), 16)));
+      }
+      const __m256i corr = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(c8, 7));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(u.corr + 16 * s), corr);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(u.corr + 16 * s + 8), corr);
+    }
+  }
+};
+
 // lanes += the int16 pair dots of a and b (exact int32).
 inline __m256i madd16_acc(__m256i lanes, __m256i a, __m256i b) {
 #if ECO_QUANT_ISA == 0
@@ -330,6 +358,13 @@ inline __m256i kdot_acc(__m256i isum, __m256i q, __m256i x, __m256i m) {
   __m256i p = _mm256_maddubs_epi16(q, x);
   if constexpr (kSub32) p = _mm256_sub_epi16(p, _mm256_maddubs_epi16(_mm256_set1_epi8(32), x));
   return madd16_acc(isum, p, m);
+}
+
+// Q6_K for ktile as FmtQ6_KXu unpacks it: the pair sums of (x + 128)(q - 32) (|.| <= 2 * 255 *
+// 32, no saturation) times the multipliers: the lanes of kdot_acc<true> plus 128 * scale * (sum
+// of 4 (q - 32)), which the row's corr takes away.
+inline __m256i kdot_acc_xu(__m256i isum, __m256i qs, __m256i xu, __m256i m) {
+  return madd16_acc(isum, _mm256_maddubs_epi16(xu, qs), m);
 }
 
 // One super-block's float step of one output, as ggml's q4_K / q6_K x q8_K
@@ -367,7 +402,9 @@ void ktile(const UnpackedK* urows, const QuantizedActs& a, std::int64_t t0, floa
       acc[r][t] = _mm256_setzero_ps();
       accm[r][t] = _mm_setzero_ps();
     }
-  const std::int8_t* xq = a.q + t0 * a.q_stride;
+  // FmtQ6_KXu: the tokens' x + 128 (QuantizedActs::qu) against q - 32.
+  const std::int8_t* xq =
+      F::kUnsignedX ? reinterpret_cast<const std::int8_t*>(a.qu) + t0 * a.q_stride : a.q + t0 * a.q_stride;
   const float* dx = a.d + t0 * nsb;
   const std::int16_t* bs = a.bsums + t0 * 2 * a.nb;
   for (std::int64_t s = 0; s < nsb; ++s) {
@@ -387,11 +424,22 @@ void ktile(const UnpackedK* urows, const QuantizedActs& a, std::int64_t t0, floa
         const __m256i q = _mm256_load_si256(reinterpret_cast<const __m256i*>(urows[r].q + 256 * s + 32 * j));
         const __m256i m = _mm256_load_si256(reinterpret_cast<const __m256i*>(urows[r].mult + 16 * (8 * s + j)));
 #pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) isum[r][t] = kdot_acc<F::kSub32>(isum[r][t], q, xv[t], m);
+        for (int t = 0; t < T; ++t) {
+          if constexpr (F::kUnsignedX) {
+            isum[r][t] = kdot_acc_xu(isum[r][t], q, xv[t], m);
+          } else {
+            isum[r][t] = kdot_acc<F::kSub32>(isum[r][t], q, xv[t], m);
+          }
+        }
       }
     }
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
+      if constexpr (F::kUnsignedX) {
+        const __m256i corr = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(urows[r].corr + 16 * s));
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) isum[r][t] = _mm256_add_epi32(isum[r][t], corr);
+      }
       const __m256i mo = _mm256_load_si256(reinterpret_cast<const __m256i*>(urows[r].mo + 16 * s));
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
@@ -877,7 +925,7 @@ void rows_q4_k(const std::uint8_t* w, std::size_t rb, const QuantizedActs& a, st
 }
 void rows_q6_k(const std::uint8_t* w, std::size_t rb, const QuantizedActs& a, std::int64_t r0, std::int64_t r1,
                std::int64_t t0, std::int64_t t1, float* y, std::int64_t ys, float* scratch) {
-  krows_impl<FmtQ6_K>(w, rb, a, r0, r1, t0, t1, y, ys, scratch);
+  krows_impl<FmtQ6_KXu>(w, rb, a, r0, r1, t0, t1, y, ys, scratch);
 }
 #if ECO_QUANT_ISA == 2
 // The avx512vnni-zmm level's Q6_K: ktile_q6k_zmm for 5 or more tokens (the same bits).
