@@ -155,14 +155,14 @@ constexpr int kRowsK = 2;
 constexpr int kTokensK = 4;
 #endif
 
-// One row, unpacked: q[cols], mult[nb][16], mo[nsb][16], d[nsb], off[nsb].
+// One row, unpacked: q[cols], mult[nb][16], mo[nsb][16], d[nsb], off[nsb], corr[nsb][16].
 struct UnpackedK {
   std::uint8_t* q;
   std::int16_t* mult;
   std::int16_t* mo;
   float* d;
   float* off;
-  std::int32_t* corr;  // ktile_q6k_zmm only: [nsb][16] (see Q6kZmmTiles::unpack_row)
+  std::int32_t* corr;  // Q6_K on x + 128 only: [nsb][16] (FmtQ6_KXu, Q6kZmmTiles::unpack_row)
 };
 
 // Bytes of one unpacked row of cols values (64-byte multiple).
@@ -654,9 +654,9 @@ void kgemv_rows(const std::uint8_t* w, std::size_t row_bytes, const QuantizedAct
 
 // Tokens per pass of krows_impl over its rows: each pass unpacks every row again, but reads
 // only this block's activations per group of kRowsK rows, from L2 (64 tokens of a 5632-column
-// row's q and xc: 704 KiB) instead of the whole prompt's from L3. Emerald Rapids Xeon,
-// kernels_bench synth 1b Q6_K matrices, 512 tokens, one thread: the 512-bit tile that reads xc
-// 8.2-10.1 s unblocked, 6.0-6.7 in blocks of 64 (32: 7.4-7.7, 128: 6.6-6.7).
+// row's q and qu: 704 KiB) instead of the whole prompt's from L3. Emerald Rapids Xeon,
+// kernels_bench synth 1b Q6_K matrices, 512 tokens, one thread: a 512-bit tile reading start lanes
+// beside q, 8.2-10.1 s unblocked, 6.0-6.7 in blocks of 64 (32: 7.4-7.7, 128: 6.6-6.7).
 constexpr std::int64_t kTokenBlockK = 64;
 
 // Weight rows [r0, r1) times tokens [t0, t1), in blocks of kTokenBlockK tokens: kRowsK rows at a time are
