@@ -526,7 +526,7 @@ int run_profile(const ProfileArgs& a) {
                             {"gemv_streams", kernels::default_gemv_streams()},
                             {"gemv_prefetch", kernels::default_gemv_prefetch()},
                             {"q4k_tile_pairs", kernels::default_q4k_tile_pairs()},
-                            {"q4k_gfni", kernels::detect_cpu_features().gfni},
+                            {"q4k_gfni", kernels::cpu_has_gfni()},
                             {"amx_bf16", bf16_on},
                             {"bf16_weights", made},
                             {"matmul_bf16_vectors", bf16_vec_from > 0},
