@@ -36,8 +36,8 @@ namespace ecoserve::kernels::detail {
 //    bpairs + t * (nb / 2): per super-block the sums of its 8 sub-blocks of 32 q as 4
 //    int32 of int16 pairs (sub-blocks 2i, 2i + 1), each the broadcast operand of the
 //    512-bit Q4_K tiles' mins (in the block format's xt space, unused in this one), and
-//    qu + t * q_stride: q + 128 as unsigned bytes, the 512-bit Q6_K tile's operand (in the
-//    block format's xc space).
+//    qu + t * q_stride: q + 128 as unsigned bytes, the Q6_K tiles' operand (in the block
+//    format's xc space).
 struct QuantizedActs {
   const std::int8_t* q = nullptr;   // [n_tokens][cols] int8, x ~ q * d
   const float* d = nullptr;         // block scales

@@ -312,8 +312,8 @@ struct FmtQ6_K {
 };
 
 // Q6_K for ktile on x + 128 (QuantizedActs::qu): its rows unpacked as q - 32 (signed) with
-// per super-block corr = -128 * sum scale * (q - 32) in ktile's 8 lanes (in both halves of 16,
-// as Q6kZmmTiles stores it); one vpmaddubsw per 32 values and token instead of two and a
+// per super-block corr = -128 * sum scale * (q - 32) in ktile's 8 lanes (the first 8 of the
+// row's 16 per super-block); one vpmaddubsw per 32 values and token instead of two and a
 // vpsubw, the same integers after corr, so the same bits. The 1-4 token GEMV is FmtQ6_K's.
 struct FmtQ6_KXu : FmtQ6_K {
   static constexpr bool kUnsignedX = true;
@@ -332,7 +332,6 @@ struct FmtQ6_KXu : FmtQ6_K {
       }
       const __m256i corr = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(c8, 7));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(u.corr + 16 * s), corr);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(u.corr + 16 * s + 8), corr);
     }
   }
 };
