@@ -283,57 +283,6 @@ struct FmtQ6_K {
     const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * jj), _mm256_set1_epi8(3));
     return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
   }
-  static void unpack_row(const std::uint8_t* row, std::int64_t nsb, const UnpackedK& u) {
-    const auto* blk = reinterpret_cast<const BlockQ6_K*>(row);
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
-    for (std::int64_t s = 0; s < nsb; ++s) {
-      const std::int8_t* sc = blk[s].scales;
-      for (int h = 0; h < 2; ++h) {
-        const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[s].ql + 64 * h));
-        const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[s].ql + 64 * h + 32));
-        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[s].qh + 32 * h));
-        const __m256i lo[4] = {_mm256_and_si256(ql0, m4), _mm256_and_si256(ql1, m4),
-                               _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                               _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4)};
-#pragma GCC unroll 4
-        for (int jj = 0; jj < 4; ++jj) {
-          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * jj), m2);
-          const int j = 4 * h + jj;
-          _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 256 * s + 32 * j),
-                             _mm256_or_si256(lo[jj], _mm256_slli_epi16(hi, 4)));
-          _mm256_store_si256(reinterpret_cast<__m256i*>(u.mult + 16 * (8 * s + j)),
-                             _mm256_set_m128i(_mm_set1_epi16(sc[2 * j + 1]), _mm_set1_epi16(sc[2 * j])));
-        }
-      }
-      _mm256_store_si256(reinterpret_cast<__m256i*>(u.mo + 16 * s), _mm256_setzero_si256());  // no mins
-      u.d[s] = u.off[s] = h2f(blk[s].d);
-    }
-  }
-};
-
-// Q6_K for ktile on x + 128 (QuantizedActs::qu): its rows unpacked as q - 32 (signed) with
-// per super-block corr = -128 * sum scale * (q - 32) in ktile's 8 lanes (the first 8 of the
-// row's 16 per super-block); one vpmaddubsw per 32 values and token instead of two and a
-// vpsubw, the same integers after corr, so the same bits. The 1-4 token GEMV is FmtQ6_K's.
-struct FmtQ6_KXu : FmtQ6_K {
-  static constexpr bool kUnsignedX = true;
-  static void unpack_row(const std::uint8_t* row, std::int64_t nsb, const UnpackedK& u) {
-    FmtQ6_K::unpack_row(row, nsb, u);
-    for (std::int64_t s = 0; s < nsb; ++s) {
-      __m256i c8 = _mm256_setzero_si256();
-      for (int j = 0; j < 8; ++j) {
-        auto* qp = reinterpret_cast<__m256i*>(u.q + 256 * s + 32 * j);
-        const __m256i qs = _mm256_sub_epi8(_mm256_load_si256(qp), _mm256_set1_epi8(32));
-        _mm256_store_si256(qp, qs);
-        const __m256i sum4 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), qs), _mm256_set1_epi16(1));
-        // mult: int16 pairs (scale, scale); the low one, sign-extended.
-        const __m256i m = _mm256_load_si256(reinterpret_cast<const __m256i*>(u.mult + 16 * (8 * s + j)));
-        c8 = _mm256_add_epi32(c8, _mm256_mullo_epi32(sum4, _mm256_srai_epi32(_mm256_slli_epi32(m, 16), 16)));
-      }
-      const __m256i corr = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(c8, 7));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(u.corr + 16 * s), corr);
-    }
-  }
 };
 
 // lanes += the int16 pair dots of a and b (exact int32).
@@ -346,6 +295,47 @@ inline __m256i madd16_acc(__m256i lanes, __m256i a, __m256i b) {
   return _mm256_dpwssd_epi32(lanes, a, b);
 #endif
 }
+
+// Q6_K for ktile on x + 128 (QuantizedActs::qu): its rows unpacked as q - 32 (signed) with
+// per super-block corr = -128 * sum scale * (q - 32) in ktile's 8 lanes (the first 8 of the
+// row's 16 per super-block); one vpmaddubsw per 32 values and token instead of two and a
+// vpsubw, the same integers after corr, so the same bits. The 1-4 token GEMV is FmtQ6_K's.
+// unpack_row decodes, subtracts 32 and sums corr in one pass, as Q6kZmmTiles::unpack_row does
+// on 512 bits: per 32 values the pair sums of q - 32 (vpmaddubsw by 1) times mult's
+// (scale, scale) int16 pairs, i.e. scale * (sum of 4 q - 32) per lane.
+struct FmtQ6_KXu : FmtQ6_K {
+  static constexpr bool kUnsignedX = true;
+  static void unpack_row(const std::uint8_t* row, std::int64_t nsb, const UnpackedK& u) {
+    const auto* blk = reinterpret_cast<const BlockQ6_K*>(row);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3), k32 = _mm256_set1_epi8(32);
+    const __m256i ones = _mm256_set1_epi8(1);
+    for (std::int64_t s = 0; s < nsb; ++s) {
+      const std::int8_t* sc = blk[s].scales;
+      __m256i c8 = _mm256_setzero_si256();
+      for (int h = 0; h < 2; ++h) {
+        const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[s].ql + 64 * h));
+        const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[s].ql + 64 * h + 32));
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[s].qh + 32 * h));
+        const __m256i lo[4] = {_mm256_and_si256(ql0, m4), _mm256_and_si256(ql1, m4),
+                               _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                               _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4)};
+#pragma GCC unroll 4
+        for (int jj = 0; jj < 4; ++jj) {
+          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * jj), m2);
+          const int j = 4 * h + jj;
+          const __m256i qs = _mm256_sub_epi8(_mm256_or_si256(lo[jj], _mm256_slli_epi16(hi, 4)), k32);
+          const __m256i m = _mm256_set_m128i(_mm_set1_epi16(sc[2 * j + 1]), _mm_set1_epi16(sc[2 * j]));
+          _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 256 * s + 32 * j), qs);
+          _mm256_store_si256(reinterpret_cast<__m256i*>(u.mult + 16 * (8 * s + j)), m);
+          c8 = madd16_acc(c8, _mm256_maddubs_epi16(ones, qs), m);
+        }
+      }
+      const __m256i corr = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(c8, 7));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(u.corr + 16 * s), corr);
+      u.d[s] = u.off[s] = h2f(blk[s].d);
+    }
+  }
+};
 
 // isum + the 8 int32 lanes of maddubs(q, x) times the int16 multipliers m
 // (kSub32, Q6_K: of maddubs(q, x) - maddubs(32, x), i.e. of (q - 32) x).
