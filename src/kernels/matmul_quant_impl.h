@@ -159,7 +159,7 @@ constexpr int kTokensK = 4;
 struct UnpackedK {
   std::uint8_t* q;
   std::int16_t* mult;
-  std::int16_t* mo;
+  std::int16_t* mo;  // Q4_K's mins (Q6_K's unpacks store none)
   float* d;
   float* off;
   std::int32_t* corr;  // Q6_K on x + 128 only: [nsb][16] (FmtQ6_KXu, Q6kZmmTiles::unpack_row)
@@ -426,7 +426,9 @@ void ktile(const UnpackedK* urows, const QuantizedActs& a, std::int64_t t0, floa
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) isum[r][t] = _mm256_add_epi32(isum[r][t], corr);
       }
-      const __m256i mo = _mm256_load_si256(reinterpret_cast<const __m256i*>(urows[r].mo + 16 * s));
+      // Q6_K (kSub32) has no mins, and its unpack stores none.
+      const __m256i mo = F::kSub32 ? _mm256_setzero_si256()
+                                   : _mm256_load_si256(reinterpret_cast<const __m256i*>(urows[r].mo + 16 * s));
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         kstep<F>(acc[r][t], accm[r][t], isum[r][t], bs + t * 2 * a.nb + 16 * s, mo, urows[r].d[s], urows[r].off[s],
@@ -546,9 +548,9 @@ struct Q6kZmmTiles {
   // on 512-bit registers in one pass: 64 bytes of ql and a doubled qh give blocks 4h, 4h + 1
   // (low nibbles) and 4h + 2, 4h + 3 (high nibbles) with per-half vpsrlvw shifts of qh; the
   // scales sign-extended once and spread per 64 values by vpermd (FmtQ6_KXu::unpack_row's q and
-  // corr, with mult's high int16 cleared; no mo). Against FmtQ6_K::unpack_row and a second pass
-  // over its bytes: synth 1b Q6_K, one thread, profile engine batch 8 42-43 -> 47-49 tok/s,
-  // batch 32 74 -> 78-79, pp512 93 -> 96-98 (sixty-fifth pass).
+  // corr, with mult's high int16 cleared; no mo). Against the 256-bit decode and a second pass
+  // over its bytes (FmtQ6_KXu's form then): synth 1b Q6_K, one thread, profile engine batch 8
+  // 42-43 -> 47-49 tok/s, batch 32 74 -> 78-79, pp512 93 -> 96-98 (sixty-fifth pass).
   static void unpack_row(const std::uint8_t* row, std::int64_t nsb, const UnpackedK& u) {
     const auto* blk = reinterpret_cast<const BlockQ6_K*>(row);
     const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3), k32 = _mm512_set1_epi8(32);
