@@ -300,39 +300,27 @@ inline __m256i madd16_acc(__m256i lanes, __m256i a, __m256i b) {
 // per super-block corr = -128 * sum scale * (q - 32) in ktile's 8 lanes (the first 8 of the
 // row's 16 per super-block); one vpmaddubsw per 32 values and token instead of two and a
 // vpsubw, the same integers after corr, so the same bits. The 1-4 token GEMV is FmtQ6_K's.
-// unpack_row decodes, subtracts 32 and sums corr in one pass, as Q6kZmmTiles::unpack_row does
-// on 512 bits: per 32 values the pair sums of q - 32 (vpmaddubsw by 1) times mult's
-// (scale, scale) int16 pairs, i.e. scale * (sum of 4 q - 32) per lane.
+// unpack_row decodes with the GEMV's q() and mult(), subtracts 32 and sums corr in one pass, as
+// Q6kZmmTiles::unpack_row does on 512 bits: per 32 values the pair sums of q - 32 (vpmaddubsw by
+// 1) times mult's (scale, scale) int16 pairs, i.e. scale * (sum of 4 q - 32) per lane.
 struct FmtQ6_KXu : FmtQ6_K {
   static constexpr bool kUnsignedX = true;
   static void unpack_row(const std::uint8_t* row, std::int64_t nsb, const UnpackedK& u) {
-    const auto* blk = reinterpret_cast<const BlockQ6_K*>(row);
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3), k32 = _mm256_set1_epi8(32);
-    const __m256i ones = _mm256_set1_epi8(1);
+    const __m256i k32 = _mm256_set1_epi8(32), ones = _mm256_set1_epi8(1);
     for (std::int64_t s = 0; s < nsb; ++s) {
-      const std::int8_t* sc = blk[s].scales;
+      const KSuper k = super(row, s);
       __m256i c8 = _mm256_setzero_si256();
-      for (int h = 0; h < 2; ++h) {
-        const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[s].ql + 64 * h));
-        const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[s].ql + 64 * h + 32));
-        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[s].qh + 32 * h));
-        const __m256i lo[4] = {_mm256_and_si256(ql0, m4), _mm256_and_si256(ql1, m4),
-                               _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                               _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4)};
-#pragma GCC unroll 4
-        for (int jj = 0; jj < 4; ++jj) {
-          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * jj), m2);
-          const int j = 4 * h + jj;
-          const __m256i qs = _mm256_sub_epi8(_mm256_or_si256(lo[jj], _mm256_slli_epi16(hi, 4)), k32);
-          const __m256i m = _mm256_set_m128i(_mm_set1_epi16(sc[2 * j + 1]), _mm_set1_epi16(sc[2 * j]));
-          _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 256 * s + 32 * j), qs);
-          _mm256_store_si256(reinterpret_cast<__m256i*>(u.mult + 16 * (8 * s + j)), m);
-          c8 = madd16_acc(c8, _mm256_maddubs_epi16(ones, qs), m);
-        }
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        const __m256i qs = _mm256_sub_epi8(q(row, s, j), k32);
+        const __m256i m = mult(k, j);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 256 * s + 32 * j), qs);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(u.mult + 16 * (8 * s + j)), m);
+        c8 = madd16_acc(c8, _mm256_maddubs_epi16(ones, qs), m);
       }
       const __m256i corr = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(c8, 7));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(u.corr + 16 * s), corr);
-      u.d[s] = u.off[s] = h2f(blk[s].d);
+      u.d[s] = u.off[s] = k.d;
     }
   }
 };
