@@ -371,6 +371,14 @@ void with_float_type(GgmlType type, Fn&& fn) {
 // against every token chunk: each weight is converted once per call, and the block
 // stays in L2 while the chunks stream past.
 
+// How far ahead of the column it multiplies lanes_tile prefetches the packed activations
+// into L1 (a chunk of 32 tokens is 128 bytes a column, 98 KB-720 KB at the synth models'
+// widths: read from L2 or L3 once per block of rows). Emerald Rapids Xeon (family 6 model
+// 207), one thread, fastest of 3, four alternated rounds: kernels_bench 2048 x 768 F16 x 512
+// tokens 14.1-14.7 -> 12.6-13.0 ms (512 and 2048 bytes alike); synth 1b F16 pp512 44.8-53.3 ->
+// 47.0-58.2 tok/s (docs/kernels.md, sixty-seventh pass).
+constexpr std::uintptr_t kLanesXPrefetchBytes = 1024;
+
 // pf: pf_lines <= cols8 lines to prefetch into L2 (the next block's weight rows), one
 // per column step.
 template <int TV, int NR>
@@ -387,6 +395,11 @@ void lanes_tile(const float* xt, const float* wr, std::int64_t cols8, float* out
       for (int v = 0; v < TV; ++v) acc[r][v] = _mm512_setzero_ps();
     for (std::int64_t k = j * q; k < (j + 1) * q; ++k) {
       if (pf_at < pf_lines) _mm_prefetch(pf + 64 * pf_at++, _MM_HINT_T1);
+      {  // formed as an integer: it may lie past the chunk (a prefetch never faults)
+        const auto at = reinterpret_cast<std::uintptr_t>(xt + k * kLaneTokens) + kLanesXPrefetchBytes;
+#pragma GCC unroll 2
+        for (int v = 0; v < TV; ++v) _mm_prefetch(reinterpret_cast<const char*>(at + 64 * v), _MM_HINT_T0);
+      }
       __m512 xv[TV];
 #pragma GCC unroll 2
       for (int v = 0; v < TV; ++v) xv[v] = _mm512_load_ps(xt + k * kLaneTokens + 16 * v);
@@ -428,10 +441,54 @@ constexpr LanesTable<sizeof...(Rs)> lanes_table(std::integer_sequence<int, Rs...
 
 // A row as float32 in the lanes' column order: column k (< cols8, zero from cols on) at
 // (k % 8) * q + k / 8, q = cols8 / 8, so that each residue's columns are consecutive.
+// 16 values of a row from column c as floats (exact).
+template <GgmlType kType>
+inline __m512 load16(const std::uint8_t* row, std::int64_t c) {
+  if constexpr (kType == GgmlType::kF32) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + c);
+  } else if constexpr (kType == GgmlType::kF16) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * c)));
+  } else {
+    const __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * c)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+  }
+}
+
+// One step of widen_row's 16 x 8 transpose: registers r and r | bit (bit = 1, 2, 4) swap
+// that bit of the register number with a bit of the lane number (vpermt2ps against
+// index vectors lo and hi).
+template <int kBit>
+inline void transpose_step(__m512 (&z)[8], __m512i lo, __m512i hi) {
+#pragma GCC unroll 8
+  for (int r = 0; r < 8; ++r) {
+    if ((r & kBit) != 0) continue;
+    const __m512 a = z[r], b = z[r | kBit];
+    z[r] = _mm512_permutex2var_ps(a, lo, b);
+    z[r | kBit] = _mm512_permutex2var_ps(a, hi, b);
+  }
+}
+
 template <GgmlType kType>
 void widen_row(const std::uint8_t* row, std::int64_t cols, std::int64_t cols8, float* dst) {
   const std::int64_t q = cols8 / 8;
-  for (std::int64_t a0 = 0; a0 < q; a0 += 8) {  // columns 8 * a0 .. 8 * a0 + 63
+  std::int64_t a0 = 0;
+  // Whole runs of 128 columns: 8 registers of 16 (columns 8a .. 8a + 7 of a = a0 + 2i and
+  // a0 + 2i + 1 in register i) become 8 of 16 (register j: column 8a + j of a = a0 .. a0 +
+  // 15) in three vpermt2ps steps, half the shuffles of the 8 x 8 form below, and no branch.
+  for (; a0 + 16 <= q && 8 * (a0 + 16) <= cols; a0 += 16) {
+    __m512 z[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) z[i] = load16<kType>(row, 8 * (a0 + 2 * i));
+    transpose_step<1>(z, _mm512_setr_epi32(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30),
+                      _mm512_setr_epi32(1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31));
+    transpose_step<2>(z, _mm512_setr_epi32(0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29),
+                      _mm512_setr_epi32(2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31));
+    transpose_step<4>(z, _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 16, 24, 17, 25, 18, 26, 19, 27),
+                      _mm512_setr_epi32(4, 12, 5, 13, 6, 14, 7, 15, 20, 28, 21, 29, 22, 30, 23, 31));
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) _mm512_storeu_ps(dst + j * q + a0, z[j]);
+  }
+  for (; a0 < q; a0 += 8) {  // columns 8 * a0 .. 8 * a0 + 63
     __m256 r[8], t[8];
 #pragma GCC unroll 8
     for (int i = 0; i < 8; ++i) {
