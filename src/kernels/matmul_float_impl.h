@@ -454,13 +454,13 @@ inline __m512 load16(const std::uint8_t* row, std::int64_t c) {
   }
 }
 
-// One step of widen_row's 16 x 8 transpose: registers r and r | bit (bit = 1, 2, 4) swap
-// that bit of the register number with a bit of the lane number (vpermt2ps against
-// index vectors lo and hi).
-template <int kBit>
-inline void transpose_step(__m512 (&z)[8], __m512i lo, __m512i hi) {
-#pragma GCC unroll 8
-  for (int r = 0; r < 8; ++r) {
+// One step of a transpose on kN registers of 16 floats (widen_row's 16 x 8, lanes_rows'
+// 16 x 16): registers r and r | kBit swap that bit of the register number with a bit of the
+// lane number (vpermt2ps against index vectors lo and hi).
+template <int kBit, int kN>
+inline void transpose_step(__m512 (&z)[kN], __m512i lo, __m512i hi) {
+#pragma GCC unroll 16
+  for (int r = 0; r < kN; ++r) {
     if ((r & kBit) != 0) continue;
     const __m512 a = z[r], b = z[r | kBit];
     z[r] = _mm512_permutex2var_ps(a, lo, b);
@@ -534,9 +534,23 @@ void lanes_rows(const std::uint8_t* w, std::size_t row_bytes, std::int64_t cols,
       const int nt = static_cast<int>(imin(kLaneTokens, n_tokens - t0));
       const LanesTileFn fn = nt > 16 ? kTwo.fns[nr - 1] : kOne.fns[nr - 1];
       fn(xt + ch * cols8 * kLaneTokens, wbuf, cols8, out, pf, ch == 0 ? pf_lines : 0);
-      for (int t = 0; t < nt; ++t) {
-        float* yt = y + (t0 + t) * y_stride + rb;
-        for (int i = 0; i < nr; ++i) yt[i] = out[i * kLaneTokens + t];
+      // out [row][token] to y [token][row], 16 tokens at a time: a 16 x 16 transpose (rows
+      // nr.. zero) and a masked store of each token's nr results.
+      const auto rows = static_cast<__mmask16>((1u << nr) - 1);
+      for (int t16 = 0; t16 < nt; t16 += 16) {
+        __m512 z[16];
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; ++i) z[i] = i < nr ? _mm512_load_ps(out + i * kLaneTokens + t16) : _mm512_setzero_ps();
+        transpose_step<1>(z, _mm512_setr_epi32(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30),
+                          _mm512_setr_epi32(1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31));
+        transpose_step<2>(z, _mm512_setr_epi32(0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29),
+                          _mm512_setr_epi32(2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31));
+        transpose_step<4>(z, _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27),
+                          _mm512_setr_epi32(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31));
+        transpose_step<8>(z, _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23),
+                          _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31));
+        const int n = nt - t16 < 16 ? nt - t16 : 16;
+        for (int t = 0; t < n; ++t) _mm512_mask_storeu_ps(y + (t0 + t16 + t) * y_stride + rb, rows, z[t]);
       }
     }
   }
