@@ -379,14 +379,16 @@ void with_float_type(GgmlType type, Fn&& fn) {
 // 47.0-58.2 tok/s (docs/kernels.md, sixty-seventh pass).
 constexpr std::uintptr_t kLanesXPrefetchBytes = 1024;
 
-// pf: pf_lines <= cols8 lines to prefetch into L2 (the next block's weight rows), one
-// per column step.
+// pf: pf_lines <= cols8 lines to prefetch into L2 (the next block's weight rows), spread
+// evenly over the column steps.
 template <int TV, int NR>
 void lanes_tile(const float* xt, const float* wr, std::int64_t cols8, float* out, const char* pf,
                 std::int64_t pf_lines) {
   const std::int64_t q = cols8 / 8;  // columns per residue
   alignas(64) float part[8][NR][TV * 16];
-  std::int64_t pf_at = 0;
+  // One line every pf_every column steps, so that the lines come in over the whole tile.
+  const std::int64_t pf_every = pf_lines > 0 && cols8 > pf_lines ? cols8 / pf_lines : 1;
+  std::int64_t pf_at = 0, pf_next = 0;
   for (int j = 0; j < 8; ++j) {
     __m512 acc[NR][TV];
 #pragma GCC unroll 16
@@ -394,7 +396,10 @@ void lanes_tile(const float* xt, const float* wr, std::int64_t cols8, float* out
 #pragma GCC unroll 2
       for (int v = 0; v < TV; ++v) acc[r][v] = _mm512_setzero_ps();
     for (std::int64_t k = j * q; k < (j + 1) * q; ++k) {
-      if (pf_at < pf_lines) _mm_prefetch(pf + 64 * pf_at++, _MM_HINT_T1);
+      if (k == pf_next && pf_at < pf_lines) {
+        _mm_prefetch(pf + 64 * pf_at++, _MM_HINT_T1);
+        pf_next += pf_every;
+      }
       {  // formed as an integer: it may lie past the chunk (a prefetch never faults)
         const auto at = reinterpret_cast<std::uintptr_t>(xt + k * kLaneTokens) + kLanesXPrefetchBytes;
 #pragma GCC unroll 2
