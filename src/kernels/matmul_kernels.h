@@ -80,8 +80,10 @@ QuantizedActs layout_quantized_acts(std::uint8_t* scratch, std::int64_t n_tokens
 
 // Floats of per-call scratch the quantized kernels need per block of 32 columns
 // (weight block scales and the tiles' combined scales, K-quant rows unpacked, or the
-// avx512amx kernels' copy of a pair of groups as AMX tiles: 576 bytes for Q8_0, 624 for Q4_K).
-constexpr std::int64_t kQuantScratchFloatsPerBlock = 160;
+// avx512amx kernels' copy of a pair of groups as AMX tiles: 576 bytes for Q8_0, 624 for Q4_K;
+// the most, the avx512vnni-zmm level's Q8_0 tokens in lanes: 96 tokens' activations, 3840
+// bytes, matmul_q8_lanes_impl.h).
+constexpr std::int64_t kQuantScratchFloatsPerBlock = 1024;
 
 // Weight rows [r0, r1) times tokens [t0, t1) of acts; y is [n_tokens][y_stride].
 // One function per weight type, per ISA level (kernels/matmul_quant_<isa>.cc).

@@ -217,13 +217,14 @@ TEST(PackedWeightsTest, BitwiseTheSameAcrossIsaLevelsBatchesAndThreads) {
       for (ThreadPool* pool : {&pool1, &pool2}) {
         KernelContext ctx(pool, isa);
         ctx.amx_bf16 = false;  // the int8 levels' bits (matmul_amx_bf16_test.cc: the bf16 tiles)
-        for (std::int64_t k : {1, 2, 3, 4, 5, 6, 13, 14, 15, 16, 64, 131}) {
+        for (std::int64_t k : {1, 2, 3, 4, 5, 6, 13, 14, 15, 16, 64, 110, 131}) {
           // One token: also every count of weight streams (17 groups: 2 x 8 + 1, 4 x 4 + 1);
           // 1-4 tokens (the GEMV) and 5-15 (Q8_0's streaming wide tile where the GEMV
           // prefetches; 16: the blocked or AMX tiles): also every prefetch distance,
           // none to past the matrix; 5 or more: both Q4_K tiles of the zmm level (1 x 7 and
           // 2 x 3; the odd group's narrow tile and token remainders of either), each with and
-          // (where the CPU has GFNI) without its GFNI form.
+          // (where the CPU has GFNI) without its GFNI form; 64 or more: Q8_0's tokens in lanes
+          // on the zmm level (chunks of 96 tokens: 110 ends in a register of 14, 131 of 3).
           const std::vector<std::int32_t> counts = k == 1 ? std::vector<std::int32_t>{0, 2, 4} : std::vector{0};
           const std::vector<std::int32_t> distances = k <= 15 ? std::vector{0, 64, 1024, 65536} : std::vector{0};
           std::vector<std::pair<std::int32_t, bool>> tiles{{1, false}};
