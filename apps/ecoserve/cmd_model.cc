@@ -180,6 +180,7 @@ int run_info(const InfoArgs& a) {
                       {"gemv_prefetch", kernels::default_gemv_prefetch()},
                       {"q4k_tile_pairs", kernels::default_q4k_tile_pairs()},
                       {"q4k_gfni", cpu.gfni},
+                      {"q8_lanes", kernels::default_q8_lanes()},
                       {"attention_f32_wide", kernels::default_attention_f32_wide()},
                       {"attention_row_prefetch", kernels::default_attention_row_prefetch()},
                       {"amx_bf16", kernels::default_amx_bf16() && kernels::amx_bf16_supported(cpu)},
@@ -261,6 +262,9 @@ int run_info(const InfoArgs& a) {
     line("q4_k tiles", fmt::format("5+ tokens on avx512vnni-zmm: {} ({})",
                                    kernels::q4k_tile_summary(kernels::default_q4k_tile_pairs(), cpu.gfni),
                                    chosen_by("ECOSERVE_Q4K_TILE_PAIRS")));
+    line("q8_0 tiles", fmt::format("5+ tokens on avx512vnni-zmm: {} ({})",
+                                   kernels::q8_tile_summary(kernels::default_q8_lanes()),
+                                   chosen_by("ECOSERVE_Q8_LANES")));
     line("decode attention",
          fmt::format("on avx512vnni-zmm, fp16 KV on 512-bit registers, f32 KV on 512-bit for GQA groups of 8 and "
                      "{}-bit for groups of 2 and 4 ({}); GQA groups 2-8 and head_dim 64 or 128, else 256-bit",

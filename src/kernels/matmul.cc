@@ -117,6 +117,7 @@ detail::QuantizedActs quantize_input(const float* x, std::int64_t cols, std::int
   acts.gemv_prefetch = ctx.gemv_prefetch;
   acts.q4k_tile_pairs = ctx.q4k_tile_pairs;
   acts.q4k_gfni = ctx.q4k_gfni;
+  acts.q8_lanes = ctx.q8_lanes;
   ThreadPool& pool = *ctx.pool;
   if (pool.num_threads() > 1 && n_tokens > 1 && n_tokens * cols >= kParallelQuantizeElems) {
     pool.run([&](int i, int parts) {
@@ -390,6 +391,23 @@ std::int32_t default_q4k_tile_pairs() {
     return n.ok() ? *n : q4k_tile_pairs_for(detect_cpu_features());
   }();
   return kPairs;
+}
+
+bool q8_lanes_for(const CpuFeatures& cpu) { return cpu.vendor == "GenuineIntel"; }
+
+StatusOr<bool> q8_lanes_from_env() { return switch_from_env("ECOSERVE_Q8_LANES", q8_lanes_for(detect_cpu_features())); }
+
+bool default_q8_lanes() {
+  static const bool kOn = [] {
+    StatusOr<bool> on = q8_lanes_from_env();
+    return on.ok() ? *on : q8_lanes_for(detect_cpu_features());
+  }();
+  return kOn;
+}
+
+std::string q8_tile_summary(bool lanes) {
+  return lanes ? std::string("2 pairs of 8-row groups x 7 tokens, tokens in lanes from 32 tokens")
+               : "2 pairs of 8-row groups x 7 tokens";
 }
 
 bool cpu_has_gfni() {

@@ -95,6 +95,23 @@ std::string q4k_tile_pairs_summary(std::int32_t pairs);
 // "1 pair of 8-row groups x 8 tokens, GFNI nibbles and vpdpwssd scales".
 std::string q4k_tile_summary(std::int32_t pairs, bool gfni);
 
+// KernelContext::q8_lanes for `cpu`: true on Intel CPUs, else false. The avx512vnni-zmm
+// level's Q8_0 kernel for 32 or more tokens in kRows8: with it, the tokens in the lanes
+// (matmul_q8_lanes_impl.h: no pair inserts, which take a vpdpbusd slot where every 512-bit
+// instruction issues on the same two ports); without, packed_tile_wide's rows in the lanes.
+// Both give the same bits. Emerald Rapids Xeon (family 6 model 207), synth 1b Q8_0, one
+// thread: pp512 172-178 -> 186-190 tok/s, batch 32 134-139 -> 141-143. Not measured on
+// Zen 5, whose 512-bit inserts do not compete with vpdpbusd, so off there.
+bool q8_lanes_for(const CpuFeatures& cpu);
+// The setting from environment variable ECOSERVE_Q8_LANES (0 or 1), or q8_lanes_for(
+// detect_cpu_features()) when it is unset; another value is an INVALID_ARGUMENT error.
+StatusOr<bool> q8_lanes_from_env();
+// q8_lanes_from_env(), or q8_lanes_for(detect_cpu_features()) when it fails; computed once.
+bool default_q8_lanes();
+// "2 pairs of 8-row groups x 7 tokens", with ", tokens in lanes from 32 tokens" where `lanes`,
+// for `model info` and `profile`.
+std::string q8_tile_summary(bool lanes);
+
 // KernelContext::bf16_vectors from environment variable ECOSERVE_MATMUL_BF16 (0 or 1; unset:
 // CpuFeatures::fast_bf16_dot, so off where vdpbf16ps would be slower than the float kernels);
 // another value is an INVALID_ARGUMENT error naming the variable.
@@ -154,6 +171,8 @@ struct KernelContext {
   std::int32_t gemv_prefetch = default_gemv_prefetch();
   std::int32_t q4k_tile_pairs = default_q4k_tile_pairs();
   bool q4k_gfni = cpu_has_gfni();
+  // The avx512vnni-zmm Q8_0 kernel of 32+ tokens (q8_lanes_for); only timing changes.
+  bool q8_lanes = default_q8_lanes();
   bool amx_bf16 = default_amx_bf16();
   bool bf16_vectors = default_matmul_bf16();
   // Matrices whose bf16 tiles were made at load (null: none): the bf16 tiles and vectors

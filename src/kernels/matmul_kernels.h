@@ -63,6 +63,8 @@ struct QuantizedActs {
   std::int32_t q4k_tile_pairs = 1;
   // The avx512vnni-zmm Q4_K tile's GFNI form (KernelContext::q4k_gfni; only where the CPU has GFNI).
   bool q4k_gfni = false;
+  // The avx512vnni-zmm Q8_0 kernel of 32+ tokens: tokens in lanes (KernelContext::q8_lanes).
+  bool q8_lanes = false;
 };
 
 // Whether weights of `type` take K-format activations (Q4_K, Q6_K).

@@ -194,12 +194,13 @@ void rows8_q8_lanes(const std::uint8_t* w, std::size_t row_bytes, const Quantize
   }
 }
 
-// rows_q8_0_rows8_zmm with the tokens in lanes from kQ8LanesMinTokens tokens on.
+// rows_q8_0_rows8_zmm with the tokens in lanes from kQ8LanesMinTokens tokens on, where
+// QuantizedActs::q8_lanes asks for them.
 constexpr std::int64_t kQ8LanesMinTokens = 32;
 void rows_q8_0_rows8_lanes(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
                            std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride,
                            float* scratch) {
-  if (t1 - t0 >= kQ8LanesMinTokens) {
+  if (a.q8_lanes && t1 - t0 >= kQ8LanesMinTokens) {
     rows8_q8_lanes(w, row_bytes, a, r0, r1, t0, t1, y, y_stride, scratch);
   } else {
     rows_q8_0_rows8_zmm(w, row_bytes, a, r0, r1, t0, t1, y, y_stride, scratch);

@@ -230,9 +230,12 @@ TEST(PackedWeightsTest, BitwiseTheSameAcrossIsaLevelsBatchesAndThreads) {
           std::vector<std::pair<std::int32_t, bool>> tiles{{1, false}};
           if (k >= 5) tiles.push_back({2, false});
           if (k >= 5 && cpu.gfni) tiles.insert(tiles.end(), {{1, true}, {2, true}});
+          const std::vector<bool> q8_lanes = k >= 32 ? std::vector{false, true} : std::vector{false};
           for (std::int32_t streams : counts) {
             for (std::int32_t prefetch : distances) {
               for (auto [pairs, tile_gfni] : tiles) {
+               for (bool lanes : q8_lanes) {
+                ctx.q8_lanes = lanes;
                 ctx.gemv_streams = streams;
                 ctx.gemv_prefetch = prefetch;
                 ctx.q4k_tile_pairs = pairs;
@@ -244,8 +247,9 @@ TEST(PackedWeightsTest, BitwiseTheSameAcrossIsaLevelsBatchesAndThreads) {
                       << type_name(type) << " cols=" << cols << " tokens " << first << ".." << first + k
                       << " isa=" << isa_name(isa) << " threads=" << pool->num_threads()
                       << " gemv_streams=" << streams << " gemv_prefetch=" << prefetch << " q4k_tile_pairs=" << pairs
-                      << " q4k_gfni=" << tile_gfni;
+                      << " q4k_gfni=" << tile_gfni << " q8_lanes=" << lanes;
                 }
+               }
               }
             }
           }

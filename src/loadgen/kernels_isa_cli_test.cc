@@ -239,13 +239,14 @@ TEST(KernelsIsaCli, GemvSettingsFromTheEnvironmentRunAndAreReported) {
   if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "shared data missing: " << kModel;
   const std::string err = std::filesystem::temp_directory_path() / "ecoserve_gemv_info.err";
   const std::vector<std::string> env = {"ECOSERVE_GEMV_STREAMS=2", "ECOSERVE_GEMV_PREFETCH=2048",
-                                        "ECOSERVE_Q4K_TILE_PAIRS=2"};
+                                        "ECOSERVE_Q4K_TILE_PAIRS=2", "ECOSERVE_Q8_LANES=0"};
   const CliRun json = run_cli(env, {"model", "info", "--json", kModel}, err);
   ASSERT_EQ(json.exit_code, 0) << read_file(err);
   const nlohmann::json k = nlohmann::json::parse(json.out).at("kernels");
   EXPECT_EQ(k.at("gemv_streams"), 2);
   EXPECT_EQ(k.at("gemv_prefetch"), 2048);
   EXPECT_EQ(k.at("q4k_tile_pairs"), 2);
+  EXPECT_EQ(k.at("q8_lanes"), false);
   const bool gfni = kernels::detect_cpu_features().gfni;
   EXPECT_EQ(k.at("q4k_gfni"), gfni);
   const CliRun text = run_cli(env, {"model", "info", kModel}, err);
@@ -262,12 +263,17 @@ TEST(KernelsIsaCli, GemvSettingsFromTheEnvironmentRunAndAreReported) {
                           (gfni ? ", GFNI nibbles and vpdpwssd scales" : "") + " (ECOSERVE_Q4K_TILE_PAIRS)\n"),
             std::string::npos)
       << text.out;
+  EXPECT_NE(text.out.find("q8_0 tiles:           5+ tokens on avx512vnni-zmm: 2 pairs of 8-row groups x 7 tokens "
+                          "(ECOSERVE_Q8_LANES)\n"),
+            std::string::npos)
+      << text.out;
   const CliRun profile = run_cli(env,
                                  {"profile", "engine", "-m", kModel, "-t", "1", "--batches", "1", "--prompt-len", "4",
                                   "--decode-steps", "1", "--repeats", "1", "--json"},
                                  err);
   ASSERT_EQ(profile.exit_code, 0) << read_file(err);
   EXPECT_NE(profile.out.find("\"q4k_tile_pairs\": 2"), std::string::npos) << profile.out;
+  EXPECT_NE(profile.out.find("\"q8_lanes\": false"), std::string::npos) << profile.out;
   EXPECT_NE(profile.out.find(gfni ? "\"q4k_gfni\": true" : "\"q4k_gfni\": false"), std::string::npos) << profile.out;
   EXPECT_NE(profile.out.find("\"gemv_prefetch\": 2048"), std::string::npos) << profile.out;
   const std::vector<std::string> gen = {"generate", "-m", kModel, "-p", "Once upon a time", "-n", "32"};
