@@ -444,8 +444,6 @@ constexpr LanesTable<sizeof...(Rs)> lanes_table(std::integer_sequence<int, Rs...
   return {{&lanes_tile<TV, Rs + 1>...}};
 }
 
-// A row as float32 in the lanes' column order: column k (< cols8, zero from cols on) at
-// (k % 8) * q + k / 8, q = cols8 / 8, so that each residue's columns are consecutive.
 // 16 values of a row from column c as floats (exact).
 template <GgmlType kType>
 inline __m512 load16(const std::uint8_t* row, std::int64_t c) {
@@ -473,6 +471,8 @@ inline void transpose_step(__m512 (&z)[kN], __m512i lo, __m512i hi) {
   }
 }
 
+// A row as float32 in the lanes' column order: column k (< cols8, zero from cols on) at
+// (k % 8) * q + k / 8, q = cols8 / 8, so that each residue's columns are consecutive.
 template <GgmlType kType>
 void widen_row(const std::uint8_t* row, std::int64_t cols, std::int64_t cols8, float* dst) {
   const std::int64_t q = cols8 / 8;

@@ -227,29 +227,32 @@ TEST(PackedWeightsTest, BitwiseTheSameAcrossIsaLevelsBatchesAndThreads) {
           // on the zmm level (chunks of 96 tokens: 110 ends in a register of 14, 131 of 3).
           const std::vector<std::int32_t> counts = k == 1 ? std::vector<std::int32_t>{0, 2, 4} : std::vector{0};
           const std::vector<std::int32_t> distances = k <= 15 ? std::vector{0, 64, 1024, 65536} : std::vector{0};
-          std::vector<std::pair<std::int32_t, bool>> tiles{{1, false}};
-          if (k >= 5) tiles.push_back({2, false});
-          if (k >= 5 && cpu.gfni) tiles.insert(tiles.end(), {{1, true}, {2, true}});
-          const std::vector<bool> q8_lanes = k >= 32 ? std::vector{false, true} : std::vector{false};
+          struct Tiles {
+            std::int32_t q4k_pairs;
+            bool q4k_gfni, q8_lanes;
+          };
+          std::vector<Tiles> tiles{{1, false, false}};
+          if (k >= 5) tiles.push_back({2, false, false});
+          if (k >= 5 && cpu.gfni) tiles.insert(tiles.end(), {{1, true, false}, {2, true, false}});
+          if (k >= 32) tiles.push_back({1, false, true});
           for (std::int32_t streams : counts) {
             for (std::int32_t prefetch : distances) {
-              for (auto [pairs, tile_gfni] : tiles) {
-               for (bool lanes : q8_lanes) {
-                ctx.q8_lanes = lanes;
+              for (const Tiles& tile : tiles) {
                 ctx.gemv_streams = streams;
                 ctx.gemv_prefetch = prefetch;
-                ctx.q4k_tile_pairs = pairs;
-                ctx.q4k_gfni = tile_gfni;
+                ctx.q4k_tile_pairs = tile.q4k_pairs;
+                ctx.q4k_gfni = tile.q4k_gfni;
+                ctx.q8_lanes = tile.q8_lanes;
                 for (std::int64_t first : {std::int64_t{0}, n - k}) {
                   std::vector<float> y(k * rows, NAN);
                   matmul(m.packed_view(), x.data() + first * cols, k, y.data(), ctx);
                   ASSERT_EQ(std::memcmp(y.data(), alone.data() + first * rows, y.size() * 4), 0)
                       << type_name(type) << " cols=" << cols << " tokens " << first << ".." << first + k
                       << " isa=" << isa_name(isa) << " threads=" << pool->num_threads()
-                      << " gemv_streams=" << streams << " gemv_prefetch=" << prefetch << " q4k_tile_pairs=" << pairs
-                      << " q4k_gfni=" << tile_gfni << " q8_lanes=" << lanes;
+                      << " gemv_streams=" << streams << " gemv_prefetch=" << prefetch
+                      << " q4k_tile_pairs=" << tile.q4k_pairs << " q4k_gfni=" << tile.q4k_gfni
+                      << " q8_lanes=" << tile.q8_lanes;
                 }
-               }
               }
             }
           }
