@@ -2,6 +2,7 @@
 // `model tokenize` is added by cmd_model_tokenize.cc.
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -181,6 +182,7 @@ int run_info(const InfoArgs& a) {
                       {"q4k_tile_pairs", kernels::default_q4k_tile_pairs()},
                       {"q4k_gfni", cpu.gfni},
                       {"q8_lanes", kernels::default_q8_lanes()},
+                      {"q4k_lanes", kernels::default_q4k_lanes()},
                       {"attention_f32_wide", kernels::default_attention_f32_wide()},
                       {"attention_row_prefetch", kernels::default_attention_row_prefetch()},
                       {"amx_bf16", kernels::default_amx_bf16() && kernels::amx_bf16_supported(cpu)},
@@ -253,6 +255,14 @@ int run_info(const InfoArgs& a) {
       if (std::getenv(variable) != nullptr) return variable;
       return cpu.vendor.empty() ? "unknown vendor" : cpu.vendor;
     };
+    // The variables of a line that are set, or the vendor when none is.
+    auto chosen_by_any = [&](std::initializer_list<const char*> variables) -> std::string {
+      std::string set;
+      for (const char* v : variables) {
+        if (std::getenv(v) != nullptr) set += (set.empty() ? "" : ", ") + std::string(v);
+      }
+      return set.empty() ? chosen_by(*variables.begin()) : set;
+    };
     line("int8 gemv", fmt::format("batch-1 decode of Q8_0 / Q4_K (read in rows of 8) on {} ({})",
                                   kernels::gemv_streams_summary(kernels::default_gemv_streams()),
                                   chosen_by("ECOSERVE_GEMV_STREAMS")));
@@ -260,8 +270,9 @@ int run_info(const InfoArgs& a) {
                                       kernels::gemv_prefetch_summary(kernels::default_gemv_prefetch()),
                                       chosen_by("ECOSERVE_GEMV_PREFETCH")));
     line("q4_k tiles", fmt::format("5+ tokens on avx512vnni-zmm: {} ({})",
-                                   kernels::q4k_tile_summary(kernels::default_q4k_tile_pairs(), cpu.gfni),
-                                   chosen_by("ECOSERVE_Q4K_TILE_PAIRS")));
+                                   kernels::q4k_tile_summary(kernels::default_q4k_tile_pairs(), cpu.gfni,
+                                                             kernels::default_q4k_lanes()),
+                                   chosen_by_any({"ECOSERVE_Q4K_TILE_PAIRS", "ECOSERVE_Q4K_LANES"})));
     line("q8_0 tiles", fmt::format("5+ tokens on avx512vnni-zmm: {} ({})",
                                    kernels::q8_tile_summary(kernels::default_q8_lanes()),
                                    chosen_by("ECOSERVE_Q8_LANES")));

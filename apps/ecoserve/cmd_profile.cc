@@ -372,7 +372,9 @@ int run_profile(const ProfileArgs& a) {
                 kernels::gemv_streams_summary(kernels::default_gemv_streams()).c_str(),
                 kernels::gemv_prefetch_summary(kernels::default_gemv_prefetch()).c_str(),
                 a.isa >= kernels::Isa::kAvx512VnniZmm
-                    ? ("; Q4_K tiles: " + kernels::q4k_tile_summary(kernels::default_q4k_tile_pairs(), cpu.gfni) +
+                    ? ("; Q4_K tiles: " +
+                       kernels::q4k_tile_summary(kernels::default_q4k_tile_pairs(), cpu.gfni,
+                                                 kernels::default_q4k_lanes()) +
                        "; Q8_0 tiles: " + kernels::q8_tile_summary(kernels::default_q8_lanes()) +
                        (bf16_from > 0 ? "; bf16 tiles (ECOSERVE_AMX_BF16) for batches of " +
                                             std::to_string(bf16_from) + "+"
@@ -529,6 +531,7 @@ int run_profile(const ProfileArgs& a) {
                             {"q4k_tile_pairs", kernels::default_q4k_tile_pairs()},
                             {"q4k_gfni", kernels::cpu_has_gfni()},
                             {"q8_lanes", kernels::default_q8_lanes()},
+                            {"q4k_lanes", kernels::default_q4k_lanes()},
                             {"amx_bf16", bf16_on},
                             {"bf16_weights", made},
                             {"matmul_bf16_vectors", bf16_vec_from > 0},

@@ -65,17 +65,25 @@ TEST(CpuFeaturesTest, VendorIsReadAndSetsTheGemvStreamsAndPrefetch) {
   EXPECT_EQ(cpu_has_gfni(), detect_cpu_features().gfni);
   EXPECT_EQ(q4k_tile_pairs_summary(1), "1 pair of 8-row groups x 7 tokens");
   EXPECT_EQ(q4k_tile_pairs_summary(2), "2 pairs of 8-row groups x 3 tokens");
-  EXPECT_EQ(q4k_tile_summary(2, false), "2 pairs of 8-row groups x 3 tokens");
-  EXPECT_EQ(q4k_tile_summary(1, false), "1 pair of 8-row groups x 7 tokens");
-  EXPECT_EQ(q4k_tile_summary(1, true), "1 pair of 8-row groups x 8 tokens, GFNI nibbles and vpdpwssd scales");
-  // And its Q8_0 kernel of 32+ tokens: tokens in lanes on Intel only.
+  EXPECT_EQ(q4k_tile_summary(2, false, false), "2 pairs of 8-row groups x 3 tokens");
+  EXPECT_EQ(q4k_tile_summary(1, false, false), "1 pair of 8-row groups x 7 tokens");
+  EXPECT_EQ(q4k_tile_summary(1, true, false), "1 pair of 8-row groups x 8 tokens, GFNI nibbles and vpdpwssd scales");
+  // And its Q8_0 and Q4_K kernels of 32+ tokens: tokens in lanes on Intel only.
   EXPECT_TRUE(q8_lanes_for(intel));
   EXPECT_FALSE(q8_lanes_for(amd));
   EXPECT_EQ(default_q8_lanes(), *q8_lanes_from_env());
   EXPECT_EQ(KernelContext(nullptr).q8_lanes, default_q8_lanes());
+  EXPECT_TRUE(q4k_lanes_for(intel));
+  EXPECT_FALSE(q4k_lanes_for(amd));
+  EXPECT_EQ(default_q4k_lanes(), *q4k_lanes_from_env());
+  EXPECT_EQ(KernelContext(nullptr).q4k_lanes, default_q4k_lanes());
   EXPECT_EQ(q8_tile_summary(false), "2 pairs of 8-row groups x 7 tokens");
   EXPECT_EQ(q8_tile_summary(true), "2 pairs of 8-row groups x 7 tokens, tokens in lanes from 32 tokens");
-  EXPECT_EQ(q4k_tile_summary(2, true), "2 pairs of 8-row groups x 3 tokens, GFNI nibbles and vpdpwssd scales");
+  EXPECT_EQ(q4k_tile_summary(2, true, false),
+            "2 pairs of 8-row groups x 3 tokens, GFNI nibbles and vpdpwssd scales");
+  EXPECT_EQ(q4k_tile_summary(1, true, true),
+            "1 pair of 8-row groups x 8 tokens, GFNI nibbles and vpdpwssd scales, tokens in lanes from 32 tokens");
+  EXPECT_EQ(q4k_tile_summary(1, false, true), "1 pair of 8-row groups x 7 tokens, tokens in lanes from 32 tokens");
   EXPECT_EQ(KernelContext(nullptr).q4k_gfni, detect_cpu_features().gfni);
 }
 
@@ -181,18 +189,27 @@ TEST(CpuFeaturesTest, EnvironmentSetsTheGemvStreamsAndPrefetch) {
     EXPECT_EQ(bad.status().message(), fmt::format("ECOSERVE_Q4K_TILE_PAIRS: '{}' is not 1 or 2", text));
   }
   ASSERT_EQ(unsetenv("ECOSERVE_Q4K_TILE_PAIRS"), 0);
-  ASSERT_EQ(unsetenv("ECOSERVE_Q8_LANES"), 0);
-  EXPECT_EQ(*q8_lanes_from_env(), q8_lanes_for(cpu));
-  for (auto [text, on] : {std::pair{"0", false}, {"1", true}}) {
-    ASSERT_EQ(setenv("ECOSERVE_Q8_LANES", text, 1), 0);
-    EXPECT_EQ(*q8_lanes_from_env(), on) << text;
+  // The two tokens-in-lanes switches: unset, 0, 1, and a bad value.
+  struct Switch {
+    const char* variable;
+    StatusOr<bool> (*from_env)();
+    bool (*for_cpu)(const CpuFeatures&);
+  };
+  for (const Switch& sw : {Switch{"ECOSERVE_Q8_LANES", &q8_lanes_from_env, &q8_lanes_for},
+                           Switch{"ECOSERVE_Q4K_LANES", &q4k_lanes_from_env, &q4k_lanes_for}}) {
+    ASSERT_EQ(unsetenv(sw.variable), 0);
+    EXPECT_EQ(*sw.from_env(), sw.for_cpu(cpu)) << sw.variable;
+    for (auto [text, on] : {std::pair{"0", false}, {"1", true}}) {
+      ASSERT_EQ(setenv(sw.variable, text, 1), 0);
+      EXPECT_EQ(*sw.from_env(), on) << sw.variable << "=" << text;
+    }
+    ASSERT_EQ(setenv(sw.variable, "yes", 1), 0);
+    const StatusOr<bool> bad = sw.from_env();
+    ASSERT_FALSE(bad.ok()) << sw.variable;
+    EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(bad.status().message().find(sw.variable), std::string::npos) << bad.status().message();
+    ASSERT_EQ(unsetenv(sw.variable), 0);
   }
-  ASSERT_EQ(setenv("ECOSERVE_Q8_LANES", "yes", 1), 0);
-  const StatusOr<bool> bad = q8_lanes_from_env();
-  ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(bad.status().message().find("ECOSERVE_Q8_LANES"), std::string::npos) << bad.status().message();
-  ASSERT_EQ(unsetenv("ECOSERVE_Q8_LANES"), 0);
 }
 
 TEST(CpuFeaturesTest, EnvironmentCapsTheLevel) {

@@ -118,6 +118,7 @@ detail::QuantizedActs quantize_input(const float* x, std::int64_t cols, std::int
   acts.q4k_tile_pairs = ctx.q4k_tile_pairs;
   acts.q4k_gfni = ctx.q4k_gfni;
   acts.q8_lanes = ctx.q8_lanes;
+  acts.q4k_lanes = ctx.q4k_lanes;
   ThreadPool& pool = *ctx.pool;
   if (pool.num_threads() > 1 && n_tokens > 1 && n_tokens * cols >= kParallelQuantizeElems) {
     pool.run([&](int i, int parts) {
@@ -410,6 +411,20 @@ std::string q8_tile_summary(bool lanes) {
                : "2 pairs of 8-row groups x 7 tokens";
 }
 
+bool q4k_lanes_for(const CpuFeatures& cpu) { return cpu.vendor == "GenuineIntel"; }
+
+StatusOr<bool> q4k_lanes_from_env() {
+  return switch_from_env("ECOSERVE_Q4K_LANES", q4k_lanes_for(detect_cpu_features()));
+}
+
+bool default_q4k_lanes() {
+  static const bool kOn = [] {
+    StatusOr<bool> on = q4k_lanes_from_env();
+    return on.ok() ? *on : q4k_lanes_for(detect_cpu_features());
+  }();
+  return kOn;
+}
+
 bool cpu_has_gfni() {
   static const bool kGfni = detect_cpu_features().gfni;
   return kGfni;
@@ -419,10 +434,12 @@ std::string q4k_tile_pairs_summary(std::int32_t pairs) {
   return pairs == 1 ? std::string("1 pair of 8-row groups x 7 tokens") : "2 pairs of 8-row groups x 3 tokens";
 }
 
-std::string q4k_tile_summary(std::int32_t pairs, bool gfni) {
-  if (!gfni) return q4k_tile_pairs_summary(pairs);
-  return (pairs == 1 ? std::string("1 pair of 8-row groups x 8 tokens") : q4k_tile_pairs_summary(pairs)) +
-         ", GFNI nibbles and vpdpwssd scales";
+std::string q4k_tile_summary(std::int32_t pairs, bool gfni, bool lanes) {
+  std::string tiles = !gfni ? q4k_tile_pairs_summary(pairs)
+                            : (pairs == 1 ? std::string("1 pair of 8-row groups x 8 tokens")
+                                          : q4k_tile_pairs_summary(pairs)) +
+                                  ", GFNI nibbles and vpdpwssd scales";
+  return lanes ? tiles + ", tokens in lanes from 32 tokens" : tiles;
 }
 
 namespace detail {

@@ -92,8 +92,9 @@ bool cpu_has_gfni();
 // "1 pair of 8-row groups x 7 tokens" or "2 pairs of 8-row groups x 3 tokens", for `model info`.
 std::string q4k_tile_pairs_summary(std::int32_t pairs);
 // The same with the tile's form (KernelContext::q4k_gfni; its one-pair tile takes 8 tokens):
-// "1 pair of 8-row groups x 8 tokens, GFNI nibbles and vpdpwssd scales".
-std::string q4k_tile_summary(std::int32_t pairs, bool gfni);
+// "1 pair of 8-row groups x 8 tokens, GFNI nibbles and vpdpwssd scales", with ", tokens in
+// lanes from 32 tokens" where `lanes` (KernelContext::q4k_lanes).
+std::string q4k_tile_summary(std::int32_t pairs, bool gfni, bool lanes);
 
 // KernelContext::q8_lanes for `cpu`: true on Intel CPUs, else false. The avx512vnni-zmm
 // level's Q8_0 kernel for 32 or more tokens in kRows8: with it, the tokens in the lanes
@@ -111,6 +112,20 @@ bool default_q8_lanes();
 // "2 pairs of 8-row groups x 7 tokens", with ", tokens in lanes from 32 tokens" where `lanes`,
 // for `model info` and `profile`.
 std::string q8_tile_summary(bool lanes);
+
+// KernelContext::q4k_lanes for `cpu`: true on Intel CPUs, else false. The avx512vnni-zmm
+// level's Q4_K kernel for 32 or more tokens in kRows8: with it, the tokens in the lanes
+// (matmul_q4k_lanes_impl.h: each pair of groups' nibbles unpacked to bytes per super-block,
+// no pair inserts or nibble masks in the tile); without, q4k_tile_wide's rows in the lanes.
+// Both give the same bits. Emerald Rapids Xeon (family 6 model 207), synth 1b Q4_K, one
+// thread: pp512 165-169 -> 177-181 tok/s, batch 32 145-147 -> 156-158, batch 64 144-150 ->
+// 159-163 (docs/kernels.md, sixty-eighth pass). Not measured on Zen 5, so off there.
+bool q4k_lanes_for(const CpuFeatures& cpu);
+// The setting from environment variable ECOSERVE_Q4K_LANES (0 or 1), or q4k_lanes_for(
+// detect_cpu_features()) when it is unset; another value is an INVALID_ARGUMENT error.
+StatusOr<bool> q4k_lanes_from_env();
+// q4k_lanes_from_env(), or q4k_lanes_for(detect_cpu_features()) when it fails; computed once.
+bool default_q4k_lanes();
 
 // KernelContext::bf16_vectors from environment variable ECOSERVE_MATMUL_BF16 (0 or 1; unset:
 // CpuFeatures::fast_bf16_dot, so off where vdpbf16ps would be slower than the float kernels);
@@ -173,6 +188,8 @@ struct KernelContext {
   bool q4k_gfni = cpu_has_gfni();
   // The avx512vnni-zmm Q8_0 kernel of 32+ tokens (q8_lanes_for); only timing changes.
   bool q8_lanes = default_q8_lanes();
+  // The avx512vnni-zmm Q4_K kernel of 32+ tokens (q4k_lanes_for); only timing changes.
+  bool q4k_lanes = default_q4k_lanes();
   bool amx_bf16 = default_amx_bf16();
   bool bf16_vectors = default_matmul_bf16();
   // Matrices whose bf16 tiles were made at load (null: none): the bf16 tiles and vectors

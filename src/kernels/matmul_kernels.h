@@ -65,6 +65,8 @@ struct QuantizedActs {
   bool q4k_gfni = false;
   // The avx512vnni-zmm Q8_0 kernel of 32+ tokens: tokens in lanes (KernelContext::q8_lanes).
   bool q8_lanes = false;
+  // The avx512vnni-zmm Q4_K kernel of 32+ tokens: tokens in lanes (KernelContext::q4k_lanes).
+  bool q4k_lanes = false;
 };
 
 // Whether weights of `type` take K-format activations (Q4_K, Q6_K).

@@ -9,6 +9,7 @@
 #include "kernels/matmul_quant_impl.h"
 #include "kernels/matmul_packed_impl.h"
 #include "kernels/matmul_q8_lanes_impl.h"
+#include "kernels/matmul_q4k_lanes_impl.h"
 #include "kernels/matmul_amx_impl.h"
 #include "kernels/matmul_amx_bf16_impl.h"
 
@@ -24,7 +25,7 @@ const QuantRowKernels* quant_row_kernels_avx512vnni() {
 const QuantRowKernels* quant_row_kernels_avx512vnni_zmm() {
   namespace k = isa_avx512vnni;
   static constexpr QuantRowKernels kKernels{&k::rows_q8_0, &k::rows_q4_0, &k::rows_q4_k, &k::rows_q6_k_zmm,
-                                              &k::rows_q8_0_rows8_lanes, &k::rows_q4_k_rows8_zmm};
+                                              &k::rows_q8_0_rows8_lanes, &k::rows_q4_k_rows8_lanes};
   return &kKernels;
 }
 

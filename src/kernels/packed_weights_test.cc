@@ -223,18 +223,19 @@ TEST(PackedWeightsTest, BitwiseTheSameAcrossIsaLevelsBatchesAndThreads) {
           // prefetches; 16: the blocked or AMX tiles): also every prefetch distance,
           // none to past the matrix; 5 or more: both Q4_K tiles of the zmm level (1 x 7 and
           // 2 x 3; the odd group's narrow tile and token remainders of either), each with and
-          // (where the CPU has GFNI) without its GFNI form; 64 or more: Q8_0's tokens in lanes
-          // on the zmm level (chunks of 96 tokens: 110 ends in a register of 14, 131 of 3).
+          // (where the CPU has GFNI) without its GFNI form; 64 or more: Q8_0's and Q4_K's tokens
+          // in lanes on the zmm level (chunks of 96 tokens: 110 ends in a register of 14, 131 of
+          // 3; Q4_K's 17 groups: 8 pairs and one group alone, or split over two threads).
           const std::vector<std::int32_t> counts = k == 1 ? std::vector<std::int32_t>{0, 2, 4} : std::vector{0};
           const std::vector<std::int32_t> distances = k <= 15 ? std::vector{0, 64, 1024, 65536} : std::vector{0};
           struct Tiles {
             std::int32_t q4k_pairs;
-            bool q4k_gfni, q8_lanes;
+            bool q4k_gfni, q8_lanes, q4k_lanes;
           };
-          std::vector<Tiles> tiles{{1, false, false}};
-          if (k >= 5) tiles.push_back({2, false, false});
-          if (k >= 5 && cpu.gfni) tiles.insert(tiles.end(), {{1, true, false}, {2, true, false}});
-          if (k >= 32) tiles.push_back({1, false, true});
+          std::vector<Tiles> tiles{{1, false, false, false}};
+          if (k >= 5) tiles.push_back({2, false, false, false});
+          if (k >= 5 && cpu.gfni) tiles.insert(tiles.end(), {{1, true, false, false}, {2, true, false, false}});
+          if (k >= 32) tiles.push_back({1, false, true, true});
           for (std::int32_t streams : counts) {
             for (std::int32_t prefetch : distances) {
               for (const Tiles& tile : tiles) {
@@ -243,6 +244,7 @@ TEST(PackedWeightsTest, BitwiseTheSameAcrossIsaLevelsBatchesAndThreads) {
                 ctx.q4k_tile_pairs = tile.q4k_pairs;
                 ctx.q4k_gfni = tile.q4k_gfni;
                 ctx.q8_lanes = tile.q8_lanes;
+                ctx.q4k_lanes = tile.q4k_lanes;
                 for (std::int64_t first : {std::int64_t{0}, n - k}) {
                   std::vector<float> y(k * rows, NAN);
                   matmul(m.packed_view(), x.data() + first * cols, k, y.data(), ctx);
@@ -251,7 +253,7 @@ TEST(PackedWeightsTest, BitwiseTheSameAcrossIsaLevelsBatchesAndThreads) {
                       << " isa=" << isa_name(isa) << " threads=" << pool->num_threads()
                       << " gemv_streams=" << streams << " gemv_prefetch=" << prefetch
                       << " q4k_tile_pairs=" << tile.q4k_pairs << " q4k_gfni=" << tile.q4k_gfni
-                      << " q8_lanes=" << tile.q8_lanes;
+                      << " q8_lanes=" << tile.q8_lanes << " q4k_lanes=" << tile.q4k_lanes;
                 }
               }
             }

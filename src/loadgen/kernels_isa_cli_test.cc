@@ -239,7 +239,7 @@ TEST(KernelsIsaCli, GemvSettingsFromTheEnvironmentRunAndAreReported) {
   if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "shared data missing: " << kModel;
   const std::string err = std::filesystem::temp_directory_path() / "ecoserve_gemv_info.err";
   const std::vector<std::string> env = {"ECOSERVE_GEMV_STREAMS=2", "ECOSERVE_GEMV_PREFETCH=2048",
-                                        "ECOSERVE_Q4K_TILE_PAIRS=2", "ECOSERVE_Q8_LANES=0"};
+                                        "ECOSERVE_Q4K_TILE_PAIRS=2", "ECOSERVE_Q8_LANES=0", "ECOSERVE_Q4K_LANES=1"};
   const CliRun json = run_cli(env, {"model", "info", "--json", kModel}, err);
   ASSERT_EQ(json.exit_code, 0) << read_file(err);
   const nlohmann::json k = nlohmann::json::parse(json.out).at("kernels");
@@ -247,6 +247,7 @@ TEST(KernelsIsaCli, GemvSettingsFromTheEnvironmentRunAndAreReported) {
   EXPECT_EQ(k.at("gemv_prefetch"), 2048);
   EXPECT_EQ(k.at("q4k_tile_pairs"), 2);
   EXPECT_EQ(k.at("q8_lanes"), false);
+  EXPECT_EQ(k.at("q4k_lanes"), true);
   const bool gfni = kernels::detect_cpu_features().gfni;
   EXPECT_EQ(k.at("q4k_gfni"), gfni);
   const CliRun text = run_cli(env, {"model", "info", kModel}, err);
@@ -260,7 +261,8 @@ TEST(KernelsIsaCli, GemvSettingsFromTheEnvironmentRunAndAreReported) {
       << text.out;
   EXPECT_NE(text.out.find(std::string("q4_k tiles:           5+ tokens on avx512vnni-zmm: 2 pairs of 8-row groups x "
                                       "3 tokens") +
-                          (gfni ? ", GFNI nibbles and vpdpwssd scales" : "") + " (ECOSERVE_Q4K_TILE_PAIRS)\n"),
+                          (gfni ? ", GFNI nibbles and vpdpwssd scales" : "") +
+                          ", tokens in lanes from 32 tokens (ECOSERVE_Q4K_TILE_PAIRS, ECOSERVE_Q4K_LANES)\n"),
             std::string::npos)
       << text.out;
   EXPECT_NE(text.out.find("q8_0 tiles:           5+ tokens on avx512vnni-zmm: 2 pairs of 8-row groups x 7 tokens "
@@ -274,6 +276,7 @@ TEST(KernelsIsaCli, GemvSettingsFromTheEnvironmentRunAndAreReported) {
   ASSERT_EQ(profile.exit_code, 0) << read_file(err);
   EXPECT_NE(profile.out.find("\"q4k_tile_pairs\": 2"), std::string::npos) << profile.out;
   EXPECT_NE(profile.out.find("\"q8_lanes\": false"), std::string::npos) << profile.out;
+  EXPECT_NE(profile.out.find("\"q4k_lanes\": true"), std::string::npos) << profile.out;
   EXPECT_NE(profile.out.find(gfni ? "\"q4k_gfni\": true" : "\"q4k_gfni\": false"), std::string::npos) << profile.out;
   EXPECT_NE(profile.out.find("\"gemv_prefetch\": 2048"), std::string::npos) << profile.out;
   const std::vector<std::string> gen = {"generate", "-m", kModel, "-p", "Once upon a time", "-n", "32"};
