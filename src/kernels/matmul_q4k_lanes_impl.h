@@ -295,19 +295,6 @@ void rows8_q4k_lanes(const std::uint8_t* w, std::size_t row_bytes, const Quantiz
   }
 }
 
-// rows_q4_k_rows8_zmm with the tokens in lanes from kQ4kLanesMinTokens tokens on, where
-// QuantizedActs::q4k_lanes asks for them.
-constexpr std::int64_t kQ4kLanesMinTokens = 32;
-void rows_q4_k_rows8_lanes(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
-                           std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride,
-                           float* scratch) {
-  if (a.q4k_lanes && t1 - t0 >= kQ4kLanesMinTokens) {
-    rows8_q4k_lanes(w, row_bytes, a, r0, r1, t0, t1, y, y_stride, scratch);
-  } else {
-    rows_q4_k_rows8_zmm(w, row_bytes, a, r0, r1, t0, t1, y, y_stride, scratch);
-  }
-}
-
 }  // namespace
 }  // namespace ecoserve::kernels::detail::ECO_QUANT_NS
 

@@ -194,16 +194,17 @@ void rows8_q8_lanes(const std::uint8_t* w, std::size_t row_bytes, const Quantize
   }
 }
 
-// rows_q8_0_rows8_zmm with the tokens in lanes from kQ8LanesMinTokens tokens on, where
-// QuantizedActs::q8_lanes asks for them.
-constexpr std::int64_t kQ8LanesMinTokens = 32;
-void rows_q8_0_rows8_lanes(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
-                           std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride,
-                           float* scratch) {
-  if (a.q8_lanes && t1 - t0 >= kQ8LanesMinTokens) {
-    rows8_q8_lanes(w, row_bytes, a, r0, r1, t0, t1, y, y_stride, scratch);
+// kLanes (a tokens-in-lanes kernel: rows8_q8_lanes, rows8_q4k_lanes) from kLanesMinTokens
+// tokens on where the QuantizedActs switch kOn asks for it, else kRows (rows in the lanes).
+constexpr std::int64_t kLanesMinTokens = 32;
+template <bool QuantizedActs::*kOn, QuantRowsFn kLanes, QuantRowsFn kRows>
+void rows8_lanes_from_32(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
+                         std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride,
+                         float* scratch) {
+  if (a.*kOn && t1 - t0 >= kLanesMinTokens) {
+    kLanes(w, row_bytes, a, r0, r1, t0, t1, y, y_stride, scratch);
   } else {
-    rows_q8_0_rows8_zmm(w, row_bytes, a, r0, r1, t0, t1, y, y_stride, scratch);
+    kRows(w, row_bytes, a, r0, r1, t0, t1, y, y_stride, scratch);
   }
 }
 

@@ -24,8 +24,13 @@ const QuantRowKernels* quant_row_kernels_avx512vnni() {
 
 const QuantRowKernels* quant_row_kernels_avx512vnni_zmm() {
   namespace k = isa_avx512vnni;
-  static constexpr QuantRowKernels kKernels{&k::rows_q8_0, &k::rows_q4_0, &k::rows_q4_k, &k::rows_q6_k_zmm,
-                                              &k::rows_q8_0_rows8_lanes, &k::rows_q4_k_rows8_lanes};
+  static constexpr QuantRowKernels kKernels{
+      &k::rows_q8_0,
+      &k::rows_q4_0,
+      &k::rows_q4_k,
+      &k::rows_q6_k_zmm,
+      &k::rows8_lanes_from_32<&QuantizedActs::q8_lanes, &k::rows8_q8_lanes, &k::rows_q8_0_rows8_zmm>,
+      &k::rows8_lanes_from_32<&QuantizedActs::q4k_lanes, &k::rows8_q4k_lanes, &k::rows_q4_k_rows8_zmm>};
   return &kKernels;
 }
 
