@@ -261,9 +261,11 @@ void rows8_q4k_lanes(const std::uint8_t* w, std::size_t row_bytes, const Quantiz
       const std::int64_t ng = imin(2, g1 - g), ahead = imin(2, imax(0, g1 - g - ng - kQ4kAhead));
       const std::uint8_t* grp = w + g * gbytes;
       // The weights two pairs on come into L2 while these groups run, a share per tile
-      // (spread over its steps: in a burst they fill the line buffers and stall it).
+      // (spread over its steps: in a burst they fill the line buffers and stall it). Near
+      // the end there are none: the pointer is not formed past the matrix.
       const std::int64_t tiles = nsb * ng * 2 * ((nvec + kQ4kLaneVecs - 1) / kQ4kLaneVecs);
-      PrefetchShares next(reinterpret_cast<const char*>(grp + (ng + kQ4kAhead) * gbytes), ahead * gbytes / 64, tiles);
+      const std::uint8_t* far = ahead > 0 ? grp + (ng + kQ4kAhead) * gbytes : grp;
+      PrefetchShares next(reinterpret_cast<const char*>(far), ahead * gbytes / 64, tiles);
       std::memset(acc, 0, sizeof(float) * 8 * ng * kAccStride);
       for (std::int64_t s = 0; s < nsb; ++s) {
         for (std::int64_t gi = 0; gi < ng; ++gi) {
