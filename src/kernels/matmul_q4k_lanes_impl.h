@@ -44,13 +44,15 @@ namespace {
 // Bytes per super-block and register of 16 tokens in the packed activations: q as
 // [64 quads][16 tokens][4] (quad k: the super-block's values 4k .. 4k + 3), then the
 // bpairs [4][16] int32 and d [16] float.
-constexpr std::int64_t kQ4kLaneVecBytes = 4096 + 256 + 64;
+constexpr std::int64_t kQ4kLaneBpairs = 64 * 16 * 4, kQ4kLaneDx = kQ4kLaneBpairs + 4 * 16 * 4;
+constexpr std::int64_t kQ4kLaneVecBytes = kQ4kLaneDx + 16 * 4;
 // Bytes per super-block of a group's unpacked weights: the nibbles as bytes [sub-block 8]
 // [chunk 8][row 8][4] (chunk c of sub-block sb: its values 4c .. 4c + 3), the scales
 // [sub-block][row] and the mins' int16 pairs [pair][row] as int32, then d [8] and dmin [8]
 // as floats.
-constexpr std::int64_t kQ4kLaneScales = 2048, kQ4kLaneMins = 2304, kQ4kLaneD = 2432, kQ4kLaneDmin = 2464;
-constexpr std::int64_t kQ4kLaneWeightBytes = 2496;
+constexpr std::int64_t kQ4kLaneScales = 8 * 8 * 8 * 4, kQ4kLaneMins = kQ4kLaneScales + 8 * 8 * 4;
+constexpr std::int64_t kQ4kLaneD = kQ4kLaneMins + 4 * 8 * 4, kQ4kLaneDmin = kQ4kLaneD + 8 * 4;
+constexpr std::int64_t kQ4kLaneWeightBytes = kQ4kLaneDmin + 8 * 4;
 // Tokens packed at once (a super-block's 26 KiB stay in L1 while a pair of groups passes;
 // 192 measured no faster) and registers of 16 tokens per tile of 4 rows.
 constexpr std::int64_t kQ4kLaneChunkTokens = 96;
@@ -68,8 +70,8 @@ void pack_q4k_lanes(const QuantizedActs& a, std::int64_t ts, std::int64_t te, st
   for (std::int64_t s = 0; s < nsb; ++s) {
     for (std::int64_t v = 0; v < nvec; ++v) {
       std::uint8_t* base = pk + (s * nvec + v) * kQ4kLaneVecBytes;
-      auto* bp = reinterpret_cast<std::int32_t*>(base + 4096);
-      auto* d = reinterpret_cast<float*>(base + 4352);
+      auto* bp = reinterpret_cast<std::int32_t*>(base + kQ4kLaneBpairs);
+      auto* d = reinterpret_cast<float*>(base + kQ4kLaneDx);
       for (int i = 0; i < 16; ++i) {
         const std::int64_t t = ts + 16 * v + i;
         if (t < te) {
@@ -178,8 +180,8 @@ void q4k_lanes_tile(const std::uint8_t* wr, int r0, const std::uint8_t* xs, floa
     const std::uint8_t* xv = xs + v * kQ4kLaneVecBytes;
     __m512i bp[4];
 #pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) bp[q] = _mm512_load_si512(xv + 4096 + 64 * q);
-    const __m512 dx = _mm512_load_ps(reinterpret_cast<const float*>(xv + 4352));
+    for (int q = 0; q < 4; ++q) bp[q] = _mm512_load_si512(xv + kQ4kLaneBpairs + 64 * q);
+    const __m512 dx = _mm512_load_ps(reinterpret_cast<const float*>(xv + kQ4kLaneDx));
 #pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) {
       __m512i mins = _mm512_madd_epi16(bcast32(mp + 4 * r), bp[0]);
