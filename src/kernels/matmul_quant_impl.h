@@ -31,6 +31,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "kernels/ggml_type.h"
@@ -439,6 +440,8 @@ struct KTiles {
     return &ktile<F, R, T>;
   }
   static void unpack_row(const std::uint8_t* row, std::int64_t nsb, const UnpackedK& u) { F::unpack_row(row, nsb, u); }
+  static constexpr bool kPairs = false;  // the tiles read a's tokens as they are
+  static constexpr int kTokens = kTokensK;  // tokens per tile
 };
 
 #if ECO_QUANT_ISA == 2
@@ -448,68 +451,69 @@ struct KTiles {
 #pragma GCC diagnostic ignored "-Wuninitialized"
 // ktile for Q6_K on 512-bit registers (the avx512vnni-zmm level): the same exact int32
 // lanes, so the same bits. The rows come unpacked by Q6kZmmTiles::unpack_row (q - 32 signed,
-// scales as (scale, 0) int16 pairs, corr), the tokens as x + 128 unsigned (QuantizedActs::qu).
-// Per 64 values (blocks 2c and 2c + 1), row and token, one vpdpbusd from zero gives lane l
-// the sum of (x + 128)(q - 32) over values 4l..4l + 3, |.| <= 4 * 255 * 32 < 2^15, so its low
-// int16 is the whole value and one vpdpwssd against (scale of the lane's 16 values, 0)
-// multiplies it in. Block 2c's lanes are 0-7 and 2c + 1's 8-15: once per super-block the
-// halves are added for ktile's 8 lanes, with the row's corr (-128 * sum scale (q - 32), which
-// takes the 128s out: exact), then ktile's float step, on pairs of tokens (lanes [token 2p |
-// 2p + 1] times [d * dx_2p | d * dx_2p+1]: one fold, conversion, product and FMA per two).
-// 2 instructions per 64 multiply-adds of a row and token where ktile spends 8 (vpmaddubsw
-// twice, vpsubw, vpdpwssd per 32). Emerald Rapids Xeon, one thread, kernels_bench Q6_K 2048
-// x 768, 16 tokens 471-475 -> 405-409 us, 24 tokens 682-683 -> 578-582 (sixty-fourth pass:
-// lanes from -32 * (sum of 4 x), made per tile and token); this form with krows_impl's token
-// blocks (sixty-fifth pass): synth 1b's matrices at 512 tokens 7.6-9.4 -> 6.6-8.1 s (alternated), profile
-// engine pp512 60-76 -> 89-92 tok/s, batch 32 52-60 -> 74-75.
+// scales as (scale, 0) int16 pairs, corr), the tokens as x + 128 unsigned (QuantizedActs::qu)
+// in pairs (pack_k_pairs: per block of 32 values token 2p's bytes in the low 256 bits, 2p + 1's
+// in the high). Per block, row and pair, one vpdpbusd from zero against the row's 32 values in
+// both halves gives lane l (of each half) the sum of (x + 128)(q - 32) over values 4l..4l + 3 of
+// the block, |.| <= 4 * 255 * 32 < 2^15, so its low int16 is the whole value and one vpdpwssd
+// against (scale of the lane's 16 values, 0) multiplies it in: each half is ktile's 8 lanes of
+// one token, started from the row's corr (-128 * sum scale (q - 32), which takes the 128s out:
+// exact). Per super-block ktile's float step, for two tokens at once (times [d * dx_2p | d *
+// dx_2p+1]: a conversion, product and FMA per two). 2 instructions per 64 multiply-adds of a
+// row and token where ktile spends 8 (vpmaddubsw twice, vpsubw, vpdpwssd per 32). Emerald
+// Rapids Xeon, one thread, kernels_bench Q6_K 2048 x 768, 16 tokens 471-475 -> 405-409 us, 24
+// tokens 682-683 -> 578-582 (sixty-fourth pass: lanes from -32 * (sum of 4 x), made per tile and
+// token); with krows_impl's token blocks (sixty-fifth pass): synth 1b's matrices at 512 tokens
+// 7.6-9.4 -> 6.6-8.1 s (alternated), profile engine pp512 60-76 -> 89-92 tok/s, batch 32 52-60
+// -> 74-75. Then each register held 64 values of one token, and per super-block the halves
+// were folded (two shuffles and an add per pair of tokens); with the pairs and 6 tokens a tile
+// (sixty-ninth pass) 5.19-5.37 -> 4.38-4.43 s at 512 tokens.
 template <int R, int T>
 void ktile_q6k_zmm(const UnpackedK* urows, const QuantizedActs& a, std::int64_t t0, float* y, std::int64_t y_stride) {
   const std::int64_t nsb = a.nb / 8;
-  // Tokens 2p and 2p + 1 share acc[r][p]: token 2p in the low 8 lanes, 2p + 1 in the high.
+  // Tokens 2p and 2p + 1 share isum[r][p] and acc[r][p]: token 2p in the low 8 lanes, 2p + 1 in the high.
   constexpr int P = (T + 1) / 2;
   __m512 acc[R][P];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
-  const std::uint8_t* xu = a.qu + t0 * a.q_stride;  // x + 128, unsigned
-  const float* dx = a.d + t0 * nsb;
+  // The token block's pairs (pack_q6k_pairs): pair p's block b at xp + p * 2 * q_stride + 64 * b.
+  const std::uint8_t* xp = a.qu + t0 * a.q_stride;
+  const float* dxp = a.d + t0 / 2 * 16 * nsb;
   for (std::int64_t s = 0; s < nsb; ++s) {
-    __m512i isum[R][T];
+    __m512i isum[R][P];
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) isum[r][t] = _mm512_setzero_si512();
+    for (int r = 0; r < R; ++r) {
+      const __m512i corr = _mm512_loadu_si512(urows[r].corr + 16 * s);
 #pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) {
-      __m512i xv[T];
+      for (int p = 0; p < P; ++p) isum[r][p] = corr;
+    }
 #pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) xv[t] = _mm512_loadu_si512(xu + t * a.q_stride + 256 * s + 64 * c);
+    for (int b = 0; b < 8; ++b) {
+      __m512i xv[P];
+#pragma GCC unroll 4
+      for (int p = 0; p < P; ++p) xv[p] = _mm512_load_si512(xp + p * 2 * a.q_stride + 64 * (8 * s + b));
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        const __m512i q = _mm512_loadu_si512(urows[r].q + 256 * s + 64 * c);  // q - 32, signed
-        const __m512i m = _mm512_loadu_si512(urows[r].mult + 16 * (8 * s + 2 * c));  // (scale, 0)
-#pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) {
-          isum[r][t] = _mm512_dpwssd_epi32(isum[r][t], _mm512_dpbusd_epi32(_mm512_setzero_si512(), xv[t], q), m);
+        // The row's 32 values (q - 32) and their 8 lanes' (scale, 0) in both halves.
+        const __m512i q = _mm512_broadcast_i64x4(
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(urows[r].q + 256 * s + 32 * b)));
+        const __m512i m = _mm512_broadcast_i64x4(
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(urows[r].mult + 16 * (8 * s + b))));
+#pragma GCC unroll 4
+        for (int p = 0; p < P; ++p) {
+          isum[r][p] = _mm512_dpwssd_epi32(isum[r][p], _mm512_dpbusd_epi32(_mm512_setzero_si512(), xv[p], q), m);
         }
       }
     }
-    // The float step of two tokens at once: lanes [isum_2p folded to 8 | isum_2p+1 folded],
-    // times [d * dx_2p | d * dx_2p+1]: per half ktile's float(i8) * (d * dx), the same bits.
 #pragma GCC unroll 4
     for (int p = 0; p < P; ++p) {
-      const int t1 = 2 * p + 1 < T ? 2 * p + 1 : 2 * p;
-      const __m512 dxp =
-          _mm512_shuffle_f32x4(_mm512_set1_ps(dx[2 * p * nsb + s]), _mm512_set1_ps(dx[t1 * nsb + s]), 0x44);
+      const __m512 dx = _mm512_load_ps(dxp + 16 * (p * nsb + s));  // [dx_2p x 8 | dx_2p+1 x 8]
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        const __m512i lo = _mm512_shuffle_i64x2(isum[r][2 * p], isum[r][t1], 0x44);
-        const __m512i hi = _mm512_shuffle_i64x2(isum[r][2 * p], isum[r][t1], 0xEE);
-        const __m512i corr = _mm512_loadu_si512(urows[r].corr + 16 * s);
-        const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(urows[r].d[s]), dxp);
-        const __m512i i8 = _mm512_add_epi32(_mm512_add_epi32(lo, hi), corr);
-        acc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i8), dd, acc[r][p]);
+        const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(urows[r].d[s]), dx);
+        acc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][p]), dd, acc[r][p]);
       }
     }
   }
@@ -530,6 +534,10 @@ struct Q6kZmmTiles {
   static constexpr KTileFn fn() {
     return &ktile_q6k_zmm<R, T>;
   }
+  static constexpr bool kPairs = true;  // the tiles read a token block in pairs (pack_k_pairs)
+  // Tokens per tile: 3 pairs (synth 1b's matrices, 512 tokens, one thread: 4.38-4.43 s against
+  // 4.73-4.84 with 2 pairs and 4.47-4.48 with 4, whose registers spill).
+  static constexpr int kTokens = 6;
   // The row as the tile reads it: q - 32 (signed), mult as int32 lanes (scale, 0), and per
   // super-block corr: -128 * (sum over the lane's values of scale * (q - 32)) in ktile's 8
   // lanes, in both halves (the tile's x + 128 products, less this, are its x products). Decoded
@@ -666,6 +674,43 @@ void kgemv_rows(const std::uint8_t* w, std::size_t row_bytes, const QuantizedAct
 // beside q, 8.2-10.1 s unblocked, 6.0-6.7 in blocks of 64 (32: 7.4-7.7, 128: 6.6-6.7).
 constexpr std::int64_t kTokenBlockK = 64;
 
+// Bytes pack_k_pairs writes for a block of kTokenBlockK tokens of cols values.
+inline std::int64_t k_pairs_bytes(std::int64_t cols) { return kTokenBlockK * cols + kTokenBlockK / 2 * cols / 4; }
+// krows_impl's scratch per 32 columns holds the alignment, kRowsK unpacked rows (under 2.5
+// bytes a value and 128 bytes) and the pairs, for every cols >= 256.
+static_assert(64 + kRowsK * (80 + 128) + 32 * (kTokenBlockK + kTokenBlockK / 8) <= 4 * kQuantScratchFloatsPerBlock);
+
+// Tokens [tb, te) of a as ktile_q6k_zmm reads them, into pk (64-byte aligned, k_pairs_bytes):
+// tokens tb + 2p and tb + 2p + 1 as pair p, whose 32 qu bytes of block b lie side by side at
+// pk + p * 2 * cols + 64 * b, and whose dx of super-block s at pairs_d + 16 * (p * nsb + s) as
+// 8 copies each (a missing second token reads as zeros). The returned acts are a's with qu, d
+// and q_stride (cols) such that the tile of tokens tb + t0 (t0 even) finds its pairs at t0.
+QuantizedActs pack_k_pairs(const QuantizedActs& a, std::int64_t tb, std::int64_t te, std::uint8_t* pk) {
+  const std::int64_t cols = a.nb * 32, nsb = a.nb / 8, np = (te - tb + 1) / 2;
+  auto* pairs_d = reinterpret_cast<float*>(pk + np * 2 * cols);
+  for (std::int64_t p = 0; p < np; ++p) {
+    for (int h = 0; h < 2; ++h) {
+      const std::int64_t t = tb + 2 * p + h;
+      std::uint8_t* dst = pk + p * 2 * cols + 32 * h;
+      if (t < te) {
+        const std::uint8_t* src = a.qu + t * a.q_stride;
+        for (std::int64_t b = 0; b < a.nb; ++b) std::memcpy(dst + 64 * b, src + 32 * b, 32);
+      } else {
+        for (std::int64_t b = 0; b < a.nb; ++b) std::memset(dst + 64 * b, 0, 32);
+      }
+      for (std::int64_t s = 0; s < nsb; ++s) {
+        const float dx = t < te ? a.d[t * nsb + s] : 0.0f;
+        for (int i = 0; i < 8; ++i) pairs_d[16 * (p * nsb + s) + 8 * h + i] = dx;
+      }
+    }
+  }
+  QuantizedActs ap = a;
+  ap.qu = pk;
+  ap.q_stride = cols;
+  ap.d = pairs_d;
+  return ap;
+}
+
 // Weight rows [r0, r1) times tokens [t0, t1), in blocks of kTokenBlockK tokens: kRowsK rows at a time are
 // unpacked into scratch (kRowsK * unpacked_k_bytes(cols) <= the scratch of
 // kQuantScratchFloatsPerBlock floats per 32 columns), then every token tile
@@ -680,15 +725,19 @@ void krows_impl(const std::uint8_t* w, std::size_t row_bytes, const QuantizedAct
       })) {
     return;
   }
-  static constexpr auto kTable = make_tile_table<KTileFn, kRowsK, kTokensK, Tiles>();
+  static constexpr auto kTable = make_tile_table<KTileFn, kRowsK, Tiles::kTokens, Tiles>();
   const std::int64_t cols = a.nb * 32, nsb = a.nb / 8;
   const std::int64_t ub = unpacked_k_bytes(cols);
   auto* base = reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(scratch) + 63) / 64 * 64);
   UnpackedK urows[kRowsK];
   for (int i = 0; i < kRowsK; ++i) urows[i] = unpacked_k_at(base + i * ub, cols);
+  std::uint8_t* pairs = base + kRowsK * ub;
   const std::int64_t pf_rows = imax(1, kPrefetchBytes / static_cast<std::int64_t>(row_bytes));
   for (std::int64_t tb = t0; tb < t1; tb += kTokenBlockK) {
     const std::int64_t te = imin(tb + kTokenBlockK, t1);
+    // The tiles' tokens: a's, or the block's pairs (from token 0 of the block).
+    const QuantizedActs ap = Tiles::kPairs ? pack_k_pairs(a, tb, te, pairs) : a;
+    const std::int64_t ta = Tiles::kPairs ? tb : 0;
     for (std::int64_t r = r0; r < r1; r += kRowsK) {
       const int nr = static_cast<int>(imin(kRowsK, r1 - r));
       for (int i = 0; i < nr; ++i) {
@@ -701,9 +750,9 @@ void krows_impl(const std::uint8_t* w, std::size_t row_bytes, const QuantizedAct
         }
         Tiles::unpack_row(row, nsb, urows[i]);
       }
-      for (std::int64_t t = tb; t < te; t += kTokensK) {
-        const int nt = static_cast<int>(imin(kTokensK, te - t));
-        kTable.fns[nr - 1][nt - 1](urows, a, t, y + t * y_stride + r, y_stride);
+      for (std::int64_t t = tb; t < te; t += Tiles::kTokens) {
+        const int nt = static_cast<int>(imin(Tiles::kTokens, te - t));
+        kTable.fns[nr - 1][nt - 1](urows, ap, t - ta, y + t * y_stride + r, y_stride);
       }
     }
   }
