@@ -442,6 +442,12 @@ struct KTiles {
   static void unpack_row(const std::uint8_t* row, std::int64_t nsb, const UnpackedK& u) { F::unpack_row(row, nsb, u); }
   static constexpr bool kPairs = false;  // the tiles read a's tokens as they are
   static constexpr int kTokens = kTokensK;  // tokens per tile
+  // Tokens per pass of krows_impl over its rows: each pass unpacks every row again, but reads
+  // only this block's activations per group of kRowsK rows, from L2 (64 tokens of a 5632-column
+  // row's q and qu: 704 KiB) instead of the whole prompt's from L3. Emerald Rapids Xeon,
+  // kernels_bench synth 1b Q6_K matrices, 512 tokens, one thread: a 512-bit tile reading start lanes
+  // beside q, 8.2-10.1 s unblocked, 6.0-6.7 in blocks of 64 (32: 7.4-7.7, 128: 6.6-6.7).
+  static constexpr std::int64_t kTokenBlock = 64;
 };
 
 #if ECO_QUANT_ISA == 2
@@ -538,6 +544,13 @@ struct Q6kZmmTiles {
   // Tokens per tile: 3 pairs (synth 1b's matrices, 512 tokens, one thread: 4.38-4.43 s against
   // 4.73-4.84 with 2 pairs and 4.47-4.48 with 4, whose registers spill).
   static constexpr int kTokens = 6;
+  // Tokens per pass of krows_impl: 96 (each row is unpacked once per pass; synth 1b's matrices at 512
+  // tokens 4.27-4.43 s against 4.44-4.59 in blocks of 64, alternated), whose pairs stay in L2 (540 KB
+  // at 5632 columns). The scratch of kQuantScratchFloatsPerBlock floats per 32 columns (cols >= 256)
+  // holds them (36 bytes per 32 columns a token), the alignment and kRowsK unpacked rows
+  // (unpacked_k_bytes: 77 bytes per 32 columns and 127 more).
+  static constexpr std::int64_t kTokenBlock = 96;
+  static_assert(kTokenBlock % kTokens == 0);
   // The row as the tile reads it: q - 32 (signed), mult as int32 lanes (scale, 0), and per
   // super-block corr: -128 * (sum over the lane's values of scale * (q - 32)) in ktile's 8
   // lanes, in both halves (the tile's x + 128 products, less this, are its x products). Decoded
@@ -589,6 +602,8 @@ struct Q6kZmmTiles {
     }
   }
 };
+static_assert((64 + kRowsK * 127) / 8 + kRowsK * 77 + 36 * Q6kZmmTiles::kTokenBlock <=
+              4 * kQuantScratchFloatsPerBlock);
 #pragma GCC diagnostic pop
 #endif
 
@@ -667,18 +682,6 @@ void kgemv_rows(const std::uint8_t* w, std::size_t row_bytes, const QuantizedAct
   });
 }
 
-// Tokens per pass of krows_impl over its rows: each pass unpacks every row again, but reads
-// only this block's activations per group of kRowsK rows, from L2 (64 tokens of a 5632-column
-// row's q and qu: 704 KiB) instead of the whole prompt's from L3. Emerald Rapids Xeon,
-// kernels_bench synth 1b Q6_K matrices, 512 tokens, one thread: a 512-bit tile reading start lanes
-// beside q, 8.2-10.1 s unblocked, 6.0-6.7 in blocks of 64 (32: 7.4-7.7, 128: 6.6-6.7).
-constexpr std::int64_t kTokenBlockK = 64;
-
-// Bytes pack_k_pairs writes for a block of kTokenBlockK tokens of cols values.
-inline std::int64_t k_pairs_bytes(std::int64_t cols) { return kTokenBlockK * cols + kTokenBlockK / 2 * cols / 4; }
-// krows_impl's scratch per 32 columns holds the alignment, kRowsK unpacked rows (under 2.5
-// bytes a value and 128 bytes) and the pairs, for every cols >= 256.
-static_assert(64 + kRowsK * (80 + 128) + 32 * (kTokenBlockK + kTokenBlockK / 8) <= 4 * kQuantScratchFloatsPerBlock);
 
 // Tokens [tb, te) of a as ktile_q6k_zmm reads them, into pk (64-byte aligned, k_pairs_bytes):
 // tokens tb + 2p and tb + 2p + 1 as pair p, whose 32 qu bytes of block b lie side by side at
@@ -711,7 +714,7 @@ QuantizedActs pack_k_pairs(const QuantizedActs& a, std::int64_t tb, std::int64_t
   return ap;
 }
 
-// Weight rows [r0, r1) times tokens [t0, t1), in blocks of kTokenBlockK tokens: kRowsK rows at a time are
+// Weight rows [r0, r1) times tokens [t0, t1), in blocks of Tiles::kTokenBlock tokens: kRowsK rows at a time are
 // unpacked into scratch (kRowsK * unpacked_k_bytes(cols) <= the scratch of
 // kQuantScratchFloatsPerBlock floats per 32 columns), then every token tile
 // runs over them. The next rows' bytes are prefetched while unpacking.
@@ -733,8 +736,8 @@ void krows_impl(const std::uint8_t* w, std::size_t row_bytes, const QuantizedAct
   for (int i = 0; i < kRowsK; ++i) urows[i] = unpacked_k_at(base + i * ub, cols);
   std::uint8_t* pairs = base + kRowsK * ub;
   const std::int64_t pf_rows = imax(1, kPrefetchBytes / static_cast<std::int64_t>(row_bytes));
-  for (std::int64_t tb = t0; tb < t1; tb += kTokenBlockK) {
-    const std::int64_t te = imin(tb + kTokenBlockK, t1);
+  for (std::int64_t tb = t0; tb < t1; tb += Tiles::kTokenBlock) {
+    const std::int64_t te = imin(tb + Tiles::kTokenBlock, t1);
     // The tiles' tokens: a's, or the block's pairs (from token 0 of the block).
     const QuantizedActs ap = Tiles::kPairs ? pack_k_pairs(a, tb, te, pairs) : a;
     const std::int64_t ta = Tiles::kPairs ? tb : 0;
