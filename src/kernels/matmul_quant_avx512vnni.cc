@@ -10,6 +10,7 @@
 #include "kernels/matmul_packed_impl.h"
 #include "kernels/matmul_q8_lanes_impl.h"
 #include "kernels/matmul_q4k_lanes_impl.h"
+#include "kernels/matmul_q6k_zmm_impl.h"
 #include "kernels/matmul_amx_impl.h"
 #include "kernels/matmul_amx_bf16_impl.h"
 
@@ -28,7 +29,7 @@ const QuantRowKernels* quant_row_kernels_avx512vnni_zmm() {
       &k::rows_q8_0,
       &k::rows_q4_0,
       &k::rows_q4_k,
-      &k::rows_q6_k_zmm,
+      &k::rows_q6_k_zmm_lanes,
       &k::rows8_lanes_from_32<&QuantizedActs::q8_lanes, &k::rows8_q8_lanes, &k::rows_q8_0_rows8_zmm>,
       &k::rows8_lanes_from_32<&QuantizedActs::q4k_lanes, &k::rows8_q4k_lanes, &k::rows_q4_k_rows8_zmm>};
   return &kKernels;

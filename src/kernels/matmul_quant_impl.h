@@ -146,7 +146,9 @@ struct FmtQ4_0 {
 // and y = hsum8(acc). vpmaddwd + vpaddd (AVX2) and vpdpwssd (VNNI) give the
 // same ints. Q4_K (value d*sc*q - dmin*mn, q in 0..15): mult = sc of the
 // 32-block, mo = its mn, off = dmin. Q6_K (value d*sc16*(q - 32), q in
-// 0..63): mult = sc16, mo = 32 * sc16, off = d.
+// 0..63): mult = sc16, the -32 inside the integer sums, and one integer per
+// super-block, the sum of isum's lanes: acc = fma(float(sum), d_s * dx_s, acc),
+// y = acc (q6k_step), so that a tokens-in-lanes kernel gives the same bits.
 
 #if ECO_QUANT_ISA == 2
 constexpr int kRowsK = 4;
@@ -342,8 +344,8 @@ inline __m256i kdot_acc_xu(__m256i isum, __m256i qs, __m256i xu, __m256i m) {
   return madd16_acc(isum, _mm256_maddubs_epi16(xu, qs), m);
 }
 
-// One super-block's float step of one output, as ggml's q4_K / q6_K x q8_K
-// dots do it (so greedy output follows llama.cpp's): acc += float(isum) * (d *
+// One super-block's float step of one output (Q4_K; Q6_K's is q6k_step), as ggml's q4_K
+// x q8_K dot does it (so greedy output follows llama.cpp's): acc += float(isum) * (d *
 // dx); Q4_K's mins go to a separate 4-lane accumulator, accm += float(mins .
 // sums of 32) * -(dmin * dx); the output is hsum8(acc) + hsum8(accm).
 template <class F>
@@ -364,6 +366,35 @@ inline float kfinish(__m256 acc, __m128 accm) {
   return hsum8(acc) + _mm_cvtss_f32(accm);
 }
 
+// Lane i: the sum of the 8 int32 lanes of v[i] (exact).
+inline __m128i hsum4_epi32(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
+  const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
+  return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+// Q6_K's float step (kSub32), one output at a time as every Q6_K kernel does it: per
+// super-block one integer, the sum of isum's 8 lanes (exact), then acc = fma(float(isum),
+// d * dx, acc), super-blocks ascending from acc = 0; the output is acc. Here for N outputs at
+// once, 4 to a register: isum[i] and dd[i] (d * dx) of output i into lane i % 4 of acc[i / 4].
+template <int N>
+inline void q6k_step(__m128* acc, const __m256i* isum, const float* dd) {
+  auto sum_at = [&](int i) { return i < N ? isum[i] : _mm256_setzero_si256(); };
+  auto dd_at = [&](int i) { return i < N ? dd[i] : 0.0f; };
+#pragma GCC unroll 8
+  for (int g = 0; g < (N + 3) / 4; ++g) {
+    const __m128i tot = hsum4_epi32(sum_at(4 * g), sum_at(4 * g + 1), sum_at(4 * g + 2), sum_at(4 * g + 3));
+    const __m128 d4 = _mm_setr_ps(dd_at(4 * g), dd_at(4 * g + 1), dd_at(4 * g + 2), dd_at(4 * g + 3));
+    acc[g] = _mm_fmadd_ps(_mm_cvtepi32_ps(tot), d4, acc[g]);
+  }
+}
+
+// Output i of q6k_step's accumulators.
+inline float q6k_out(const __m128* acc, int i) {
+  alignas(16) float v[4];
+  _mm_store_ps(v, acc[i / 4]);
+  return v[i % 4];
+}
+
 // R unpacked rows (row i at urows[i]) times T tokens from t0; y as in tile().
 template <class F, int R, int T>
 void ktile(const UnpackedK* urows, const QuantizedActs& a, std::int64_t t0, float* y, std::int64_t y_stride) {
@@ -377,6 +408,10 @@ void ktile(const UnpackedK* urows, const QuantizedActs& a, std::int64_t t0, floa
       acc[r][t] = _mm256_setzero_ps();
       accm[r][t] = _mm_setzero_ps();
     }
+  // Q6_K: output (r, t) in q6k_step's lane r * T + t.
+  __m128 acc6[(R * T + 3) / 4];
+#pragma GCC unroll 8
+  for (int g = 0; g < (R * T + 3) / 4; ++g) acc6[g] = _mm_setzero_ps();
   // FmtQ6_KXu: the tokens' x + 128 (QuantizedActs::qu) against q - 32.
   const std::int8_t* xq =
       F::kUnsignedX ? reinterpret_cast<const std::int8_t*>(a.qu) + t0 * a.q_stride : a.q + t0 * a.q_stride;
@@ -408,27 +443,39 @@ void ktile(const UnpackedK* urows, const QuantizedActs& a, std::int64_t t0, floa
         }
       }
     }
+    if constexpr (F::kSub32) {
+      __m256i tot[R * T];
+      float dd[R * T];
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      if constexpr (F::kUnsignedX) {
-        const __m256i corr = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(urows[r].corr + 16 * s));
+      for (int r = 0; r < R; ++r) {
+        const __m256i corr = F::kUnsignedX
+                                 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(urows[r].corr + 16 * s))
+                                 : _mm256_setzero_si256();
 #pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) isum[r][t] = _mm256_add_epi32(isum[r][t], corr);
+        for (int t = 0; t < T; ++t) {
+          tot[r * T + t] = _mm256_add_epi32(isum[r][t], corr);
+          dd[r * T + t] = urows[r].d[s] * dx[t * nsb + s];
+        }
       }
-      // Q6_K (kSub32) has no mins, and its unpack stores none.
-      const __m256i mo = F::kSub32 ? _mm256_setzero_si256()
-                                   : _mm256_load_si256(reinterpret_cast<const __m256i*>(urows[r].mo + 16 * s));
+      q6k_step<R * T>(acc6, tot, dd);
+    } else {
 #pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) {
-        kstep<F>(acc[r][t], accm[r][t], isum[r][t], bs + t * 2 * a.nb + 16 * s, mo, urows[r].d[s], urows[r].off[s],
-                 dx[t * nsb + s]);
+      for (int r = 0; r < R; ++r) {
+        const __m256i mo = _mm256_load_si256(reinterpret_cast<const __m256i*>(urows[r].mo + 16 * s));
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          kstep<F>(acc[r][t], accm[r][t], isum[r][t], bs + t * 2 * a.nb + 16 * s, mo, urows[r].d[s],
+                   urows[r].off[s], dx[t * nsb + s]);
+        }
       }
     }
   }
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t)
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) y[t * y_stride + r] = kfinish(acc[r][t], accm[r][t]);
+    for (int r = 0; r < R; ++r) {
+      y[t * y_stride + r] = F::kSub32 ? q6k_out(acc6, r * T + t) : kfinish(acc[r][t], accm[r][t]);
+    }
 }
 
 using KTileFn = void (*)(const UnpackedK*, const QuantizedActs&, std::int64_t, float*, std::int64_t);
@@ -449,163 +496,6 @@ struct KTiles {
   // beside q, 8.2-10.1 s unblocked, 6.0-6.7 in blocks of 64 (32: 7.4-7.7, 128: 6.6-6.7).
   static constexpr std::int64_t kTokenBlock = 64;
 };
-
-#if ECO_QUANT_ISA == 2
-// (GCC 12's unmasked 512-bit intrinsics warn where inlined: bug 105593, as in matmul_packed_impl.h.)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-// ktile for Q6_K on 512-bit registers (the avx512vnni-zmm level): the same exact int32
-// lanes, so the same bits. The rows come unpacked by Q6kZmmTiles::unpack_row (q - 32 signed,
-// scales as (scale, 0) int16 pairs, corr), the tokens as x + 128 unsigned (QuantizedActs::qu)
-// in pairs (pack_k_pairs: per block of 32 values token 2p's bytes in the low 256 bits, 2p + 1's
-// in the high). Per block, row and pair, one vpdpbusd from zero against the row's 32 values in
-// both halves gives lane l (of each half) the sum of (x + 128)(q - 32) over values 4l..4l + 3 of
-// the block, |.| <= 4 * 255 * 32 < 2^15, so its low int16 is the whole value and one vpdpwssd
-// against (scale of the lane's 16 values, 0) multiplies it in: each half is ktile's 8 lanes of
-// one token, started from the row's corr (-128 * sum scale (q - 32), which takes the 128s out:
-// exact). Per super-block ktile's float step, for two tokens at once (times [d * dx_2p | d *
-// dx_2p+1]: a conversion, product and FMA per two). 2 instructions per 64 multiply-adds of a
-// row and token where ktile spends 8 (vpmaddubsw twice, vpsubw, vpdpwssd per 32). Emerald
-// Rapids Xeon, one thread, kernels_bench Q6_K 2048 x 768, 16 tokens 471-475 -> 405-409 us, 24
-// tokens 682-683 -> 578-582 (sixty-fourth pass: lanes from -32 * (sum of 4 x), made per tile and
-// token); with krows_impl's token blocks (sixty-fifth pass): synth 1b's matrices at 512 tokens
-// 7.6-9.4 -> 6.6-8.1 s (alternated), profile engine pp512 60-76 -> 89-92 tok/s, batch 32 52-60
-// -> 74-75. Then each register held 64 values of one token, and per super-block the halves
-// were folded (two shuffles and an add per pair of tokens); with the pairs and 6 tokens a tile
-// (sixty-ninth pass) 5.19-5.37 -> 4.38-4.43 s at 512 tokens.
-template <int R, int T>
-void ktile_q6k_zmm(const UnpackedK* urows, const QuantizedActs& a, std::int64_t t0, float* y, std::int64_t y_stride) {
-  const std::int64_t nsb = a.nb / 8;
-  // Tokens 2p and 2p + 1 share isum[r][p] and acc[r][p]: token 2p in the low 8 lanes, 2p + 1 in the high.
-  constexpr int P = (T + 1) / 2;
-  __m512 acc[R][P];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
-  // The token block's pairs (pack_q6k_pairs): pair p's block b at xp + p * 2 * q_stride + 64 * b.
-  const std::uint8_t* xp = a.qu + t0 * a.q_stride;
-  const float* dxp = a.d + t0 / 2 * 16 * nsb;
-  for (std::int64_t s = 0; s < nsb; ++s) {
-    __m512i isum[R][P];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m512i corr = _mm512_loadu_si512(urows[r].corr + 16 * s);
-#pragma GCC unroll 4
-      for (int p = 0; p < P; ++p) isum[r][p] = corr;
-    }
-#pragma GCC unroll 8
-    for (int b = 0; b < 8; ++b) {
-      __m512i xv[P];
-#pragma GCC unroll 4
-      for (int p = 0; p < P; ++p) xv[p] = _mm512_load_si512(xp + p * 2 * a.q_stride + 64 * (8 * s + b));
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        // The row's 32 values (q - 32) and their 8 lanes' (scale, 0) in both halves.
-        const __m512i q = _mm512_broadcast_i64x4(
-            _mm256_load_si256(reinterpret_cast<const __m256i*>(urows[r].q + 256 * s + 32 * b)));
-        const __m512i m = _mm512_broadcast_i64x4(
-            _mm256_load_si256(reinterpret_cast<const __m256i*>(urows[r].mult + 16 * (8 * s + b))));
-#pragma GCC unroll 4
-        for (int p = 0; p < P; ++p) {
-          isum[r][p] = _mm512_dpwssd_epi32(isum[r][p], _mm512_dpbusd_epi32(_mm512_setzero_si512(), xv[p], q), m);
-        }
-      }
-    }
-#pragma GCC unroll 4
-    for (int p = 0; p < P; ++p) {
-      const __m512 dx = _mm512_load_ps(dxp + 16 * (p * nsb + s));  // [dx_2p x 8 | dx_2p+1 x 8]
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(urows[r].d[s]), dx);
-        acc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][p]), dd, acc[r][p]);
-      }
-    }
-  }
-#pragma GCC unroll 4
-  for (int p = 0; p < P; ++p)
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      y[2 * p * y_stride + r] = kfinish(_mm512_castps512_ps256(acc[r][p]), _mm_setzero_ps());
-      if (2 * p + 1 < T) {
-        y[(2 * p + 1) * y_stride + r] =
-            kfinish(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][p]), 1)), _mm_setzero_ps());
-      }
-    }
-}
-
-struct Q6kZmmTiles {
-  template <int R, int T>
-  static constexpr KTileFn fn() {
-    return &ktile_q6k_zmm<R, T>;
-  }
-  static constexpr bool kPairs = true;  // the tiles read a token block in pairs (pack_k_pairs)
-  // Tokens per tile: 3 pairs (synth 1b's matrices, 512 tokens, one thread: 4.38-4.43 s against
-  // 4.73-4.84 with 2 pairs and 4.47-4.48 with 4, whose registers spill).
-  static constexpr int kTokens = 6;
-  // Tokens per pass of krows_impl: 96 (each row is unpacked once per pass; synth 1b's matrices at 512
-  // tokens 4.27-4.43 s against 4.44-4.59 in blocks of 64, alternated), whose pairs stay in L2 (540 KB
-  // at 5632 columns). The scratch of kQuantScratchFloatsPerBlock floats per 32 columns (cols >= 256)
-  // holds them (36 bytes per 32 columns a token), the alignment and kRowsK unpacked rows
-  // (unpacked_k_bytes: 77 bytes per 32 columns and 127 more).
-  static constexpr std::int64_t kTokenBlock = 96;
-  static_assert(kTokenBlock % kTokens == 0);
-  // The row as the tile reads it: q - 32 (signed), mult as int32 lanes (scale, 0), and per
-  // super-block corr: -128 * (sum over the lane's values of scale * (q - 32)) in ktile's 8
-  // lanes, in both halves (the tile's x + 128 products, less this, are its x products). Decoded
-  // on 512-bit registers in one pass: 64 bytes of ql and a doubled qh give blocks 4h, 4h + 1
-  // (low nibbles) and 4h + 2, 4h + 3 (high nibbles) with per-half vpsrlvw shifts of qh; the
-  // scales sign-extended once and spread per 64 values by vpermd (FmtQ6_KXu::unpack_row's q and
-  // corr, with mult's high int16 cleared; no mo). Against the 256-bit decode and a second pass
-  // over its bytes (FmtQ6_KXu's form then): synth 1b Q6_K, one thread, profile engine batch 8
-  // 42-43 -> 47-49 tok/s, batch 32 74 -> 78-79, pp512 93 -> 96-98 (sixty-fifth pass).
-  static void unpack_row(const std::uint8_t* row, std::int64_t nsb, const UnpackedK& u) {
-    const auto* blk = reinterpret_cast<const BlockQ6_K*>(row);
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3), k32 = _mm512_set1_epi8(32);
-    // qh's shift for blocks jj = 0 | 1 (low nibbles) and 2 | 3 (high), per 256-bit half.
-    const __m512i sh_lo = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
-    const __m512i sh_hi = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
-    for (std::int64_t s = 0; s < nsb; ++s) {
-      // Lane i: scale i as (int16, 0).
-      const __m512i sc = _mm512_and_si512(
-          _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[s].scales))),
-          _mm512_set1_epi32(0xFFFF));
-      __m512i c16 = _mm512_setzero_si512();
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {
-        const __m512i ql = _mm512_loadu_si512(blk[s].ql + 64 * h);
-        const __m256i qh256 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[s].qh + 32 * h));
-        const __m512i qh = _mm512_inserti64x4(_mm512_castsi256_si512(qh256), qh256, 1);
-        const __m512i hi_lo = _mm512_and_si512(_mm512_srlv_epi16(qh, sh_lo), m2);
-        const __m512i hi_hi = _mm512_and_si512(_mm512_srlv_epi16(qh, sh_hi), m2);
-        const __m512i q[2] = {
-            _mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_slli_epi16(hi_lo, 4)), k32),
-            _mm512_sub_epi8(
-                _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_slli_epi16(hi_hi, 4)), k32)};
-#pragma GCC unroll 2
-        for (int k = 0; k < 2; ++k) {
-          const int c = 2 * h + k;  // 64 values: blocks 2c, 2c + 1 (sub-blocks 4c .. 4c + 3)
-          _mm512_storeu_si512(u.q + 256 * s + 64 * c, q[k]);
-          const __m512i m = _mm512_permutexvar_epi32(
-              _mm512_set_epi32(4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 2, 4 * c + 2, 4 * c + 2, 4 * c + 2,
-                               4 * c + 1, 4 * c + 1, 4 * c + 1, 4 * c + 1, 4 * c, 4 * c, 4 * c, 4 * c),
-              sc);
-          _mm512_storeu_si512(u.mult + 16 * (8 * s + 2 * c), m);
-          const __m512i sum4 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), q[k]);
-          c16 = _mm512_dpwssd_epi32(c16, sum4, m);
-        }
-      }
-      const __m512i f = _mm512_add_epi32(c16, _mm512_shuffle_i64x2(c16, c16, 0x4E));  // [lo + hi | hi + lo]
-      _mm512_storeu_si512(u.corr + 16 * s, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(f, 7)));
-      u.d[s] = u.off[s] = h2f(blk[s].d);
-    }
-  }
-};
-static_assert((64 + kRowsK * 127) / 8 + kRowsK * 77 + 36 * Q6kZmmTiles::kTokenBlock <=
-              4 * kQuantScratchFloatsPerBlock);
-#pragma GCC diagnostic pop
-#endif
 
 // 1-4 tokens: kStreams far-apart streams of rows (as gemv()), decoded in
 // registers without the unpack buffer; the same arithmetic as ktile().
@@ -632,8 +522,14 @@ void kgemv(const std::uint8_t* w, std::size_t row_bytes, std::int64_t stream_row
         accm[r][t] = _mm_setzero_ps();
       }
     }
+    // Q6_K: output (r, t) in q6k_step's lane r * T + t.
+    __m128 acc6[(kStreams * T + 3) / 4];
+#pragma GCC unroll 8
+    for (int g = 0; g < (kStreams * T + 3) / 4; ++g) acc6[g] = _mm_setzero_ps();
     for (std::int64_t s = 0; s < nsb; ++s) {
       pf.upto(rows, (s + 1) * super_bytes);
+      __m256i tot[kStreams * T];
+      float dd[kStreams * T];
 #pragma GCC unroll 8
       for (int r = 0; r < kStreams; ++r) {
         const KSuper k = F::super(rows[r], s);
@@ -661,14 +557,22 @@ void kgemv(const std::uint8_t* w, std::size_t row_bytes, std::int64_t stream_row
         for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], isum2[t]);
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) {
-          kstep<F>(acc[r][t], accm[r][t], isum[t], bs + t * 2 * a.nb + 16 * s, k.mo, k.d, k.off, dx[t * nsb + s]);
+          if constexpr (F::kSub32) {
+            tot[r * T + t] = isum[t];
+            dd[r * T + t] = k.d * dx[t * nsb + s];
+          } else {
+            kstep<F>(acc[r][t], accm[r][t], isum[t], bs + t * 2 * a.nb + 16 * s, k.mo, k.d, k.off, dx[t * nsb + s]);
+          }
         }
       }
+      if constexpr (F::kSub32) q6k_step<kStreams * T>(acc6, tot, dd);
     }
 #pragma GCC unroll 8
     for (int r = 0; r < kStreams; ++r)
 #pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) y[t * y_stride + r * stream_rows + i] = kfinish(acc[r][t], accm[r][t]);
+      for (int t = 0; t < T; ++t) {
+        y[t * y_stride + r * stream_rows + i] = F::kSub32 ? q6k_out(acc6, r * T + t) : kfinish(acc[r][t], accm[r][t]);
+      }
   }
 }
 
@@ -682,8 +586,7 @@ void kgemv_rows(const std::uint8_t* w, std::size_t row_bytes, const QuantizedAct
   });
 }
 
-
-// Tokens [tb, te) of a as ktile_q6k_zmm reads them, into pk (64-byte aligned, k_pairs_bytes):
+// Tokens [tb, te) of a as ktile_q6k_zmm (matmul_q6k_zmm_impl.h) reads them, into pk (64-byte aligned):
 // tokens tb + 2p and tb + 2p + 1 as pair p, whose 32 qu bytes of block b lie side by side at
 // pk + p * 2 * cols + 64 * b, and whose dx of super-block s at pairs_d + 16 * (p * nsb + s) as
 // 8 copies each (a missing second token reads as zeros). The returned acts are a's with qu, d
@@ -718,7 +621,7 @@ QuantizedActs pack_k_pairs(const QuantizedActs& a, std::int64_t tb, std::int64_t
 // unpacked into scratch (kRowsK * unpacked_k_bytes(cols) <= the scratch of
 // kQuantScratchFloatsPerBlock floats per 32 columns), then every token tile
 // runs over them. The next rows' bytes are prefetched while unpacking.
-// Tiles: KTiles<F>, or (the avx512vnni-zmm level's Q6_K) Q6kZmmTiles.
+// Tiles: KTiles<F>, or (the avx512vnni-zmm level's Q6_K) Q6kZmmTiles (matmul_q6k_zmm_impl.h).
 template <class F, class Tiles = KTiles<F>>
 void krows_impl(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
                 std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride, float* scratch) {
@@ -986,13 +889,6 @@ void rows_q6_k(const std::uint8_t* w, std::size_t rb, const QuantizedActs& a, st
                std::int64_t t0, std::int64_t t1, float* y, std::int64_t ys, float* scratch) {
   krows_impl<FmtQ6_KXu>(w, rb, a, r0, r1, t0, t1, y, ys, scratch);
 }
-#if ECO_QUANT_ISA == 2
-// The avx512vnni-zmm level's Q6_K: ktile_q6k_zmm for 5 or more tokens (the same bits).
-void rows_q6_k_zmm(const std::uint8_t* w, std::size_t rb, const QuantizedActs& a, std::int64_t r0, std::int64_t r1,
-                   std::int64_t t0, std::int64_t t1, float* y, std::int64_t ys, float* scratch) {
-  krows_impl<FmtQ6_K, Q6kZmmTiles>(w, rb, a, r0, r1, t0, t1, y, ys, scratch);
-}
-#endif
 
 }  // namespace
 }  // namespace ecoserve::kernels::detail::ECO_QUANT_NS
