@@ -204,8 +204,8 @@ struct Q6kZmmTiles {
 static_assert((64 + kRowsK * 127) / 8 + kRowsK * 77 + 36 * Q6kZmmTiles::kTokenBlock <=
               4 * kQuantScratchFloatsPerBlock);
 
-// ktile_q6k_zmm's rows for 5 or more tokens (the AMX level's, and the zmm level's up to
-// kQ6kLanesMinTokens); 1-4 tokens on kgemv.
+// ktile_q6k_zmm's rows for 5 or more tokens (rows_q6_k_zmm_lanes' up to kQ6kLanesMinTokens);
+// 1-4 tokens on kgemv.
 void rows_q6_k_zmm(const std::uint8_t* w, std::size_t rb, const QuantizedActs& a, std::int64_t r0, std::int64_t r1,
                    std::int64_t t0, std::int64_t t1, float* y, std::int64_t ys, float* scratch) {
   krows_impl<FmtQ6_K, Q6kZmmTiles>(w, rb, a, r0, r1, t0, t1, y, ys, scratch);
@@ -395,8 +395,9 @@ void rows_q6k_lanes(const std::uint8_t* w, std::size_t row_bytes, const Quantize
 // 16 202-203 -> 146-159, 24 262-265 -> 214).
 constexpr std::int64_t kQ6kLanesMinTokens = 16;
 
-// The avx512vnni-zmm level's Q6_K: the tokens in the lanes from kQ6kLanesMinTokens tokens,
-// else rows_q6_k_zmm (the same bits).
+// The avx512vnni-zmm and avx512amx levels' Q6_K (the latter's where the bf16 tiles do not take
+// the batch): the tokens in the lanes from kQ6kLanesMinTokens tokens, else rows_q6_k_zmm (the
+// same bits).
 void rows_q6_k_zmm_lanes(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
                          std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride,
                          float* scratch) {

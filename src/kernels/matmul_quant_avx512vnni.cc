@@ -37,7 +37,7 @@ const QuantRowKernels* quant_row_kernels_avx512vnni_zmm() {
 
 const QuantRowKernels* quant_row_kernels_avx512amx() {
   namespace k = isa_avx512vnni;
-  static constexpr QuantRowKernels kKernels{&k::rows_q8_0, &k::rows_q4_0, &k::rows_q4_k, &k::rows_q6_k_zmm,
+  static constexpr QuantRowKernels kKernels{&k::rows_q8_0, &k::rows_q4_0, &k::rows_q4_k, &k::rows_q6_k_zmm_lanes,
                                               &k::rows_q8_0_rows8_amx, &k::rows_q4_k_rows8_amx};
   return &kKernels;
 }
