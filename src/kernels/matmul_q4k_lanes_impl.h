@@ -63,32 +63,41 @@ constexpr std::int64_t kQ4kAhead = 2;
 static_assert(kQ4kLaneChunkTokens / 16 * kQ4kLaneVecBytes / 8 + 64 <= 4 * kQuantScratchFloatsPerBlock);
 static_assert(kQ4kLaneVecBytes % 64 == 0 && kQ4kLaneWeightBytes % 64 == 0);
 
-// Tokens [ts, te) of a (at most kQ4kLaneChunkTokens) into pk: super-block s, register v of
-// 16 tokens at pk + (s * nvec + v) * kQ4kLaneVecBytes; the tokens past te read as zero.
-void pack_q4k_lanes(const QuantizedActs& a, std::int64_t ts, std::int64_t te, std::uint8_t* pk) {
+// Tokens [ts, te) of a's K-format q into pk for a tokens-in-lanes kernel: super-block s,
+// register v of 16 tokens at pk + (s * nvec + v) * vec_bytes, whose first 4 KiB are the
+// values as [64 quads][16 tokens][4] (quad k: values 4k .. 4k + 3); the tokens past te read
+// as zero. extra(base, i, t, s) fills the rest of lane i (token t, or -1 past te).
+template <class Extra>
+void pack_k_lanes(const QuantizedActs& a, std::int64_t ts, std::int64_t te, std::int64_t vec_bytes,
+                  std::uint8_t* pk, Extra&& extra) {
   const std::int64_t nsb = a.nb / 8, nvec = (te - ts + 15) / 16;
   for (std::int64_t s = 0; s < nsb; ++s) {
     for (std::int64_t v = 0; v < nvec; ++v) {
-      std::uint8_t* base = pk + (s * nvec + v) * kQ4kLaneVecBytes;
-      auto* bp = reinterpret_cast<std::int32_t*>(base + kQ4kLaneBpairs);
-      auto* d = reinterpret_cast<float*>(base + kQ4kLaneDx);
+      std::uint8_t* base = pk + (s * nvec + v) * vec_bytes;
       for (int i = 0; i < 16; ++i) {
         const std::int64_t t = ts + 16 * v + i;
         if (t < te) {
           const std::int8_t* q = a.q + t * a.q_stride + 256 * s;
           for (int k = 0; k < 64; ++k) std::memcpy(base + 64 * k + 4 * i, q + 4 * k, 4);
-#pragma GCC unroll 4
-          for (int p = 0; p < 4; ++p) bp[16 * p + i] = a.bpairs[(t * nsb + s) * 4 + p];
-          d[i] = a.d[t * nsb + s];
         } else {
           for (int k = 0; k < 64; ++k) std::memset(base + 64 * k + 4 * i, 0, 4);
-#pragma GCC unroll 4
-          for (int p = 0; p < 4; ++p) bp[16 * p + i] = 0;
-          d[i] = 0.0f;
         }
+        extra(base, i, t < te ? t : -1, s);
       }
     }
   }
+}
+
+// Tokens [ts, te) of a (at most kQ4kLaneChunkTokens) into pk (pack_k_lanes, kQ4kLaneVecBytes a
+// register), with each lane's bpairs and d.
+void pack_q4k_lanes(const QuantizedActs& a, std::int64_t ts, std::int64_t te, std::uint8_t* pk) {
+  const std::int64_t nsb = a.nb / 8;
+  pack_k_lanes(a, ts, te, kQ4kLaneVecBytes, pk, [&](std::uint8_t* base, int i, std::int64_t t, std::int64_t s) {
+    auto* bp = reinterpret_cast<std::int32_t*>(base + kQ4kLaneBpairs);
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) bp[16 * p + i] = t >= 0 ? a.bpairs[(t * nsb + s) * 4 + p] : 0;
+    reinterpret_cast<float*>(base + kQ4kLaneDx)[i] = t >= 0 ? a.d[t * nsb + s] : 0.0f;
+  });
 }
 
 // The group super-block at sup (kQ4kGroupSuperBytes) unpacked into out (kQ4kLaneWeightBytes,
@@ -126,6 +135,27 @@ inline __m512i bcast32(const std::uint8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
+// dot[r][v] += quads k0 .. k0 + 3 of 4 rows times the TV registers of tokens at xs (vec_bytes
+// apart, quad k at 64 * k): row r's 4 bytes of quad k broadcast from w + r * row_step + k *
+// quad_step.
+template <int TV>
+inline void lanes_dot4(__m512i (&dot)[4][TV], const std::uint8_t* xs, std::int64_t vec_bytes, int k0,
+                       const std::uint8_t* w, std::int64_t row_step, std::int64_t quad_step) {
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    const int k = k0 + c;
+    __m512i xv[TV];
+#pragma GCC unroll 4
+    for (int v = 0; v < TV; ++v) xv[v] = _mm512_load_si512(xs + v * vec_bytes + 64 * k);
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+      const __m512i wv = bcast32(w + r * row_step + k * quad_step);
+#pragma GCC unroll 4
+      for (int v = 0; v < TV; ++v) dot[r][v] = _mm512_dpbusd_epi32(dot[r][v], wv, xv[v]);
+    }
+  }
+}
+
 // One super-block: rows r0 .. r0 + 3 of the unpacked group super-block at wr times the TV
 // registers of tokens at xs (kQ4kLaneVecBytes apart), added into acc [4][acc_stride].
 // pf: lines to prefetch into L2, spread over the tile's 16 steps (in a burst they would
@@ -151,19 +181,7 @@ void q4k_lanes_tile(const std::uint8_t* wr, int r0, const std::uint8_t* xs, floa
       for (int r = 0; r < 4; ++r)
 #pragma GCC unroll 4
         for (int v = 0; v < TV; ++v) dot[r][v] = _mm512_setzero_si512();
-#pragma GCC unroll 4
-      for (int c = 0; c < 4; ++c) {
-        const int k = 8 * sb + 4 * h + c;
-        __m512i xv[TV];
-#pragma GCC unroll 4
-        for (int v = 0; v < TV; ++v) xv[v] = _mm512_load_si512(xs + v * kQ4kLaneVecBytes + 64 * k);
-#pragma GCC unroll 4
-        for (int r = 0; r < 4; ++r) {
-          const __m512i wv = bcast32(wq + 32 * k + 4 * r);
-#pragma GCC unroll 4
-          for (int v = 0; v < TV; ++v) dot[r][v] = _mm512_dpbusd_epi32(dot[r][v], wv, xv[v]);
-        }
-      }
+      lanes_dot4<TV>(dot, xs, kQ4kLaneVecBytes, 8 * sb + 4 * h, wq, 4, 32);
 #pragma GCC unroll 4
       for (int r = 0; r < 4; ++r) {
         const __m512i s = bcast32(sc + 32 * sb + 4 * r);

@@ -57,25 +57,25 @@ inline void q6k_decode(const BlockQ6_K& blk, __m512i* q) {
 
 // ktile for Q6_K on 512-bit registers (the avx512vnni-zmm level, 5-15 tokens): the same exact
 // integers and q6k_step's float step, so the same bits. The rows come unpacked by
-// Q6kZmmTiles::unpack_row (q - 32 signed, scales as (scale, 0) int16 pairs, corr), the tokens as x + 128 unsigned (QuantizedActs::qu)
-// in pairs (pack_k_pairs: per block of 32 values token 2p's bytes in the low 256 bits, 2p + 1's
-// in the high). Per block, row and pair, one vpdpbusd from zero against the row's 32 values in
-// both halves gives lane l (of each half) the sum of (x + 128)(q - 32) over values 4l..4l + 3 of
-// the block, |.| <= 4 * 255 * 32 < 2^15, so its low int16 is the whole value and one vpdpwssd
-// against (scale of the lane's 16 values, 0) multiplies it in: each half is ktile's 8 lanes of
-// one token, started from the row's corr (-128 * sum scale (q - 32), which takes the 128s out:
-// exact). Per super-block q6k_step's float step, for 4 rows and two tokens at once (each half's
-// 8 lanes summed by two rounds of unpacks and a 128-bit shuffle, times [d_r * dx_2p | d_r *
-// dx_2p+1]: 14 instructions per 4 rows and pair). 2 instructions per 64 multiply-adds of a
-// row and token where ktile spends 8 (vpmaddubsw twice, vpsubw, vpdpwssd per 32). Emerald
-// Rapids Xeon, one thread, kernels_bench Q6_K 2048 x 768, 16 tokens 471-475 -> 405-409 us, 24
-// tokens 682-683 -> 578-582 (sixty-fourth pass: lanes from -32 * (sum of 4 x), made per tile and
-// token); with krows_impl's token blocks (sixty-fifth pass): synth 1b's matrices at 512 tokens
-// 7.6-9.4 -> 6.6-8.1 s (alternated), profile engine pp512 60-76 -> 89-92 tok/s, batch 32 52-60
-// -> 74-75. Then each register held 64 values of one token, and per super-block the halves
-// were folded (two shuffles and an add per pair of tokens); with the pairs and 6 tokens a tile
-// (sixty-ninth pass) 5.19-5.37 -> 4.38-4.43 s at 512 tokens. From 16 tokens rows_q6k_lanes
-// (matmul_q6k_lanes_impl.h) takes the batch.
+// Q6kZmmTiles::unpack_row (q - 32 signed, scales as (scale, 0) int16 pairs, corr), the tokens as
+// x + 128 unsigned (QuantizedActs::qu) in pairs (pack_k_pairs: per block of 32 values token 2p's
+// bytes in the low 256 bits, 2p + 1's in the high). Per block, row and pair, one vpdpbusd from
+// zero against the row's 32 values in both halves gives lane l (of each half) the sum of (x +
+// 128)(q - 32) over values 4l..4l + 3 of the block, |.| <= 4 * 255 * 32 < 2^15, so its low int16
+// is the whole value and one vpdpwssd against (scale of the lane's 16 values, 0) multiplies it
+// in: each half is ktile's 8 lanes of one token, started from the row's corr (-128 * sum scale
+// (q - 32), which takes the 128s out: exact). Per super-block q6k_step's float step, for 4 rows
+// and two tokens at once (each half's 8 lanes summed by two rounds of unpacks and a 128-bit
+// shuffle, times [d_r * dx_2p | d_r * dx_2p+1]: 14 instructions per 4 rows and pair). 2
+// instructions per 64 multiply-adds of a row and token where ktile spends 8 (vpmaddubsw twice,
+// vpsubw, vpdpwssd per 32). Emerald Rapids Xeon, one thread, kernels_bench Q6_K 2048 x 768, 16
+// tokens 471-475 -> 405-409 us, 24 tokens 682-683 -> 578-582 (sixty-fourth pass: lanes from -32
+// * (sum of 4 x), made per tile and token); with krows_impl's token blocks (sixty-fifth pass):
+// synth 1b's matrices at 512 tokens 7.6-9.4 -> 6.6-8.1 s (alternated), profile engine pp512
+// 60-76 -> 89-92 tok/s, batch 32 52-60 -> 74-75. Then each register held 64 values of one token,
+// and per super-block the halves were folded (two shuffles and an add per pair of tokens); with
+// the pairs and 6 tokens a tile (sixty-ninth pass) 5.19-5.37 -> 4.38-4.43 s at 512 tokens. From
+// 16 tokens rows_q6k_lanes (below) takes the batch.
 template <int R, int T>
 void ktile_q6k_zmm(const UnpackedK* urows, const QuantizedActs& a, std::int64_t t0, float* y, std::int64_t y_stride) {
   static_assert(R <= 4);
@@ -204,8 +204,8 @@ struct Q6kZmmTiles {
 static_assert((64 + kRowsK * 127) / 8 + kRowsK * 77 + 36 * Q6kZmmTiles::kTokenBlock <=
               4 * kQuantScratchFloatsPerBlock);
 
-// ktile_q6k_zmm's rows for 5 or more tokens (rows_q6_k_zmm_lanes' up to kQ6kLanesMinTokens);
-// 1-4 tokens on kgemv.
+// ktile_q6k_zmm's rows for 5 or more tokens (up to kQ6kLanesMinTokens where the tokens-in-lanes
+// kernel takes the rest); 1-4 tokens on kgemv.
 void rows_q6_k_zmm(const std::uint8_t* w, std::size_t rb, const QuantizedActs& a, std::int64_t r0, std::int64_t r1,
                    std::int64_t t0, std::int64_t t1, float* y, std::int64_t ys, float* scratch) {
   krows_impl<FmtQ6_K, Q6kZmmTiles>(w, rb, a, r0, r1, t0, t1, y, ys, scratch);
@@ -228,31 +228,16 @@ constexpr std::int64_t kQ6kAhead = 1;
 static_assert(kQ6kLaneChunkTokens / 16 * kQ6kLaneVecBytes / 8 + 64 <= 4 * kQuantScratchFloatsPerBlock);
 static_assert(kQ6kLaneVecBytes % 64 == 0 && kQ6kLaneWeightBytes % 64 == 0);
 
-// Tokens [ts, te) of a (at most kQ6kLaneChunkTokens) into pk: super-block s, register v of
-// 16 tokens at pk + (s * nvec + v) * kQ6kLaneVecBytes; the tokens past te read as zero.
+// Tokens [ts, te) of a (at most kQ6kLaneChunkTokens) into pk (pack_k_lanes, kQ6kLaneVecBytes a
+// register), with each lane's -32 * sub-block sums and dx.
 void pack_q6k_lanes(const QuantizedActs& a, std::int64_t ts, std::int64_t te, std::uint8_t* pk) {
-  const std::int64_t nsb = a.nb / 8, nvec = (te - ts + 15) / 16;
-  for (std::int64_t s = 0; s < nsb; ++s) {
-    for (std::int64_t v = 0; v < nvec; ++v) {
-      std::uint8_t* base = pk + (s * nvec + v) * kQ6kLaneVecBytes;
-      auto* nbs = reinterpret_cast<std::int32_t*>(base + kQ6kLaneNbs);
-      auto* d = reinterpret_cast<float*>(base + kQ6kLaneDx);
-      for (int i = 0; i < 16; ++i) {
-        const std::int64_t t = ts + 16 * v + i;
-        if (t < te) {
-          const std::int8_t* q = a.q + t * a.q_stride + 256 * s;
-          for (int k = 0; k < 64; ++k) std::memcpy(base + 64 * k + 4 * i, q + 4 * k, 4);
-          const std::int16_t* bs = a.bsums + t * 2 * a.nb + 16 * s;
-          for (int sb = 0; sb < 16; ++sb) nbs[16 * sb + i] = -32 * bs[sb];
-          d[i] = a.d[t * nsb + s];
-        } else {
-          for (int k = 0; k < 64; ++k) std::memset(base + 64 * k + 4 * i, 0, 4);
-          for (int sb = 0; sb < 16; ++sb) nbs[16 * sb + i] = 0;
-          d[i] = 0.0f;
-        }
-      }
-    }
-  }
+  const std::int64_t nsb = a.nb / 8;
+  pack_k_lanes(a, ts, te, kQ6kLaneVecBytes, pk, [&](std::uint8_t* base, int i, std::int64_t t, std::int64_t s) {
+    auto* nbs = reinterpret_cast<std::int32_t*>(base + kQ6kLaneNbs);
+    const std::int16_t* bs = t >= 0 ? a.bsums + t * 2 * a.nb + 16 * s : nullptr;
+    for (int sb = 0; sb < 16; ++sb) nbs[16 * sb + i] = t >= 0 ? -32 * bs[sb] : 0;
+    reinterpret_cast<float*>(base + kQ6kLaneDx)[i] = t >= 0 ? a.d[t * nsb + s] : 0.0f;
+  });
 }
 
 // Super-block s of the nr (<= 4) rows at w (row_bytes apart) into out (kQ6kLaneWeightBytes,
@@ -302,19 +287,7 @@ void q6k_lanes_tile(const std::uint8_t* wr, const std::uint8_t* xs, float* acc, 
 #pragma GCC unroll 4
       for (int r = 0; r < 4; ++r) dot[r][v] = nbs;
     }
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) {
-      const int k = 4 * sb + c;
-      __m512i xv[TV];
-#pragma GCC unroll 4
-      for (int v = 0; v < TV; ++v) xv[v] = _mm512_load_si512(xs + v * kQ6kLaneVecBytes + 64 * k);
-#pragma GCC unroll 4
-      for (int r = 0; r < 4; ++r) {
-        const __m512i wv = bcast32(wr + 256 * r + 4 * k);
-#pragma GCC unroll 4
-        for (int v = 0; v < TV; ++v) dot[r][v] = _mm512_dpbusd_epi32(dot[r][v], wv, xv[v]);
-      }
-    }
+    lanes_dot4<TV>(dot, xs, kQ6kLaneVecBytes, 4 * sb, wr, 256, 4);
 #pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) {
       const __m512i s = _mm512_set1_epi32(sc[16 * r + sb]);
@@ -387,26 +360,14 @@ void rows_q6k_lanes(const std::uint8_t* w, std::size_t row_bytes, const Quantize
   }
 }
 
-// Tokens from which rows_q6_k_zmm_lanes takes the tokens-in-lanes kernel: with a register of
+// Tokens from which the avx512vnni-zmm and avx512amx levels' Q6_K takes rows_q6k_lanes (the
+// latter's where the bf16 tiles do not take the batch), else rows_q6_k_zmm: with a register of
 // 16 tokens' lanes mostly empty, fewer run faster on the pairs tiles where the weights are in
 // L2 (Emerald Rapids Xeon, one thread, kernels_bench Q6_K 2048 x 768, us, pairs -> lanes: 8
 // tokens 160 -> 217, 12 194 -> 221-224, 16 242-243 -> 222-223); from DRAM the lanes are even
 // at 8 and faster from 12 (BM_Synth1bMatmuls, ms: 8 145-161 -> 144-154, 12 170-202 -> 146-160,
 // 16 202-203 -> 146-159, 24 262-265 -> 214).
 constexpr std::int64_t kQ6kLanesMinTokens = 16;
-
-// The avx512vnni-zmm and avx512amx levels' Q6_K (the latter's where the bf16 tiles do not take
-// the batch): the tokens in the lanes from kQ6kLanesMinTokens tokens, else rows_q6_k_zmm (the
-// same bits).
-void rows_q6_k_zmm_lanes(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
-                         std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride,
-                         float* scratch) {
-  if (t1 - t0 >= kQ6kLanesMinTokens) {
-    rows_q6k_lanes(w, row_bytes, a, r0, r1, t0, t1, y, y_stride, scratch);
-  } else {
-    rows_q6_k_zmm(w, row_bytes, a, r0, r1, t0, t1, y, y_stride, scratch);
-  }
-}
 
 }  // namespace
 }  // namespace ecoserve::kernels::detail::ECO_QUANT_NS

@@ -194,14 +194,16 @@ void rows8_q8_lanes(const std::uint8_t* w, std::size_t row_bytes, const Quantize
   }
 }
 
-// kLanes (a tokens-in-lanes kernel: rows8_q8_lanes, rows8_q4k_lanes) from kLanesMinTokens
-// tokens on where the QuantizedActs switch kOn asks for it, else kRows (rows in the lanes).
+// kLanes (a tokens-in-lanes kernel: rows8_q8_lanes, rows8_q4k_lanes, rows_q6k_lanes) from
+// kMinTokens tokens on where the QuantizedActs switch kOn (if any) asks for it, else kRows
+// (rows in the lanes).
 constexpr std::int64_t kLanesMinTokens = 32;
-template <bool QuantizedActs::*kOn, QuantRowsFn kLanes, QuantRowsFn kRows>
-void rows8_lanes_from_32(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
-                         std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride,
-                         float* scratch) {
-  if (a.*kOn && t1 - t0 >= kLanesMinTokens) {
+template <std::int64_t kMinTokens, bool QuantizedActs::*kOn, QuantRowsFn kLanes, QuantRowsFn kRows>
+void lanes_from(const std::uint8_t* w, std::size_t row_bytes, const QuantizedActs& a, std::int64_t r0,
+                std::int64_t r1, std::int64_t t0, std::int64_t t1, float* y, std::int64_t y_stride, float* scratch) {
+  bool on = t1 - t0 >= kMinTokens;
+  if constexpr (kOn != nullptr) on = on && a.*kOn;
+  if (on) {
     kLanes(w, row_bytes, a, r0, r1, t0, t1, y, y_stride, scratch);
   } else {
     kRows(w, row_bytes, a, r0, r1, t0, t1, y, y_stride, scratch);
