@@ -183,6 +183,7 @@ int run_info(const InfoArgs& a) {
                       {"q4k_gfni", cpu.gfni},
                       {"q8_lanes", kernels::default_q8_lanes()},
                       {"q4k_lanes", kernels::default_q4k_lanes()},
+                      {"q6k_lanes", kernels::default_q6k_lanes()},
                       {"attention_f32_wide", kernels::default_attention_f32_wide()},
                       {"attention_row_prefetch", kernels::default_attention_row_prefetch()},
                       {"amx_bf16", kernels::default_amx_bf16() && kernels::amx_bf16_supported(cpu)},
@@ -276,6 +277,9 @@ int run_info(const InfoArgs& a) {
     line("q8_0 tiles", fmt::format("5+ tokens on avx512vnni-zmm: {} ({})",
                                    kernels::q8_tile_summary(kernels::default_q8_lanes()),
                                    chosen_by("ECOSERVE_Q8_LANES")));
+    line("q6_k tiles", fmt::format("5+ tokens on avx512vnni-zmm: {} ({})",
+                                   kernels::q6k_tile_summary(kernels::default_q6k_lanes()),
+                                   chosen_by("ECOSERVE_Q6K_LANES")));
     line("decode attention",
          fmt::format("on avx512vnni-zmm, fp16 KV on 512-bit registers, f32 KV on 512-bit for GQA groups of 8 and "
                      "{}-bit for groups of 2 and 4 ({}); GQA groups 2-8 and head_dim 64 or 128, else 256-bit",

@@ -376,6 +376,7 @@ int run_profile(const ProfileArgs& a) {
                        kernels::q4k_tile_summary(kernels::default_q4k_tile_pairs(), cpu.gfni,
                                                  kernels::default_q4k_lanes()) +
                        "; Q8_0 tiles: " + kernels::q8_tile_summary(kernels::default_q8_lanes()) +
+                       "; Q6_K tiles: " + kernels::q6k_tile_summary(kernels::default_q6k_lanes()) +
                        (bf16_from > 0 ? "; bf16 tiles (ECOSERVE_AMX_BF16) for batches of " +
                                             std::to_string(bf16_from) + "+"
                         : bf16_vec_from > 0 ? "; bf16 vectors (ECOSERVE_MATMUL_BF16) for batches of " +
@@ -532,6 +533,7 @@ int run_profile(const ProfileArgs& a) {
                             {"q4k_gfni", kernels::cpu_has_gfni()},
                             {"q8_lanes", kernels::default_q8_lanes()},
                             {"q4k_lanes", kernels::default_q4k_lanes()},
+                            {"q6k_lanes", kernels::default_q6k_lanes()},
                             {"amx_bf16", bf16_on},
                             {"bf16_weights", made},
                             {"matmul_bf16_vectors", bf16_vec_from > 0},

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
        {ecoserve::kernels::isa_from_env().status(), ecoserve::kernels::gemv_streams_from_env().status(),
         ecoserve::kernels::gemv_prefetch_from_env().status(), ecoserve::kernels::q4k_tile_pairs_from_env().status(),
         ecoserve::kernels::q8_lanes_from_env().status(), ecoserve::kernels::q4k_lanes_from_env().status(),
+        ecoserve::kernels::q6k_lanes_from_env().status(),
         ecoserve::kernels::attention_f32_wide_from_env().status(),
         ecoserve::kernels::attention_row_prefetch_from_env().status(),
         ecoserve::kernels::amx_bf16_from_env().status(),

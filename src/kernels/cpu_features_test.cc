@@ -68,7 +68,7 @@ TEST(CpuFeaturesTest, VendorIsReadAndSetsTheGemvStreamsAndPrefetch) {
   EXPECT_EQ(q4k_tile_summary(2, false, false), "2 pairs of 8-row groups x 3 tokens");
   EXPECT_EQ(q4k_tile_summary(1, false, false), "1 pair of 8-row groups x 7 tokens");
   EXPECT_EQ(q4k_tile_summary(1, true, false), "1 pair of 8-row groups x 8 tokens, GFNI nibbles and vpdpwssd scales");
-  // And its Q8_0 and Q4_K kernels of 32+ tokens: tokens in lanes on Intel only.
+  // And its Q8_0 and Q4_K kernels of 32+ tokens and Q6_K of 16+: tokens in lanes on Intel only.
   EXPECT_TRUE(q8_lanes_for(intel));
   EXPECT_FALSE(q8_lanes_for(amd));
   EXPECT_EQ(default_q8_lanes(), *q8_lanes_from_env());
@@ -77,6 +77,12 @@ TEST(CpuFeaturesTest, VendorIsReadAndSetsTheGemvStreamsAndPrefetch) {
   EXPECT_FALSE(q4k_lanes_for(amd));
   EXPECT_EQ(default_q4k_lanes(), *q4k_lanes_from_env());
   EXPECT_EQ(KernelContext(nullptr).q4k_lanes, default_q4k_lanes());
+  EXPECT_TRUE(q6k_lanes_for(intel));
+  EXPECT_FALSE(q6k_lanes_for(amd));
+  EXPECT_EQ(default_q6k_lanes(), *q6k_lanes_from_env());
+  EXPECT_EQ(KernelContext(nullptr).q6k_lanes, default_q6k_lanes());
+  EXPECT_EQ(q6k_tile_summary(false), "4 rows x 6 tokens in pairs");
+  EXPECT_EQ(q6k_tile_summary(true), "4 rows x 6 tokens in pairs, tokens in lanes from 16 tokens");
   EXPECT_EQ(q8_tile_summary(false), "2 pairs of 8-row groups x 7 tokens");
   EXPECT_EQ(q8_tile_summary(true), "2 pairs of 8-row groups x 7 tokens, tokens in lanes from 32 tokens");
   EXPECT_EQ(q4k_tile_summary(2, true, false),
@@ -189,14 +195,15 @@ TEST(CpuFeaturesTest, EnvironmentSetsTheGemvStreamsAndPrefetch) {
     EXPECT_EQ(bad.status().message(), fmt::format("ECOSERVE_Q4K_TILE_PAIRS: '{}' is not 1 or 2", text));
   }
   ASSERT_EQ(unsetenv("ECOSERVE_Q4K_TILE_PAIRS"), 0);
-  // The two tokens-in-lanes switches: unset, 0, 1, and a bad value.
+  // The three tokens-in-lanes switches: unset, 0, 1, and a bad value.
   struct Switch {
     const char* variable;
     StatusOr<bool> (*from_env)();
     bool (*for_cpu)(const CpuFeatures&);
   };
   for (const Switch& sw : {Switch{"ECOSERVE_Q8_LANES", &q8_lanes_from_env, &q8_lanes_for},
-                           Switch{"ECOSERVE_Q4K_LANES", &q4k_lanes_from_env, &q4k_lanes_for}}) {
+                           Switch{"ECOSERVE_Q4K_LANES", &q4k_lanes_from_env, &q4k_lanes_for},
+                           Switch{"ECOSERVE_Q6K_LANES", &q6k_lanes_from_env, &q6k_lanes_for}}) {
     ASSERT_EQ(unsetenv(sw.variable), 0);
     EXPECT_EQ(*sw.from_env(), sw.for_cpu(cpu)) << sw.variable;
     for (auto [text, on] : {std::pair{"0", false}, {"1", true}}) {

@@ -119,6 +119,7 @@ detail::QuantizedActs quantize_input(const float* x, std::int64_t cols, std::int
   acts.q4k_gfni = ctx.q4k_gfni;
   acts.q8_lanes = ctx.q8_lanes;
   acts.q4k_lanes = ctx.q4k_lanes;
+  acts.q6k_lanes = ctx.q6k_lanes;
   ThreadPool& pool = *ctx.pool;
   if (pool.num_threads() > 1 && n_tokens > 1 && n_tokens * cols >= kParallelQuantizeElems) {
     pool.run([&](int i, int parts) {
@@ -423,6 +424,25 @@ bool default_q4k_lanes() {
     return on.ok() ? *on : q4k_lanes_for(detect_cpu_features());
   }();
   return kOn;
+}
+
+bool q6k_lanes_for(const CpuFeatures& cpu) { return cpu.vendor == "GenuineIntel"; }
+
+StatusOr<bool> q6k_lanes_from_env() {
+  return switch_from_env("ECOSERVE_Q6K_LANES", q6k_lanes_for(detect_cpu_features()));
+}
+
+bool default_q6k_lanes() {
+  static const bool kOn = [] {
+    StatusOr<bool> on = q6k_lanes_from_env();
+    return on.ok() ? *on : q6k_lanes_for(detect_cpu_features());
+  }();
+  return kOn;
+}
+
+std::string q6k_tile_summary(bool lanes) {
+  return lanes ? std::string("4 rows x 6 tokens in pairs, tokens in lanes from 16 tokens")
+               : "4 rows x 6 tokens in pairs";
 }
 
 bool cpu_has_gfni() {

@@ -127,6 +127,22 @@ StatusOr<bool> q4k_lanes_from_env();
 // q4k_lanes_from_env(), or q4k_lanes_for(detect_cpu_features()) when it fails; computed once.
 bool default_q4k_lanes();
 
+// KernelContext::q6k_lanes for `cpu`: true on Intel CPUs, else false. The avx512vnni-zmm and
+// avx512amx levels' Q6_K kernel for 16 or more tokens: with it, the tokens in the lanes
+// (matmul_q6k_zmm_impl.h: per sub-block 4 vpdpbusd and one vpmulld by the scale); without, the
+// tiles of 6 tokens in pairs (one vpdpwssd per vpdpbusd). Both give the same bits. Emerald
+// Rapids Xeon (family 6 model 207), synth 1b Q6_K, one thread: pp512 117-118 -> 152-156 tok/s,
+// batch 32 90 -> 133-134 (docs/kernels.md, sixty-ninth pass). Not measured on Zen 5, so off there.
+bool q6k_lanes_for(const CpuFeatures& cpu);
+// The setting from environment variable ECOSERVE_Q6K_LANES (0 or 1), or q6k_lanes_for(
+// detect_cpu_features()) when it is unset; another value is an INVALID_ARGUMENT error.
+StatusOr<bool> q6k_lanes_from_env();
+// q6k_lanes_from_env(), or q6k_lanes_for(detect_cpu_features()) when it fails; computed once.
+bool default_q6k_lanes();
+// "4 rows x 6 tokens in pairs", with ", tokens in lanes from 16 tokens" where `lanes`, for
+// `model info` and `profile`.
+std::string q6k_tile_summary(bool lanes);
+
 // KernelContext::bf16_vectors from environment variable ECOSERVE_MATMUL_BF16 (0 or 1; unset:
 // CpuFeatures::fast_bf16_dot, so off where vdpbf16ps would be slower than the float kernels);
 // another value is an INVALID_ARGUMENT error naming the variable.
@@ -190,6 +206,8 @@ struct KernelContext {
   bool q8_lanes = default_q8_lanes();
   // The avx512vnni-zmm Q4_K kernel of 32+ tokens (q4k_lanes_for); only timing changes.
   bool q4k_lanes = default_q4k_lanes();
+  // The avx512vnni-zmm and avx512amx Q6_K kernel of 16+ tokens (q6k_lanes_for); only timing changes.
+  bool q6k_lanes = default_q6k_lanes();
   bool amx_bf16 = default_amx_bf16();
   bool bf16_vectors = default_matmul_bf16();
   // Matrices whose bf16 tiles were made at load (null: none): the bf16 tiles and vectors

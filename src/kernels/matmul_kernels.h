@@ -67,6 +67,8 @@ struct QuantizedActs {
   bool q8_lanes = false;
   // The avx512vnni-zmm Q4_K kernel of 32+ tokens: tokens in lanes (KernelContext::q4k_lanes).
   bool q4k_lanes = false;
+  // The avx512vnni-zmm Q6_K kernel of 16+ tokens: tokens in lanes (KernelContext::q6k_lanes).
+  bool q6k_lanes = false;
 };
 
 // Whether weights of `type` take K-format activations (Q4_K, Q6_K).

@@ -29,7 +29,7 @@ const QuantRowKernels* quant_row_kernels_avx512vnni_zmm() {
       &k::rows_q8_0,
       &k::rows_q4_0,
       &k::rows_q4_k,
-      &k::lanes_from<k::kQ6kLanesMinTokens, nullptr, &k::rows_q6k_lanes, &k::rows_q6_k_zmm>,
+      &k::lanes_from<k::kQ6kLanesMinTokens, &QuantizedActs::q6k_lanes, &k::rows_q6k_lanes, &k::rows_q6_k_zmm>,
       &k::lanes_from<k::kLanesMinTokens, &QuantizedActs::q8_lanes, &k::rows8_q8_lanes, &k::rows_q8_0_rows8_zmm>,
       &k::lanes_from<k::kLanesMinTokens, &QuantizedActs::q4k_lanes, &k::rows8_q4k_lanes, &k::rows_q4_k_rows8_zmm>};
   return &kKernels;
@@ -41,7 +41,7 @@ const QuantRowKernels* quant_row_kernels_avx512amx() {
       &k::rows_q8_0,
       &k::rows_q4_0,
       &k::rows_q4_k,
-      &k::lanes_from<k::kQ6kLanesMinTokens, nullptr, &k::rows_q6k_lanes, &k::rows_q6_k_zmm>,
+      &k::lanes_from<k::kQ6kLanesMinTokens, &QuantizedActs::q6k_lanes, &k::rows_q6k_lanes, &k::rows_q6_k_zmm>,
       &k::rows_q8_0_rows8_amx,
       &k::rows_q4_k_rows8_amx};
   return &kKernels;

@@ -244,8 +244,8 @@ TEST(MatmulTest, EveryIsaLevelGivesBitwiseTheSameResults) {
       const Matrix m = make_matrix(type, rows, cols, 41);
       // 130: a prompt, also on the int8 kernels; 33, 45, 64: float weights' tokens-in-lanes
       // path on avx512vnni-zmm (a second chunk of one token, of 13: one register of
-      // tokens, partly used; two whole chunks).
-      for (std::int64_t n : {1, 2, 3, 4, 5, 8, 13, 33, 45, 64, 130}) {
+      // tokens, partly used; two whole chunks); 20: Q6_K's tokens in lanes from 16.
+      for (std::int64_t n : {1, 2, 3, 4, 5, 8, 13, 20, 33, 45, 64, 130}) {
         const std::vector<float> x = make_acts(n, cols, 43);
         std::vector<float> ref(n * rows);
         KernelContext base(&pool1, Isa::kAvx2);
@@ -259,15 +259,21 @@ TEST(MatmulTest, EveryIsaLevelGivesBitwiseTheSameResults) {
           for (ThreadPool* pool : {&pool1, &pool2}) {
             KernelContext ctx(pool, isa);
             // The GEMV batches also with every software prefetch distance: none, one line, 1 KiB
-            // (the Intel default) and one past every row here (prefetches beyond the matrix).
+            // (the Intel default) and one past every row here (prefetches beyond the matrix);
+            // Q6_K batches with its tokens-in-lanes kernel off and on.
             for (std::int32_t prefetch :
                  n <= 4 ? std::vector<std::int32_t>{0, 64, 1024, 65536} : std::vector<std::int32_t>{0}) {
-              ctx.gemv_prefetch = prefetch;
-              std::vector<float> y(n * rows, NAN);
-              matmul(m.view(), x.data(), n, y.data(), ctx);
-              EXPECT_EQ(std::memcmp(y.data(), ref.data(), y.size() * 4), 0)
-                  << type_name(type) << " cols=" << cols << " n=" << n << " isa=" << isa_name(isa)
-                  << " threads=" << pool->num_threads() << " gemv_prefetch=" << prefetch;
+              for (bool q6k_lanes : type == GgmlType::kQ6_K && n > 4 ? std::vector<bool>{false, true}
+                                                                     : std::vector<bool>{ctx.q6k_lanes}) {
+                ctx.gemv_prefetch = prefetch;
+                ctx.q6k_lanes = q6k_lanes;
+                std::vector<float> y(n * rows, NAN);
+                matmul(m.view(), x.data(), n, y.data(), ctx);
+                EXPECT_EQ(std::memcmp(y.data(), ref.data(), y.size() * 4), 0)
+                    << type_name(type) << " cols=" << cols << " n=" << n << " isa=" << isa_name(isa)
+                    << " threads=" << pool->num_threads() << " gemv_prefetch=" << prefetch
+                    << " q6k_lanes=" << q6k_lanes;
+              }
             }
           }
         }

@@ -239,7 +239,8 @@ TEST(KernelsIsaCli, GemvSettingsFromTheEnvironmentRunAndAreReported) {
   if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "shared data missing: " << kModel;
   const std::string err = std::filesystem::temp_directory_path() / "ecoserve_gemv_info.err";
   const std::vector<std::string> env = {"ECOSERVE_GEMV_STREAMS=2", "ECOSERVE_GEMV_PREFETCH=2048",
-                                        "ECOSERVE_Q4K_TILE_PAIRS=2", "ECOSERVE_Q8_LANES=0", "ECOSERVE_Q4K_LANES=1"};
+                                        "ECOSERVE_Q4K_TILE_PAIRS=2", "ECOSERVE_Q8_LANES=0", "ECOSERVE_Q4K_LANES=1",
+                                        "ECOSERVE_Q6K_LANES=0"};
   const CliRun json = run_cli(env, {"model", "info", "--json", kModel}, err);
   ASSERT_EQ(json.exit_code, 0) << read_file(err);
   const nlohmann::json k = nlohmann::json::parse(json.out).at("kernels");
@@ -248,6 +249,7 @@ TEST(KernelsIsaCli, GemvSettingsFromTheEnvironmentRunAndAreReported) {
   EXPECT_EQ(k.at("q4k_tile_pairs"), 2);
   EXPECT_EQ(k.at("q8_lanes"), false);
   EXPECT_EQ(k.at("q4k_lanes"), true);
+  EXPECT_EQ(k.at("q6k_lanes"), false);
   const bool gfni = kernels::detect_cpu_features().gfni;
   EXPECT_EQ(k.at("q4k_gfni"), gfni);
   const CliRun text = run_cli(env, {"model", "info", kModel}, err);
@@ -269,6 +271,10 @@ TEST(KernelsIsaCli, GemvSettingsFromTheEnvironmentRunAndAreReported) {
                           "(ECOSERVE_Q8_LANES)\n"),
             std::string::npos)
       << text.out;
+  EXPECT_NE(text.out.find("q6_k tiles:           5+ tokens on avx512vnni-zmm: 4 rows x 6 tokens in pairs "
+                          "(ECOSERVE_Q6K_LANES)\n"),
+            std::string::npos)
+      << text.out;
   const CliRun profile = run_cli(env,
                                  {"profile", "engine", "-m", kModel, "-t", "1", "--batches", "1", "--prompt-len", "4",
                                   "--decode-steps", "1", "--repeats", "1", "--json"},
@@ -277,6 +283,7 @@ TEST(KernelsIsaCli, GemvSettingsFromTheEnvironmentRunAndAreReported) {
   EXPECT_NE(profile.out.find("\"q4k_tile_pairs\": 2"), std::string::npos) << profile.out;
   EXPECT_NE(profile.out.find("\"q8_lanes\": false"), std::string::npos) << profile.out;
   EXPECT_NE(profile.out.find("\"q4k_lanes\": true"), std::string::npos) << profile.out;
+  EXPECT_NE(profile.out.find("\"q6k_lanes\": false"), std::string::npos) << profile.out;
   EXPECT_NE(profile.out.find(gfni ? "\"q4k_gfni\": true" : "\"q4k_gfni\": false"), std::string::npos) << profile.out;
   EXPECT_NE(profile.out.find("\"gemv_prefetch\": 2048"), std::string::npos) << profile.out;
   const std::vector<std::string> gen = {"generate", "-m", kModel, "-p", "Once upon a time", "-n", "32"};
