@@ -65,13 +65,12 @@ constexpr int kPackedTokens = 4;
 // within the noise of each other (docs/kernels.md, sixth pass). An Intel Xeon wants
 // 4 for one token: QuantizedActs::gemv_streams (KernelContext::gemv_streams) sets it.
 constexpr int kPackedStreams[] = {2, 4, 3, 2};
-#elif ECO_QUANT_ISA == 1
+#else
+// AVX2 was 1 x 4 until its sums were kept as chains (chain_add_epi32): with them, on Zen 3
+// (family 25 model 1, one thread, synth 1b Q8_0, alternating runs on a noisy host), pp512
+// 38-42 -> 43 tok/s and batch-32 decode 31-35 -> 38-41 at 2 x 3.
 constexpr int kPackedGroups = 2;
 constexpr int kPackedTokens = 3;
-constexpr int kPackedStreams[] = {4, 2, 2, 1};
-#else
-constexpr int kPackedGroups = 1;
-constexpr int kPackedTokens = 4;
 constexpr int kPackedStreams[] = {4, 2, 2, 1};
 #endif
 
@@ -86,7 +85,7 @@ inline __m256i broadcast4(const std::int8_t* p) {
 // |w| here, Q4_K's nibbles), or they would differ from vpdpbusd's exact sums.
 inline __m256i dot_acc(__m256i lanes, __m256i q, __m256i x) {
 #if ECO_QUANT_ISA == 0
-  return _mm256_add_epi32(lanes, _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), _mm256_set1_epi16(1)));
+  return chain_add_epi32(lanes, _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), _mm256_set1_epi16(1)));
 #elif ECO_QUANT_ISA == 1
   return _mm256_dpbusd_avx_epi32(lanes, q, x);
 #else
@@ -337,7 +336,11 @@ constexpr int kQ4kGroups = 2;
 constexpr int kQ4kTokens = 4;
 constexpr int kQ4kStreams[] = {2, 2, 1, 1};  // one token: 2 streams (kPackedStreams)
 #else
-constexpr int kQ4kGroups = 1;
+// 16 registers: 2 x 2 (1 x 2 before the chains of chain_add_epi32). Zen 3, one thread,
+// 2048 x 768 x 512 tokens in L2, fastest of 5, two rounds: 1 x 2 14.1 / 16.5 ms, 1 x 4
+// 12.8 / 16.2, 2 x 2 13.0 / 14.4; synth 1b Q4_K pp512 44-45 (1 x 2), 45-47 (1 x 4), 42-50
+// (2 x 2) tok/s; batch-32 decode about 41 in each.
+constexpr int kQ4kGroups = 2;
 constexpr int kQ4kTokens = 2;
 constexpr int kQ4kStreams[] = {2, 1, 1, 1};
 #endif

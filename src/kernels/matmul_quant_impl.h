@@ -288,10 +288,21 @@ struct FmtQ6_K {
   }
 };
 
+// lanes + v as one link of a chain of sums. AVX2's accumulations (vpmaddwd, then vpaddd)
+// are separate additions, which GCC reassociates into a tree of partial sums that live on
+// the stack: packed_tile<1, 4>'s 32 vpmaddwd results per block were stored and re-read
+// (Zen 3, synth 1b Q8_0 matrices, 512 tokens: 12.2-13.4 s, 10.7-11.3 with the chain).
+// The empty asm makes each sum opaque, so the additions run in program order.
+inline __m256i chain_add_epi32(__m256i lanes, __m256i v) {
+  __m256i s = _mm256_add_epi32(lanes, v);
+  __asm__("" : "+x"(s));
+  return s;
+}
+
 // lanes += the int16 pair dots of a and b (exact int32).
 inline __m256i madd16_acc(__m256i lanes, __m256i a, __m256i b) {
 #if ECO_QUANT_ISA == 0
-  return _mm256_add_epi32(lanes, _mm256_madd_epi16(a, b));
+  return chain_add_epi32(lanes, _mm256_madd_epi16(a, b));
 #elif ECO_QUANT_ISA == 1
   return _mm256_dpwssd_avx_epi32(lanes, a, b);
 #else
