@@ -336,12 +336,13 @@ constexpr int kQ4kGroups = 2;
 constexpr int kQ4kTokens = 4;
 constexpr int kQ4kStreams[] = {2, 2, 1, 1};  // one token: 2 streams (kPackedStreams)
 #else
-// 16 registers: 2 x 2 (1 x 2 before the chains of chain_add_epi32). Zen 3, one thread,
-// 2048 x 768 x 512 tokens in L2, fastest of 5, two rounds: 1 x 2 14.1 / 16.5 ms, 1 x 4
-// 12.8 / 16.2, 2 x 2 13.0 / 14.4; synth 1b Q4_K pp512 44-45 (1 x 2), 45-47 (1 x 4), 42-50
-// (2 x 2) tok/s; batch-32 decode about 41 in each.
+// 16 registers: 2 x 3 (1 x 2 before the chains of chain_add_epi32 and the scales inside
+// vpmaddwd). Zen 3, one thread, 2048 x 768 x 512 tokens in L2, fastest of 5 per round: with
+// the chains, 1 x 2 14.1 / 16.5 ms, 1 x 4 12.8 / 16.2, 2 x 2 13.0 / 14.4; with the scales in
+// vpmaddwd, 2 x 2 12.6 / 13.7, 2 x 3 12.1 / 12.9 (66 G multiply-adds/s), 1 x 4 13.6 / 16.9,
+// 2 x 4 14.2 / 16.7.
 constexpr int kQ4kGroups = 2;
-constexpr int kQ4kTokens = 2;
+constexpr int kQ4kTokens = 3;
 constexpr int kQ4kStreams[] = {2, 1, 1, 1};
 #endif
 constexpr std::int64_t kQ4kGroupSuperBytes = 1152;
@@ -436,6 +437,39 @@ void q4k_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::int64
     for (int r = 0; r < G; ++r)
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) isum[r][t] = _mm256_setzero_si256();
+#if ECO_QUANT_ISA == 0
+    // AVX2: each vpmaddwd multiplies by the row's scale (int16 pairs) instead of by 1, so the
+    // scaled sums go straight into isum: no per-sub-block sums to multiply and add, and
+    // G * T registers of sums instead of 3 G * T (the same exact integers).
+#pragma GCC unroll 1
+    for (int j = 0; j < 4; ++j) {
+      __m256i m_lo[G], m_hi[G];
+#pragma GCC unroll 8
+      for (int r = 0; r < G; ++r) {
+        const __m256i lo32 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc[r] + 16 * j)));
+        const __m256i hi32 =
+            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc[r] + 16 * j + 8)));
+        m_lo[r] = _mm256_or_si256(lo32, _mm256_slli_epi32(lo32, 16));
+        m_hi[r] = _mm256_or_si256(hi32, _mm256_slli_epi32(hi32, 16));
+      }
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c) {
+#pragma GCC unroll 8
+        for (int r = 0; r < G; ++r) {
+          if (kAhead && c % 2 == 0) prefetch_ahead(sup[r] + 128 + 256 * j + 32 * c, a.gemv_prefetch);
+          const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sup[r] + 128 + 256 * j + 32 * c));
+          const __m256i lo = _mm256_and_si256(w, _mm256_set1_epi8(0x0F));
+          const __m256i hi = q4k_hi(w);
+#pragma GCC unroll 8
+          for (int t = 0; t < T; ++t) {
+            const std::int8_t* x = a.q + (t0 + t) * a.q_stride + 256 * s + 64 * j + 4 * c;
+            isum[r][t] = madd16_acc(isum[r][t], _mm256_maddubs_epi16(lo, broadcast4(x)), m_lo[r]);
+            isum[r][t] = madd16_acc(isum[r][t], _mm256_maddubs_epi16(hi, broadcast4(x + 32)), m_hi[r]);
+          }
+        }
+      }
+    }
+#else
 #pragma GCC unroll 1
     for (int j = 0; j < 4; ++j) {
       __m256i lo_acc[G][T], hi_acc[G][T];
@@ -472,6 +506,7 @@ void q4k_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::int64
         }
       }
     }
+#endif
     if constexpr (kQ4kHiShift != 0) {
 #pragma GCC unroll 8
       for (int r = 0; r < G; ++r)
