@@ -335,6 +335,10 @@ struct PackedTiles {
 constexpr int kQ4kGroups = 2;
 constexpr int kQ4kTokens = 4;
 constexpr int kQ4kStreams[] = {2, 2, 1, 1};  // one token: 2 streams (kPackedStreams)
+#elif ECO_QUANT_ISA == 1
+constexpr int kQ4kGroups = 1;  // two registers of sub-block sums per output (lo_acc, hi_acc)
+constexpr int kQ4kTokens = 2;
+constexpr int kQ4kStreams[] = {2, 1, 1, 1};
 #else
 // 16 registers: 2 x 3 (1 x 2 before the chains of chain_add_epi32 and the scales inside
 // vpmaddwd). Zen 3, one thread, 2048 x 768 x 512 tokens in L2, fastest of 5 per round: with
