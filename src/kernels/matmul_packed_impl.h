@@ -441,20 +441,27 @@ void q4k_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::int64
     for (int r = 0; r < G; ++r)
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) isum[r][t] = _mm256_setzero_si256();
-#if ECO_QUANT_ISA == 0
-    // AVX2: each vpmaddwd multiplies by the row's scale (int16 pairs) instead of by 1, so the
-    // scaled sums go straight into isum: no per-sub-block sums to multiply and add, and
-    // G * T registers of sums instead of 3 G * T (the same exact integers).
+    // AVX2 (kScalesInMadd): each vpmaddwd multiplies by the row's scale (int16 pairs) instead of
+    // by 1, so the scaled sums go straight into isum: no per-sub-block sums to multiply and add,
+    // and G * T registers of sums instead of 3 G * T (the same exact integers). VNNI: per
+    // sub-block sums (lo_acc, hi_acc) from vpdpbusd, then times the scales into isum.
+    constexpr bool kScalesInMadd = ECO_QUANT_ISA == 0;
 #pragma GCC unroll 1
     for (int j = 0; j < 4; ++j) {
-      __m256i m_lo[G], m_hi[G];
+      __m256i lo_acc[G][T], hi_acc[G][T], scale_lo[G], scale_hi[G];
 #pragma GCC unroll 8
       for (int r = 0; r < G; ++r) {
-        const __m256i lo32 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc[r] + 16 * j)));
-        const __m256i hi32 =
-            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc[r] + 16 * j + 8)));
-        m_lo[r] = _mm256_or_si256(lo32, _mm256_slli_epi32(lo32, 16));
-        m_hi[r] = _mm256_or_si256(hi32, _mm256_slli_epi32(hi32, 16));
+        if constexpr (kScalesInMadd) {
+          const __m256i lo32 =
+              _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc[r] + 16 * j)));
+          const __m256i hi32 =
+              _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc[r] + 16 * j + 8)));
+          scale_lo[r] = _mm256_or_si256(lo32, _mm256_slli_epi32(lo32, 16));
+          scale_hi[r] = _mm256_or_si256(hi32, _mm256_slli_epi32(hi32, 16));
+        } else {
+#pragma GCC unroll 8
+          for (int t = 0; t < T; ++t) lo_acc[r][t] = hi_acc[r][t] = _mm256_setzero_si256();
+        }
       }
 #pragma GCC unroll 8
       for (int c = 0; c < 8; ++c) {
@@ -467,36 +474,17 @@ void q4k_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::int64
 #pragma GCC unroll 8
           for (int t = 0; t < T; ++t) {
             const std::int8_t* x = a.q + (t0 + t) * a.q_stride + 256 * s + 64 * j + 4 * c;
-            isum[r][t] = madd16_acc(isum[r][t], _mm256_maddubs_epi16(lo, broadcast4(x)), m_lo[r]);
-            isum[r][t] = madd16_acc(isum[r][t], _mm256_maddubs_epi16(hi, broadcast4(x + 32)), m_hi[r]);
+            if constexpr (kScalesInMadd) {
+              isum[r][t] = madd16_acc(isum[r][t], _mm256_maddubs_epi16(lo, broadcast4(x)), scale_lo[r]);
+              isum[r][t] = madd16_acc(isum[r][t], _mm256_maddubs_epi16(hi, broadcast4(x + 32)), scale_hi[r]);
+            } else {
+              lo_acc[r][t] = dot_acc(lo_acc[r][t], lo, broadcast4(x));
+              hi_acc[r][t] = dot_acc(hi_acc[r][t], hi, broadcast4(x + 32));
+            }
           }
         }
       }
-    }
-#else
-#pragma GCC unroll 1
-    for (int j = 0; j < 4; ++j) {
-      __m256i lo_acc[G][T], hi_acc[G][T];
-#pragma GCC unroll 8
-      for (int r = 0; r < G; ++r)
-#pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) lo_acc[r][t] = hi_acc[r][t] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-      for (int c = 0; c < 8; ++c) {
-#pragma GCC unroll 8
-        for (int r = 0; r < G; ++r) {
-          if (kAhead && c % 2 == 0) prefetch_ahead(sup[r] + 128 + 256 * j + 32 * c, a.gemv_prefetch);
-          const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sup[r] + 128 + 256 * j + 32 * c));
-          const __m256i lo = _mm256_and_si256(w, _mm256_set1_epi8(0x0F));
-          const __m256i hi = q4k_hi(w);
-#pragma GCC unroll 8
-          for (int t = 0; t < T; ++t) {
-            const std::int8_t* x = a.q + (t0 + t) * a.q_stride + 256 * s + 64 * j + 4 * c;
-            lo_acc[r][t] = dot_acc(lo_acc[r][t], lo, broadcast4(x));
-            hi_acc[r][t] = dot_acc(hi_acc[r][t], hi, broadcast4(x + 32));
-          }
-        }
-      }
+      if constexpr (kScalesInMadd) continue;
 #pragma GCC unroll 8
       for (int r = 0; r < G; ++r) {
         const __m256i m_lo = _mm256_slli_epi32(
@@ -510,7 +498,6 @@ void q4k_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::int64
         }
       }
     }
-#endif
     if constexpr (kQ4kHiShift != 0) {
 #pragma GCC unroll 8
       for (int r = 0; r < G; ++r)
