@@ -358,6 +358,7 @@ int serve_http(const ServeArgs& a, std::unique_ptr<cluster::GenerationBackend> b
   so.keep_alive_timeout_seconds = a.keep_alive_timeout;
   so.send_timeout_seconds = a.send_timeout;
   so.max_connections = a.max_connections;
+  so.step_timeout_seconds = a.step_timeout;
   so.default_slo_ttft_ms = a.slo_ttft_ms;
   so.default_slo_tpot_ms = a.slo_tpot_ms;
   so.served_model_name = served_model_name;

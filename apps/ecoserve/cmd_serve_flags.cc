@@ -16,6 +16,7 @@ cluster::RouterOptions router_options(const ServeArgs& a) {
   ro.num_prefill_instances = a.strategy == "fudg" ? a.prefill_instances : 0;
   ro.dispatch.remote_prefill_min_tokens = a.remote_prefill_min_tokens;
   ro.heartbeat_timeout = from_seconds(a.heartbeat_timeout);
+  ro.step_timeout = from_seconds(a.step_timeout);
   ro.padg.default_slo_ttft = from_ms(a.slo_ttft_ms);
   ro.padg.default_slo_tpot = from_ms(a.slo_tpot_ms);
   ro.padg.chunk_size = a.chunk_size > 0 ? a.chunk_size : a.max_num_batched_tokens;
@@ -172,6 +173,11 @@ void add_http_flags(CLI::App* cmd, const std::shared_ptr<ServeArgs>& a) {
                   "its generation cancelled); also bounds how long shutdown waits for slow readers; 0 = no limit")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--step-timeout", a->step_timeout,
+                  "seconds one engine step may run before its instance counts as hung (unhealthy, /health 503); an "
+                  "instance beats only between steps, so keep this above the longest prefill chunk's time")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 86400.0));
   cmd->add_option("--max-connections", a->max_connections,
                   "most open client connections (more get 503 and are closed); lowered to fit 'ulimit -n'")
       ->capture_default_str()

@@ -60,6 +60,7 @@ struct ServeArgs {
   bool multi_process = false;
   std::vector<std::string> remote_instances;  // router: tcp://HOST:PORT of each instance
   double heartbeat_timeout = 5.0;             // router: seconds without a status answer -> unhealthy
+  double step_timeout = 300.0;                // seconds one engine step may run before its instance is hung
   std::string listen = "tcp://127.0.0.1:0";   // instance
   std::string role = "mixed";                 // instance
   bool test_hooks = false;                    // instance

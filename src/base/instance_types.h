@@ -96,6 +96,11 @@ struct InstanceStatus {
   int32_t num_total_blocks = 0;
   int32_t block_size = 0;          // tokens per KV block
   TimePoint last_heartbeat;  // the loop thread's last pass (idle or busy)
+  // Whether a step is executing and when it began. The loop beats between steps
+  // only, so a long step (a big prefill chunk on a CPU) leaves an old heartbeat
+  // without a hung loop: see loop_alive().
+  bool in_step = false;
+  TimePoint step_started{};
   bool running = false;      // loop thread alive and not stopped
   int64_t steps = 0;
   double last_step_seconds = 0.0;
@@ -112,6 +117,16 @@ struct InstanceStatus {
   TimePoint last_phase_switch{};
   int64_t phase_switches = 0;
 };
+
+// Whether an instance's loop is alive at `now`: running, and either it beat
+// within heartbeat_timeout or it is in a step that began within step_timeout. A
+// step past step_timeout is a hung engine; a step short of it is work, however
+// old the last beat (the router, /health and the readiness probe all judge so).
+inline bool loop_alive(const InstanceStatus& s, TimePoint now, Duration heartbeat_timeout, Duration step_timeout) {
+  if (!s.running) return false;
+  if (s.in_step) return now - s.step_started <= step_timeout;
+  return now - s.last_heartbeat <= heartbeat_timeout;
+}
 
 // Measurements of one step, for metrics and the scheduler-overhead benchmark.
 struct StepStats {

@@ -291,7 +291,7 @@ void Router::start() {
 }
 
 bool Router::healthy(size_t member, const instance::InstanceStatus& s, TimePoint now) const {
-  return s.running && now - s.last_heartbeat <= options_.heartbeat_timeout && ready_[member].load();
+  return instance::loop_alive(s, now, options_.heartbeat_timeout, options_.step_timeout) && ready_[member].load();
 }
 
 void Router::probe(size_t i, TimePoint now) {
@@ -301,9 +301,10 @@ void Router::probe(size_t i, TimePoint now) {
     // whose steps still advance is working (an overloaded instance is not a dead
     // one); one that has not stepped since the probe went out is not ready.
     if (now - p.sent > options_.probe_timeout) {
-      const int64_t steps = status_of(i).steps;
-      if (steps > p.steps_at_send) {
-        p.steps_at_send = steps;
+      const instance::InstanceStatus s = status_of(i);
+      const bool stepping = s.in_step && now - s.step_started <= options_.step_timeout;
+      if (s.steps > p.steps_at_send || stepping) {
+        p.steps_at_send = s.steps;
         p.sent = now;  // give it another probe_timeout from here
       } else {
         ready_[i].store(false);  // keeps waiting for it
@@ -846,7 +847,8 @@ instance::InstanceStatus Router::status() const {
     kv += s.kv_usage;
     if (healthy(i, s, now)) {
       total.running = true;
-      total.last_heartbeat = std::max(total.last_heartbeat, s.last_heartbeat);
+      // A healthy instance in a long step has an old beat but a live loop: judged now.
+      total.last_heartbeat = std::max(total.last_heartbeat, s.in_step ? now : s.last_heartbeat);
     }
     total.steps += s.steps;
     total.last_step_seconds = std::max(total.last_step_seconds, s.last_step_seconds);

@@ -10,9 +10,10 @@
 // as waiting (its prompt tokens) until its first token, then as running (prompt
 // + generated tokens). Free KV blocks and health come from the snapshots.
 //
-// Health: an instance whose loop is not running or whose heartbeat is older
-// than Options::heartbeat_timeout is unhealthy: it gets no new requests and
-// cache-aware routing ignores the prefixes it holds.
+// Health: an instance whose loop is not running, whose heartbeat is older than
+// Options::heartbeat_timeout between steps, or whose step has run longer than
+// Options::step_timeout (instance::loop_alive) is unhealthy: it gets no new
+// requests and cache-aware routing ignores the prefixes it holds.
 //
 // Membership (nodg, padg): add_instance() adds one while serving (its slot is
 // published only once it runs); remove_instance() stops routing to one at once,
@@ -71,8 +72,11 @@ struct RouterOptions {
   std::shared_ptr<const policy::CostModel> cost_model;
   std::string router = "least-loaded";  // policy::make_router_policy: round-robin | least-loaded | cache-aware
   policy::RouterOptions policy;         // the routing policy's tuning
-  // An instance is unhealthy when its loop stopped or its heartbeat is older than this.
+  // An instance is unhealthy when its loop stopped, or its heartbeat is older than
+  // heartbeat_timeout while it is between steps, or its current step has run longer
+  // than step_timeout (a hung engine; a long prefill chunk on a CPU is not one).
   Duration heartbeat_timeout = from_ms(5000);
+  Duration step_timeout = std::chrono::seconds(300);
   // How often the watchdog looks for requests held by unhealthy instances (0 = never).
   Duration watchdog_interval = from_ms(500);
   // A request that fails (or whose instance stops beating) before its first token is
@@ -80,7 +84,8 @@ struct RouterOptions {
   bool retry_before_first_token = true;
   // Readiness probe: every probe_interval the watchdog sends each instance a real
   // one-token greedy request; an instance whose probe fails, or has not finished
-  // within probe_timeout without a single engine step in that time, is not ready
+  // within probe_timeout without a single engine step in that time (a step still
+  // running within step_timeout counts as one), is not ready
   // (unhealthy) until a later probe succeeds. A port or a beating loop is not a
   // working engine; a long queue in front of the probe is not a broken one.
   // 0 = no probes.

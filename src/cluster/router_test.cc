@@ -125,6 +125,53 @@ TEST(RouterTest, UnhealthyInstancesGetNothingAndNoneHealthyIsUnavailable) {
   EXPECT_FALSE(f.router->status().running);
 }
 
+// The loop beats between steps only: an instance in one long step (a big prefill
+// chunk on a CPU) has an old heartbeat but is working, until the step has run
+// longer than step_timeout (a hung engine).
+TEST(RouterTest, AnInstanceInALongStepIsHealthyUntilTheStepTimeout) {
+  ManualClock clock;
+  Fakes f = make(2, "round-robin", &clock);
+  instance::InstanceStatus busy;
+  busy.running = true;
+  busy.block_size = 16;
+  busy.last_heartbeat = clock.now();
+  busy.in_step = true;
+  busy.step_started = clock.now();
+  f.fakes[0]->set_status(busy);
+  auto fresh = [&] {
+    instance::InstanceStatus st;
+    st.running = true;
+    st.block_size = 16;
+    st.last_heartbeat = clock.now();
+    f.fakes[1]->set_status(st);
+  };
+  clock.advance(std::chrono::seconds(60));  // 12 heartbeat timeouts, a fifth of the step timeout
+  fresh();
+  for (uint64_t id = 1; id <= 2; ++id) ASSERT_TRUE(f.router->submit(request(id, 5), ignore()).ok());
+  EXPECT_EQ(f.fakes[0]->submitted().size(), 1u);
+  EXPECT_EQ(f.fakes[1]->submitted().size(), 1u);
+  EXPECT_TRUE(f.router->instances()[0].healthy);
+  // Alone in its step, the router's own status is live as of now (what /health reads).
+  f.fakes[1]->set_status(instance::InstanceStatus{});
+  EXPECT_TRUE(f.router->status().running);
+  EXPECT_EQ(f.router->status().last_heartbeat, clock.now());
+  // The same step past step_timeout: hung.
+  clock.advance(std::chrono::seconds(241));
+  fresh();
+  for (uint64_t id = 3; id <= 4; ++id) ASSERT_TRUE(f.router->submit(request(id, 5), ignore()).ok());
+  EXPECT_EQ(f.fakes[0]->submitted().size(), 1u);
+  EXPECT_EQ(f.fakes[1]->submitted().size(), 3u);
+  EXPECT_FALSE(f.router->instances()[0].healthy);
+  // Between steps again, the heartbeat rule holds: a beat 5 s old is fresh, 6 s is not.
+  busy.in_step = false;
+  busy.last_heartbeat = clock.now() - std::chrono::seconds(5);
+  f.fakes[0]->set_status(busy);
+  EXPECT_TRUE(f.router->instances()[0].healthy);
+  busy.last_heartbeat = clock.now() - std::chrono::seconds(6);
+  f.fakes[0]->set_status(busy);
+  EXPECT_FALSE(f.router->instances()[0].healthy);
+}
+
 TEST(RouterTest, RefusalsPassThroughAndAreNotCounted) {
   ManualClock clock;
   Fakes f = make(1, "least-loaded", &clock);
@@ -762,6 +809,49 @@ TEST(RouterFailureTest, ALateProbeBehindALongQueueIsNotAHungEngine) {
   clock.advance(from_ms(3500));
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
   clock.advance(from_ms(3500));
+  for (int i = 0; i < 2000 && (*router)->instances()[0].healthy; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_FALSE((*router)->instances()[0].healthy);
+  (*router)->stop();
+}
+
+// A probe behind one long step (a big prefill chunk): no step ends for longer than
+// probe_timeout, but the step is running, so the instance stays ready until the
+// step outlives step_timeout.
+TEST(RouterFailureTest, AProbeBehindOneLongStepIsNotAHungEngine) {
+  ManualClock clock;
+  std::vector<FakeBackend*> fakes;
+  auto router = probing_router(&clock, &fakes);
+  ASSERT_TRUE(router.ok());
+  instance::InstanceStatus st;
+  st.running = true;
+  st.block_size = 16;
+  st.steps = 10;
+  st.last_heartbeat = clock.now();
+  st.in_step = true;
+  st.step_started = clock.now();
+  fakes[0]->set_status(st);
+  fakes[1]->set_status(st);
+  clock.advance(from_ms(1000));  // the probes go out (never answered here)
+  for (int i = 0; i < 2000 && fakes[0]->submitted().empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_FALSE(fakes[0]->submitted().empty());
+  for (int k = 0; k < 4; ++k) {  // four probe timeouts in the same step
+    clock.advance(from_ms(3500));
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  }
+  EXPECT_TRUE((*router)->instances()[0].healthy);
+  // Instance 1's step ends and it goes quiet between steps (no step since): not ready.
+  st.in_step = false;
+  fakes[1]->set_status(st);
+  clock.advance(from_ms(3500));
+  for (int i = 0; i < 2000 && (*router)->instances()[1].healthy; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_FALSE((*router)->instances()[1].healthy);
+  EXPECT_TRUE((*router)->instances()[0].healthy);
+  // Instance 0's step outlives step_timeout (300 s): hung.
+  clock.advance(std::chrono::seconds(290));
   for (int i = 0; i < 2000 && (*router)->instances()[0].healthy; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }

@@ -236,6 +236,7 @@ void InstanceLoop::Impl::publish(bool running_flag) {
   std::lock_guard<std::mutex> lock(mu);
   snapshot.running = running_flag;
   snapshot.last_heartbeat = clock->now();
+  snapshot.in_step = false;
   core->fill_status(snapshot);
   snapshot.num_waiting += static_cast<int32_t>(incoming.size());
   for (const Incoming& in : incoming) snapshot.num_waiting_tokens += static_cast<int64_t>(in.request.prompt.size());
@@ -266,6 +267,11 @@ void InstanceLoop::Impl::run() {
       continue;
     }
     const TimePoint t0 = clock->now();
+    {
+      std::lock_guard<std::mutex> lock(mu);  // a long step is work, not silence (loop_alive)
+      snapshot.in_step = true;
+      snapshot.step_started = t0;
+    }
     const StepReport report = core->step(t0, timed);
     if (!report.ran) {
       // Nothing fits right now (e.g. all blocks held): beat and wait for a change.
@@ -278,6 +284,7 @@ void InstanceLoop::Impl::run() {
     const double execute_seconds = to_seconds(timed.end - timed.start);
     {
       std::lock_guard<std::mutex> lock(mu);
+      snapshot.in_step = false;
       snapshot.steps++;
       snapshot.last_step_seconds = execute_seconds;
       StepRecord rec;

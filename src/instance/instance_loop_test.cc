@@ -7,6 +7,7 @@
 
 #include "base/test_data.h"
 #include "engine/generator.h"
+#include "instance/fake_executor.h"
 
 namespace ecoserve::instance {
 namespace {
@@ -260,6 +261,80 @@ TEST_F(InstanceLoopTest, StopAbortsEverythingPending) {
   c.wait_finished(2);
   EXPECT_EQ(c.events(1).back().finish_reason, "abort");
   EXPECT_EQ(c.events(2).back().finish_reason, "abort");
+}
+
+// A FakeExecutor whose steps wait at a gate: the test looks at the loop mid-step.
+class GatedExecutor final : public Executor {
+ public:
+  StatusOr<StepOutput> execute(const StepPlan& plan) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    entered_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return open_; });
+    return inner_.execute(plan);
+  }
+  int32_t block_size() const override { return inner_.block_size(); }
+  int32_t num_kv_blocks() const override { return inner_.num_kv_blocks(); }
+  int32_t num_host_blocks() const override { return inner_.num_host_blocks(); }
+  int32_t max_context() const override { return inner_.max_context(); }
+  void wait_entered() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return entered_; });
+  }
+  void open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  testing::FakeExecutor inner_{16, 16, 256};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool entered_ = false;
+  bool open_ = false;
+};
+
+// The loop beats between steps only, so its status shows a step in progress and
+// when it began: a step older than any heartbeat timeout is work (loop_alive)
+// until it outlives the step timeout.
+TEST(InstanceLoopStepTest, StatusShowsTheStepInProgress) {
+  ManualClock clock(TimePoint(std::chrono::seconds(10)));
+  auto owned = std::make_unique<GatedExecutor>();
+  GatedExecutor* gate = owned.get();
+  auto loop = InstanceLoop::create(std::move(owned), InstanceOptions{}, &clock);
+  ASSERT_TRUE(loop.ok()) << loop.status().to_string();
+  (*loop)->start();
+  EXPECT_FALSE((*loop)->status().in_step);
+  Collector c;
+  GenerationRequest r;
+  r.id = RequestId(1);
+  r.prompt = {1, 2, 3};
+  r.sampling.max_tokens = 1;
+  ASSERT_TRUE((*loop)->submit(r, c.sink()).ok());
+  gate->wait_entered();
+  clock.advance(std::chrono::seconds(60));
+  const InstanceStatus mid = (*loop)->status();
+  EXPECT_TRUE(mid.in_step);
+  EXPECT_EQ(mid.step_started, TimePoint(std::chrono::seconds(10)));
+  EXPECT_EQ(mid.last_heartbeat, TimePoint(std::chrono::seconds(10)));  // no beat for a minute
+  EXPECT_TRUE(loop_alive(mid, clock.now(), std::chrono::seconds(5), std::chrono::seconds(300)));
+  EXPECT_FALSE(loop_alive(mid, clock.now(), std::chrono::seconds(5), std::chrono::seconds(30)));
+  gate->open();
+  c.wait_finished(1);
+  InstanceStatus after = (*loop)->status();
+  for (int i = 0; i < 2000 && (after.steps == 0 || after.in_step); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    after = (*loop)->status();
+  }
+  EXPECT_EQ(after.steps, 1);
+  EXPECT_FALSE(after.in_step);
+  EXPECT_EQ(after.last_heartbeat, clock.now());
+  // Between steps the heartbeat decides: fresh now, stale 6 s on (5 s timeout).
+  EXPECT_TRUE(loop_alive(after, clock.now(), std::chrono::seconds(5), std::chrono::seconds(30)));
+  EXPECT_FALSE(loop_alive(after, clock.now() + std::chrono::seconds(6), std::chrono::seconds(5),
+                          std::chrono::seconds(300)));
+  (*loop)->stop();
 }
 
 }  // namespace

@@ -47,6 +47,8 @@ json admin_cluster_json(const cluster::GenerationBackend& backend, const std::st
                     {"healthy", r.healthy},
                     {"padg", phase},
                     {"heartbeat_age_seconds", to_seconds(now - s.last_heartbeat)},
+                    // How long the step now running has run (null between steps).
+                    {"step_seconds", s.in_step ? json(to_seconds(now - s.step_started)) : json(nullptr)},
                     {"num_waiting", s.num_waiting},
                     {"num_running", s.num_running},
                     {"num_swapped", s.num_swapped},

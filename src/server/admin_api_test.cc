@@ -52,6 +52,12 @@ TEST(AdminApi, ClusterListsInstancesAndRouterCounters) {
   EXPECT_EQ(j["model"], "tiny");
   ASSERT_EQ(j["instances"].size(), 1u);
   EXPECT_EQ(j["instances"][0]["heartbeat_age_seconds"], 3.0);
+  EXPECT_TRUE(j["instances"][0]["step_seconds"].is_null());  // between steps
+  instance::InstanceStatus st = b.status();
+  st.in_step = true;
+  st.step_started = TimePoint(std::chrono::milliseconds(500));
+  b.set_status(st);
+  EXPECT_EQ(admin_cluster_json(b, "tiny", TimePoint(std::chrono::seconds(3)))["instances"][0]["step_seconds"], 2.5);
   EXPECT_EQ(j["instances"][0]["num_total_blocks"], 100);
   EXPECT_EQ(j["router"]["routed"], 0);
   EXPECT_TRUE(j["router"].contains("kv_transfer_bytes"));

@@ -60,13 +60,27 @@ class ClusterProcessTest : public ::testing::Test {
     if (!std::filesystem::exists(ecoserve_binary())) GTEST_SKIP() << "no ecoserve binary at " << ecoserve_binary();
     ASSERT_TRUE(std::filesystem::exists(model_));
   }
+  // A failed test shows the ends of its processes' logs (the temporary directory
+  // goes with the suite): a router's "no message for 0.7 s" explains a 503.
+  void TearDown() override {
+    if (!HasFailure()) return;
+    for (const std::string& path : logs_) {
+      std::ifstream in(path);
+      std::vector<std::string> lines;
+      for (std::string line; std::getline(in, line);) lines.push_back(line);
+      const size_t from = lines.size() > 40 ? lines.size() - 40 : 0;
+      std::fprintf(stderr, "--- %s (last %zu of %zu lines)\n", path.c_str(), lines.size() - from, lines.size());
+      for (size_t i = from; i < lines.size(); ++i) std::fprintf(stderr, "%s\n", lines[i].c_str());
+    }
+  }
 
   Instance start_instance(const std::string& role, const std::string& policy = "chunked") {
     Instance in;
     in.process = std::make_unique<Subprocess>();
+    logs_.push_back((dir_ / ("instance." + std::to_string(++seq_) + ".log")).string());
     Status s = in.process->start({ecoserve_binary(), "instance", "-m", model_, "--listen", "tcp://127.0.0.1:0", "--role",
                                   role, "-t", "1", "--kv-cache-mb", "16", "--policy", policy},
-                                 {.stderr_path = (dir_ / ("instance." + std::to_string(++seq_) + ".log")).string()});
+                                 {.stderr_path = logs_.back()});
     EXPECT_TRUE(s.ok()) << s.to_string();
     StatusOr<std::string> line = in.process->wait_for_line("ecoserve instance listening on ", std::chrono::seconds(60));
     EXPECT_TRUE(line.ok()) << line.status().to_string();
@@ -82,7 +96,8 @@ class ClusterProcessTest : public ::testing::Test {
       argv.push_back(in.address);
     }
     argv.insert(argv.end(), extra.begin(), extra.end());
-    Status s = router_.start(argv, {.stderr_path = (dir_ / ("router." + std::to_string(++seq_) + ".log")).string()});
+    logs_.push_back((dir_ / ("router." + std::to_string(++seq_) + ".log")).string());
+    Status s = router_.start(argv, {.stderr_path = logs_.back()});
     EXPECT_TRUE(s.ok()) << s.to_string();
     StatusOr<std::string> line = router_.wait_for_line("ecoserve listening on http://127.0.0.1:", std::chrono::seconds(60));
     EXPECT_TRUE(line.ok()) << line.status().to_string();
@@ -153,6 +168,7 @@ class ClusterProcessTest : public ::testing::Test {
   static inline std::filesystem::path dir_;
   static inline std::string model_;
   static inline int seq_ = 0;
+  std::vector<std::string> logs_;  // this test's processes' stderr
   Subprocess router_;
 };
 
@@ -246,6 +262,11 @@ std::string escaped(const std::string& name) {
 // new request and leaves once empty, and the instance that stays is the same
 // process throughout (nothing restarts).
 TEST_F(ClusterProcessTest, PadgRouterAttachesAndDrainsInstancesUnderLoad) {
+  // One cost profile beside the model for the router and the three temporal instances (without it
+  // each measures its own at start-up, all at once: minutes of CPU under ASan).
+  const std::string profile = ecoserve_binary() + " profile cost -m '" + model_ +
+                              "' -t 1 --max-prefill 256 --max-batch 8 --repeats 1 > /dev/null";
+  ASSERT_EQ(std::system(profile.c_str()), 0) << profile;
   std::vector<Instance> instances;
   instances.push_back(start_instance("mixed", "temporal"));
   instances.push_back(start_instance("mixed", "temporal"));

@@ -540,13 +540,17 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void handle_health() {
     const instance::InstanceStatus s = st_.backend->status();
-    const double age = to_seconds(st_.clock->now() - s.last_heartbeat);
+    const TimePoint now = st_.clock->now();
+    const double age = to_seconds(now - s.last_heartbeat);
     if (st_.draining.load()) {
       send_json(503, json{{"status", "draining"}});
     } else if (!s.running) {
       send_json(503, json{{"status", "instance loop not running"}});
-    } else if (age > st_.options.health_timeout_seconds) {
-      send_json(503, json{{"status", fmt::format("instance loop heartbeat is {:.1f} s old", age)}});
+    } else if (!instance::loop_alive(s, now, from_seconds(st_.options.health_timeout_seconds),
+                                     from_seconds(st_.options.step_timeout_seconds))) {
+      const std::string why = s.in_step ? fmt::format("instance step has run {:.1f} s", to_seconds(now - s.step_started))
+                                        : fmt::format("instance loop heartbeat is {:.1f} s old", age);
+      send_json(503, json{{"status", why}});
     } else {
       send_json(200, json{{"status", "ok"}});
     }

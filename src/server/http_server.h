@@ -40,7 +40,10 @@ struct ServerOptions {
   std::string served_model_name;        // the `model` clients must name ("" = any is refused but "")
   std::string chat_template;            // template name override; "" = detect from the GGUF
   int64_t max_body_bytes = 4ll << 20;   // larger bodies get 413
-  double health_timeout_seconds = 5.0;  // /health is 503 when the loop's heartbeat is older
+  // /health is 503 when the loop's heartbeat is older than health_timeout_seconds
+  // between steps, or its current step has run longer than step_timeout_seconds.
+  double health_timeout_seconds = 5.0;
+  double step_timeout_seconds = 300.0;
   // Slow or idle clients (like nginx's client_header_timeout, client_body_timeout,
   // keepalive_timeout); 0 = no limit. A late head or body gets 408 and the connection closes.
   double header_timeout_seconds = 10.0;      // from connection open or first byte to the end of the head

@@ -133,18 +133,14 @@ void SocketLoop::run() {
       }
       batch.clear();
 
-      const auto now = std::chrono::steady_clock::now();
-      if (now >= next_tick) {
-        if (im.on_tick) im.on_tick();
-        next_tick = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(im.options.tick);
-      }
-      const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - std::chrono::steady_clock::now());
-      zmq::pollitem_t items[] = {{im.socket.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, im.wake_fd, ZMQ_POLLIN, 0}};
+      auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - std::chrono::steady_clock::now()) +
+                  std::chrono::milliseconds(1);
       {
         std::lock_guard<std::mutex> lock(mu_);
-        if (!outbox_.empty()) continue;  // queued while we ticked: write first
+        if (!outbox_.empty()) wait = std::chrono::milliseconds(0);  // queued meanwhile: read, then write it
       }
-      zmq::poll(items, 2, std::max(std::chrono::milliseconds(0), wait) + std::chrono::milliseconds(1));
+      zmq::pollitem_t items[] = {{im.socket.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, im.wake_fd, ZMQ_POLLIN, 0}};
+      zmq::poll(items, 2, std::max(std::chrono::milliseconds(0), wait));
       if (items[1].revents & ZMQ_POLLIN) {
         uint64_t v = 0;
         [[maybe_unused]] ssize_t n = ::read(im.wake_fd, &v, sizeof(v));
@@ -165,6 +161,14 @@ void SocketLoop::run() {
         const auto* d = static_cast<const uint8_t*>(frames.back().data());
         std::vector<uint8_t> bytes(d, d + frames.back().size());
         if (im.on_message) im.on_message(peer, std::move(bytes));
+      }
+      // The tick comes after reading what arrived: a loop thread that was held up
+      // (descheduled, or a slow handler) must not judge a peer silent from a
+      // timestamp its queued messages would have refreshed.
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= next_tick) {
+        if (im.on_tick) im.on_tick();
+        next_tick = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(im.options.tick);
       }
     } catch (const std::exception& e) {
       spdlog::warn("transport {}: {}", endpoint_, e.what());

@@ -99,7 +99,7 @@ void pack_event(Packer& p, const instance::TokenEvent& e, TimePoint now) {
 }
 
 void pack_status(Packer& p, const instance::InstanceStatus& s, TimePoint now) {
-  p.pack_array(23);
+  p.pack_array(24);
   p.pack_int32(s.num_waiting);
   p.pack_int32(s.num_running);
   p.pack_int32(s.num_swapped);
@@ -123,6 +123,7 @@ void pack_status(Packer& p, const instance::InstanceStatus& s, TimePoint now) {
   p.pack_int32(s.phase);
   pack_f64(p, s.last_phase_switch == TimePoint{} ? -1.0 : age_of(s.last_phase_switch, now));
   p.pack_int64(s.phase_switches);
+  pack_f64(p, s.in_step ? std::max(0.0, to_seconds(now - s.step_started)) : -1.0);  // the step's age; -1 between steps
 }
 
 void pack_info(Packer& p, const InstanceInfo& i) {
@@ -385,7 +386,7 @@ void read_chunk(Reader r, instance::MigrationChunk& c, TimePoint now) {
 }
 
 void read_status(Reader r, instance::InstanceStatus& s, TimePoint now) {
-  if (!r.need(23)) return;
+  if (!r.need(24)) return;
   s.num_waiting = r.i32();
   s.num_running = r.i32();
   s.num_swapped = r.i32();
@@ -409,6 +410,9 @@ void read_status(Reader r, instance::InstanceStatus& s, TimePoint now) {
   s.phase = static_cast<int32_t>(r.i64(0, 2));
   s.last_phase_switch = time_of(r.f64(), now);  // -1: never switched
   s.phase_switches = r.i64(0, INT64_MAX);
+  const double step_age = r.f64();
+  s.in_step = step_age >= 0.0 && std::isfinite(step_age);
+  s.step_started = s.in_step ? time_of(step_age, now) : TimePoint{};
 }
 
 void read_info(Reader r, InstanceInfo& i) {

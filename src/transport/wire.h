@@ -37,7 +37,7 @@ namespace ecoserve::transport {
 // Bump on any change of a body's layout.
 // (New kinds count too: a peer that cannot read them must refuse the hello, not
 // time out on its first migration.)
-inline constexpr uint32_t kWireVersion = 3;  // 2: SLOs, phases; 3: live migration
+inline constexpr uint32_t kWireVersion = 4;  // 2: SLOs, phases; 3: live migration; 4: the status's step age
 
 enum class Kind : uint8_t {
   kHello = 1,        // router -> instance: first message; answered by kHelloReply or kError

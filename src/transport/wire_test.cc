@@ -207,6 +207,7 @@ TEST(WireTest, StatusReplyCarriesEveryCounterAndTheHeartbeatAsAnAge) {
   s.last_step_seconds = 0.5, s.mean_step_seconds = 0.25, s.mean_plan_seconds = 0.125;
   s.prompt_tokens_total = 9, s.generation_tokens_total = 10, s.prefix_cache_queries = 11;
   s.prefix_cache_hits = 12, s.preemptions = 13;
+  s.in_step = true, s.step_started = kSent - std::chrono::milliseconds(1500);
   m.info.boot_id = 77;
   const Message d = round_trip(m);
   const instance::InstanceStatus& t = d.status;
@@ -230,10 +231,16 @@ TEST(WireTest, StatusReplyCarriesEveryCounterAndTheHeartbeatAsAnAge) {
   EXPECT_EQ(t.prefix_cache_queries, 11);
   EXPECT_EQ(t.prefix_cache_hits, 12);
   EXPECT_EQ(t.preemptions, 13);
+  EXPECT_TRUE(t.in_step);  // a step 1.5 s old when sent, as old on arrival
+  expect_near(t.step_started, moved(s.step_started));
   EXPECT_EQ(d.info.boot_id, 77u);
   // 2^64 (which msgpack-c's packer cannot take as a float) goes through exactly.
   m.status.kv_usage = 18446744073709551616.0;
   EXPECT_EQ(round_trip(m).status.kv_usage, 18446744073709551616.0);
+  // Between steps: no step age, whatever step_started held.
+  m.status.in_step = false;
+  EXPECT_FALSE(round_trip(m).status.in_step);
+  EXPECT_EQ(round_trip(m).status.step_started, TimePoint{});
 }
 
 TEST(WireTest, TimelineReplyCarriesSteps) {
