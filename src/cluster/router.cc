@@ -302,7 +302,8 @@ void Router::probe(size_t i, TimePoint now) {
     // one); one that has not stepped since the probe went out is not ready.
     if (now - p.sent > options_.probe_timeout) {
       const instance::InstanceStatus s = status_of(i);
-      const bool stepping = s.in_step && now - s.step_started <= options_.step_timeout;
+      const bool stepping =
+          s.in_step && instance::loop_alive(s, now, options_.heartbeat_timeout, options_.step_timeout);
       if (s.steps > p.steps_at_send || stepping) {
         p.steps_at_send = s.steps;
         p.sent = now;  // give it another probe_timeout from here

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cstdlib>
 
+#include <fmt/format.h>
+
 namespace ecoserve::server {
 
 using nlohmann::json;
@@ -184,6 +186,25 @@ std::variant<json, ApiError> admin_timeline_json(const cluster::GenerationBacken
               {"columns", {"start_s", "duration_s", "prefill_tokens", "decode_tokens", "prefill_seqs", "decode_seqs", "phase"}},
               {"instances", lanes},
               {"migrations", migrations}};
+}
+
+AdminReply health_reply(const instance::InstanceStatus& s, bool draining, TimePoint now, Duration heartbeat_timeout,
+                        Duration step_timeout) {
+  AdminReply r;
+  r.status = 503;
+  if (draining) {
+    r.body = json{{"status", "draining"}};
+  } else if (!s.running) {
+    r.body = json{{"status", "instance loop not running"}};
+  } else if (!instance::loop_alive(s, now, heartbeat_timeout, step_timeout)) {
+    const double age = to_seconds(now - (s.in_step ? s.step_started : s.last_heartbeat));
+    r.body = json{{"status", s.in_step ? fmt::format("instance step has run {:.1f} s", age)
+                                       : fmt::format("instance loop heartbeat is {:.1f} s old", age)}};
+  } else {
+    r.status = 200;
+    r.body = json{{"status", "ok"}};
+  }
+  return r;
 }
 
 }  // namespace ecoserve::server

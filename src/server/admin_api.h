@@ -8,6 +8,7 @@
 //                                 running `ecoserve instance`; 201 {"name", "seconds"};
 //   DELETE /admin/instances/NAME  stops routing to NAME now and stops it once its requests finish;
 //                                 202 {"name", "state": "removing"}.
+//   GET /health                   health_reply (the answer HttpServer sends).
 // Errors are OpenAI-style: 400 bad body, 404 unknown instance, 409 not possible now
 // (the last instance, fudg's fixed roles, shutting down), 501 a single-instance server.
 // Thread-safe as the backend's snapshot calls are.
@@ -39,6 +40,13 @@ struct AdminReply {
   nlohmann::json body;
   std::optional<ApiError> error;
 };
+
+// GET /health: 200 {"status": "ok"}, or 503 with the reason: draining, the loop not running,
+// or not instance::loop_alive (its heartbeat older than heartbeat_timeout between steps, or its
+// step longer than step_timeout). `status` is the backend's (a router's: live as of its check).
+AdminReply health_reply(const instance::InstanceStatus& status, bool draining, TimePoint now,
+                        Duration heartbeat_timeout, Duration step_timeout);
+
 // Block while an instance starts or connects: call off the I/O threads. Never throw.
 AdminReply admin_add_instance(cluster::GenerationBackend& backend, std::string_view body, const Clock& clock);
 AdminReply admin_remove_instance(cluster::GenerationBackend& backend, const std::string& name);

@@ -63,6 +63,29 @@ TEST(AdminApi, ClusterListsInstancesAndRouterCounters) {
   EXPECT_TRUE(j["router"].contains("kv_transfer_bytes"));
 }
 
+// /health: a loop in one long step is alive until the step timeout; between steps its heartbeat decides.
+TEST(AdminApi, HealthJudgesAStepByTheStepTimeoutAndTheLoopByItsHeartbeat) {
+  const TimePoint now(std::chrono::seconds(100));
+  instance::InstanceStatus s;
+  s.running = true;
+  s.last_heartbeat = TimePoint(std::chrono::seconds(40));
+  s.in_step = true;
+  s.step_started = TimePoint(std::chrono::seconds(40));
+  const Duration beat = std::chrono::seconds(5);
+  EXPECT_EQ(health_reply(s, false, now, beat, std::chrono::seconds(300)).status, 200);
+  const AdminReply hung = health_reply(s, false, now, beat, std::chrono::seconds(30));
+  EXPECT_EQ(hung.status, 503);
+  EXPECT_EQ(hung.body["status"], "instance step has run 60.0 s");
+  s.in_step = false;
+  EXPECT_EQ(health_reply(s, false, now, beat, std::chrono::seconds(300)).body["status"],
+            "instance loop heartbeat is 60.0 s old");
+  s.last_heartbeat = TimePoint(std::chrono::seconds(96));
+  EXPECT_EQ(health_reply(s, false, now, beat, std::chrono::seconds(300)).body["status"], "ok");
+  EXPECT_EQ(health_reply(s, true, now, beat, std::chrono::seconds(300)).body["status"], "draining");
+  s.running = false;
+  EXPECT_EQ(health_reply(s, false, now, beat, std::chrono::seconds(300)).status, 503);
+}
+
 // A backend that scales: records what it was asked and answers as told.
 class ScalingBackend final : public cluster::testing::FakeBackend {
  public:

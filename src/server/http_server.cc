@@ -539,21 +539,10 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void handle_health() {
-    const instance::InstanceStatus s = st_.backend->status();
-    const TimePoint now = st_.clock->now();
-    const double age = to_seconds(now - s.last_heartbeat);
-    if (st_.draining.load()) {
-      send_json(503, json{{"status", "draining"}});
-    } else if (!s.running) {
-      send_json(503, json{{"status", "instance loop not running"}});
-    } else if (!instance::loop_alive(s, now, from_seconds(st_.options.health_timeout_seconds),
-                                     from_seconds(st_.options.step_timeout_seconds))) {
-      const std::string why = s.in_step ? fmt::format("instance step has run {:.1f} s", to_seconds(now - s.step_started))
-                                        : fmt::format("instance loop heartbeat is {:.1f} s old", age);
-      send_json(503, json{{"status", why}});
-    } else {
-      send_json(200, json{{"status", "ok"}});
-    }
+    const AdminReply r = health_reply(st_.backend->status(), st_.draining.load(), st_.clock->now(),
+                                      from_seconds(st_.options.health_timeout_seconds),
+                                      from_seconds(st_.options.step_timeout_seconds));
+    send_json(r.status, r.body);
   }
 
   void handle_admin_cluster() {
