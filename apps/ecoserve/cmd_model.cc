@@ -270,26 +270,47 @@ int run_info(const InfoArgs& a) {
     line("gemv prefetch", fmt::format("batch-1 to 4 decode, every weight type: {} ({})",
                                       kernels::gemv_prefetch_summary(kernels::default_gemv_prefetch()),
                                       chosen_by("ECOSERVE_GEMV_PREFETCH")));
-    line("q4_k tiles", fmt::format("5+ tokens on avx512vnni-zmm: {} ({})",
-                                   kernels::q4k_tile_summary(kernels::default_q4k_tile_pairs(), cpu.gfni,
-                                                             kernels::default_q4k_lanes()),
-                                   chosen_by_any({"ECOSERVE_Q4K_TILE_PAIRS", "ECOSERVE_Q4K_LANES"})));
-    line("q8_0 tiles", fmt::format("5+ tokens on avx512vnni-zmm: {} ({})",
-                                   kernels::q8_tile_summary(kernels::default_q8_lanes()),
-                                   chosen_by("ECOSERVE_Q8_LANES")));
-    line("q6_k tiles", fmt::format("5+ tokens on avx512vnni-zmm: {} ({})",
-                                   kernels::q6k_tile_summary(kernels::default_q6k_lanes()),
-                                   chosen_by("ECOSERVE_Q6K_LANES")));
-    line("decode attention",
-         fmt::format("on avx512vnni-zmm, fp16 KV on 512-bit registers, f32 KV on 512-bit for GQA groups of 8 and "
-                     "{}-bit for groups of 2 and 4 ({}); GQA groups 2-8 and head_dim 64 or 128, else 256-bit",
-                     kernels::default_attention_f32_wide() ? 512 : 256, chosen_by("ECOSERVE_ATTENTION_F32_WIDE")));
-    line("attention prefetch",
-         fmt::format("512-bit decode kernel, K/V rows 32 positions on: {} ({})",
-                     kernels::default_attention_row_prefetch() ? "line by line in row order"
-                                                               : "each line as the same line 32 positions before",
-                     std::getenv("ECOSERVE_ATTENTION_ROW_PREFETCH") != nullptr ? "ECOSERVE_ATTENTION_ROW_PREFETCH"
-                                                                               : "every CPU"));
+    // The tile and attention settings below are the avx512vnni-zmm level's: below it, the level's
+    // own (compiled) shapes, and the settings as what that level would run where the CPU has it.
+    const bool zmm = isa >= kernels::Isa::kAvx512VnniZmm;
+    bool zmm_on_cpu = false;
+    for (kernels::Isa i : kernels::supported_isas(cpu)) zmm_on_cpu = zmm_on_cpu || i == kernels::Isa::kAvx512VnniZmm;
+    auto zmm_line = [&](const char* label, const std::string& here, const std::string& on_zmm) {
+      if (zmm) return line(label, on_zmm);
+      line(label, zmm_on_cpu ? fmt::format("{}; on avx512vnni-zmm: {}", here, on_zmm) : here);
+    };
+    auto tiles_line = [&](const char* label, kernels::GgmlType type, const std::string& zmm_tiles) {
+      zmm_line(label,
+               fmt::format("5+ tokens on {}: {} (the level's own)", kernels::isa_name(isa),
+                           kernels::int8_tiles_summary(isa, type)),
+               zmm ? fmt::format("5+ tokens on avx512vnni-zmm: {}", zmm_tiles) : zmm_tiles);
+    };
+    tiles_line("q4_k tiles", kernels::GgmlType::kQ4_K,
+               fmt::format("{} ({})",
+                           kernels::q4k_tile_summary(kernels::default_q4k_tile_pairs(), cpu.gfni,
+                                                     kernels::default_q4k_lanes()),
+                           chosen_by_any({"ECOSERVE_Q4K_TILE_PAIRS", "ECOSERVE_Q4K_LANES"})));
+    tiles_line("q8_0 tiles", kernels::GgmlType::kQ8_0,
+               fmt::format("{} ({})", kernels::q8_tile_summary(kernels::default_q8_lanes()),
+                           chosen_by("ECOSERVE_Q8_LANES")));
+    tiles_line("q6_k tiles", kernels::GgmlType::kQ6_K,
+               fmt::format("{} ({})", kernels::q6k_tile_summary(kernels::default_q6k_lanes()),
+                           chosen_by("ECOSERVE_Q6K_LANES")));
+    const std::string attention_zmm =
+        fmt::format("fp16 KV on 512-bit registers, f32 KV on 512-bit for GQA groups of 8 and {}-bit for groups of 2 "
+                    "and 4 ({}); GQA groups 2-8 and head_dim 64 or 128, else 256-bit",
+                    kernels::default_attention_f32_wide() ? 512 : 256, chosen_by("ECOSERVE_ATTENTION_F32_WIDE"));
+    zmm_line("decode attention", fmt::format("on {}: f32 and fp16 KV on 256-bit registers", kernels::isa_name(isa)),
+             zmm ? "on avx512vnni-zmm, " + attention_zmm : attention_zmm);
+    const std::string prefetch = fmt::format(
+        "K/V rows 32 positions on: {} ({})",
+        kernels::default_attention_row_prefetch() ? "line by line in row order"
+                                                  : "each line as the same line 32 positions before",
+        std::getenv("ECOSERVE_ATTENTION_ROW_PREFETCH") != nullptr ? "ECOSERVE_ATTENTION_ROW_PREFETCH" : "every CPU");
+    zmm_line("attention prefetch",
+             fmt::format("256-bit decode kernel on {}, K/V rows 32 positions on: in its own order (fixed)",
+                         kernels::isa_name(isa)),
+             zmm ? "512-bit decode kernel, " + prefetch : "its 512-bit decode kernel, " + prefetch);
     line("amx bf16", kernels::amx_bf16_summary(kernels::default_amx_bf16(), cpu));
     line("matmul bf16", kernels::bf16_vectors_summary(kernels::default_matmul_bf16(), cpu));
     line("bf16 weights", kernels::bf16_weights_summary(kernels::default_bf16_weights(), cpu));

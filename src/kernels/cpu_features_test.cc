@@ -93,6 +93,23 @@ TEST(CpuFeaturesTest, VendorIsReadAndSetsTheGemvStreamsAndPrefetch) {
   EXPECT_EQ(KernelContext(nullptr).q4k_gfni, detect_cpu_features().gfni);
 }
 
+// The batched int8 tiles the levels below avx512vnni-zmm run, as compiled (model info's lines
+// there): AVX2's 2 x 3 rows8 tiles, AVX-VNNI's 1 x 2 Q4_K tile, the 32-register avx512vnni level's
+// bigger ones; nothing for the 512-bit levels (their settings' summaries above) or other types.
+TEST(CpuFeaturesTest, Int8TilesBelowTheZmmLevelAreTheCompiledOnes) {
+  EXPECT_EQ(int8_tiles_summary(Isa::kAvx2, GgmlType::kQ8_0), "2 groups of 8 rows x 3 tokens");
+  EXPECT_EQ(int8_tiles_summary(Isa::kAvx2, GgmlType::kQ4_K), "2 groups of 8 rows x 3 tokens");
+  EXPECT_EQ(int8_tiles_summary(Isa::kAvx2, GgmlType::kQ6_K), "2 rows x 4 tokens");
+  EXPECT_EQ(int8_tiles_summary(Isa::kAvxVnni, GgmlType::kQ8_0), "2 groups of 8 rows x 3 tokens");
+  EXPECT_EQ(int8_tiles_summary(Isa::kAvxVnni, GgmlType::kQ4_K), "1 group of 8 rows x 2 tokens");
+  EXPECT_EQ(int8_tiles_summary(Isa::kAvx512Vnni, GgmlType::kQ8_0), "3 groups of 8 rows x 4 tokens");
+  EXPECT_EQ(int8_tiles_summary(Isa::kAvx512Vnni, GgmlType::kQ4_K), "2 groups of 8 rows x 4 tokens");
+  EXPECT_EQ(int8_tiles_summary(Isa::kAvx512Vnni, GgmlType::kQ6_K), "4 rows x 4 tokens");
+  EXPECT_EQ(int8_tiles_summary(Isa::kAvx512VnniZmm, GgmlType::kQ8_0), "");
+  EXPECT_EQ(int8_tiles_summary(Isa::kAvx512Amx, GgmlType::kQ4_K), "");
+  EXPECT_EQ(int8_tiles_summary(Isa::kAvx2, GgmlType::kF16), "");
+}
+
 TEST(CpuFeaturesTest, LevelsAreChosenFromTheFeatures) {
   CpuFeatures f = avx2_only();
   EXPECT_EQ(best_isa(f), Isa::kAvx2);

@@ -445,6 +445,25 @@ std::string q6k_tile_summary(bool lanes) {
                : "4 rows x 6 tokens in pairs";
 }
 
+std::string int8_tiles_summary(Isa isa, GgmlType type) {
+  detail::Int8Tiles t{};
+  switch (isa) {
+    case Isa::kAvx2: t = detail::int8_tiles_avx2(); break;
+    case Isa::kAvxVnni: t = detail::int8_tiles_avxvnni(); break;
+    case Isa::kAvx512Vnni: t = detail::int8_tiles_avx512vnni(); break;
+    default: return {};
+  }
+  auto groups = [](int g, int tokens) {
+    return fmt::format("{} group{} of 8 rows x {} tokens", g, g == 1 ? "" : "s", tokens);
+  };
+  switch (type) {
+    case GgmlType::kQ8_0: return groups(t.q8_groups, t.q8_tokens);
+    case GgmlType::kQ4_K: return groups(t.q4k_groups, t.q4k_tokens);
+    case GgmlType::kQ6_K: return fmt::format("{} rows x {} tokens", t.k_rows, t.k_tokens);
+    default: return {};
+  }
+}
+
 bool cpu_has_gfni() {
   static const bool kGfni = detect_cpu_features().gfni;
   return kGfni;

@@ -142,6 +142,10 @@ bool default_q6k_lanes();
 // "4 rows x 6 tokens in pairs", with ", tokens in lanes from 16 tokens" where `lanes`, for
 // `model info` and `profile`.
 std::string q6k_tile_summary(bool lanes);
+// The batched (5+ token) int8 register tiles of a level below avx512vnni-zmm (whose settings
+// above do not reach them), for `model info`: Q8_0 and Q4_K (kRows8) "2 groups of 8 rows x 3
+// tokens", Q6_K (GGUF rows) "2 rows x 4 tokens"; an empty string for other types and levels.
+std::string int8_tiles_summary(Isa isa, GgmlType type);
 
 // KernelContext::bf16_vectors from environment variable ECOSERVE_MATMUL_BF16 (0 or 1; unset:
 // CpuFeatures::fast_bf16_dot, so off where vdpbf16ps would be slower than the float kernels);

@@ -104,6 +104,15 @@ struct QuantRowKernels {
 const QuantRowKernels* quant_row_kernels_avx2();
 const QuantRowKernels* quant_row_kernels_avxvnni();
 const QuantRowKernels* quant_row_kernels_avx512vnni();
+// The register tiles of a level's batched (5+ token) int8 kernels, as compiled: Q8_0 and Q4_K in
+// kRows8 take groups of 8 rows x tokens, the GGUF-row K-quants (Q6_K) rows x tokens. Defined for
+// the levels below avx512vnni-zmm (whose 512-bit tiles q8_tile_summary and its kin describe).
+struct Int8Tiles {
+  int q8_groups, q8_tokens, q4k_groups, q4k_tokens, k_rows, k_tokens;
+};
+Int8Tiles int8_tiles_avx2();
+Int8Tiles int8_tiles_avxvnni();
+Int8Tiles int8_tiles_avx512vnni();
 // avx512vnni with the 512-bit tiles of matmul_packed_impl.h (Q8_0 and Q4_K in kRows8) for 5+ tokens.
 const QuantRowKernels* quant_row_kernels_avx512vnni_zmm();
 // avx512vnni-zmm with Q8_0 and Q4_K in kRows8 on AMX tiles from 16 tokens on (matmul_amx_impl.h's rows8_amx).

@@ -7,6 +7,11 @@
 
 namespace ecoserve::kernels::detail {
 
+Int8Tiles int8_tiles_avx2() {
+  namespace k = isa_avx2;
+  return {k::kPackedGroups, k::kPackedTokens, k::kQ4kGroups, k::kQ4kTokens, k::kRowsK, k::kTokensK};
+}
+
 const QuantRowKernels* quant_row_kernels_avx2() {
   namespace k = isa_avx2;
   static constexpr QuantRowKernels kKernels{&k::rows_q8_0, &k::rows_q4_0, &k::rows_q4_k, &k::rows_q6_k,

@@ -180,18 +180,33 @@ TEST(KernelsIsaCli, MatmulBf16FromTheEnvironmentIsReported) {
 TEST(KernelsIsaCli, AttentionF32WidthFromTheEnvironmentIsReported) {
   if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "shared data missing: " << kModel;
   const std::string err = std::filesystem::temp_directory_path() / "ecoserve_attn_info.err";
+  bool zmm_on_cpu = false;
+  for (kernels::Isa isa : kernels::supported_isas(kernels::detect_cpu_features())) {
+    if (isa == kernels::Isa::kAvx512VnniZmm) zmm_on_cpu = true;
+  }
   for (auto [value, bits] : {std::pair{"0", "256"}, {"1", "512"}}) {
     const std::vector<std::string> env = {std::string("ECOSERVE_ATTENTION_F32_WIDE=") + value};
     const CliRun json = run_cli(env, {"model", "info", "--json", kModel}, err);
     ASSERT_EQ(json.exit_code, 0) << read_file(err);
     EXPECT_EQ(nlohmann::json::parse(json.out).at("kernels").at("attention_f32_wide"), std::string(value) == "1");
-    const CliRun text = run_cli(env, {"model", "info", kModel}, err);
-    EXPECT_NE(text.out.find(std::string("decode attention:     on avx512vnni-zmm, fp16 KV on 512-bit registers, f32 "
-                                        "KV on 512-bit for GQA groups of 8 and ") +
-                            bits + "-bit for groups of 2 and 4 (ECOSERVE_ATTENTION_F32_WIDE); GQA groups 2-8 and "
-                                   "head_dim 64 or 128, else 256-bit\n"),
+    // The avx512vnni-zmm level's setting: its line there; below it (every CPU runs avx2), the
+    // level's own 256-bit kernel, then the setting where the CPU has that level.
+    const std::string zmm_line = std::string("fp16 KV on 512-bit registers, f32 KV on 512-bit for GQA groups of 8 and ") +
+                                 bits + "-bit for groups of 2 and 4 (ECOSERVE_ATTENTION_F32_WIDE); GQA groups 2-8 and "
+                                        "head_dim 64 or 128, else 256-bit\n";
+    std::vector<std::string> env_avx2 = env;
+    env_avx2.push_back("ECOSERVE_ISA=avx2");
+    const CliRun avx2 = run_cli(env_avx2, {"model", "info", kModel}, err);
+    EXPECT_NE(avx2.out.find("decode attention:     on avx2: f32 and fp16 KV on 256-bit registers" +
+                            (zmm_on_cpu ? "; on avx512vnni-zmm: " + zmm_line : std::string("\n"))),
               std::string::npos)
-        << text.out;
+        << avx2.out;
+    if (zmm_on_cpu) {
+      std::vector<std::string> env_zmm = env;
+      env_zmm.push_back("ECOSERVE_ISA=avx512vnni-zmm");
+      const CliRun text = run_cli(env_zmm, {"model", "info", kModel}, err);
+      EXPECT_NE(text.out.find("decode attention:     on avx512vnni-zmm, " + zmm_line), std::string::npos) << text.out;
+    }
   }
   std::filesystem::remove(err);
 }
@@ -261,20 +276,48 @@ TEST(KernelsIsaCli, GemvSettingsFromTheEnvironmentRunAndAreReported) {
                           "(ECOSERVE_GEMV_PREFETCH)\n"),
             std::string::npos)
       << text.out;
-  EXPECT_NE(text.out.find(std::string("q4_k tiles:           5+ tokens on avx512vnni-zmm: 2 pairs of 8-row groups x "
-                                      "3 tokens") +
+  // The tile settings are the avx512vnni-zmm level's: reported as its tiles there, and below it
+  // after the level's own compiled tiles (with them as that level's where the CPU has it).
+  const std::string q4k = std::string("2 pairs of 8-row groups x 3 tokens") +
                           (gfni ? ", GFNI nibbles and vpdpwssd scales" : "") +
-                          ", tokens in lanes from 32 tokens (ECOSERVE_Q4K_TILE_PAIRS, ECOSERVE_Q4K_LANES)\n"),
+                          ", tokens in lanes from 32 tokens (ECOSERVE_Q4K_TILE_PAIRS, ECOSERVE_Q4K_LANES)";
+  const std::string q8 = "2 pairs of 8-row groups x 7 tokens (ECOSERVE_Q8_LANES)";
+  const std::string q6k = "4 rows x 6 tokens in pairs (ECOSERVE_Q6K_LANES)";
+  bool zmm_on_cpu = false;
+  for (kernels::Isa isa : kernels::supported_isas(kernels::detect_cpu_features())) {
+    if (isa == kernels::Isa::kAvx512VnniZmm) zmm_on_cpu = true;
+  }
+  std::vector<std::string> env_avx2 = env;
+  env_avx2.push_back("ECOSERVE_ISA=avx2");
+  const CliRun avx2 = run_cli(env_avx2, {"model", "info", kModel}, err);
+  ASSERT_EQ(avx2.exit_code, 0) << read_file(err);
+  const std::string zmm_q4k = zmm_on_cpu ? "; on avx512vnni-zmm: " + q4k : "";
+  const std::string zmm_q8 = zmm_on_cpu ? "; on avx512vnni-zmm: " + q8 : "";
+  const std::string zmm_q6k = zmm_on_cpu ? "; on avx512vnni-zmm: " + q6k : "";
+  EXPECT_NE(avx2.out.find("q4_k tiles:           5+ tokens on avx2: 2 groups of 8 rows x 3 tokens (the level's own)" +
+                          zmm_q4k + "\n"),
             std::string::npos)
-      << text.out;
-  EXPECT_NE(text.out.find("q8_0 tiles:           5+ tokens on avx512vnni-zmm: 2 pairs of 8-row groups x 7 tokens "
-                          "(ECOSERVE_Q8_LANES)\n"),
+      << avx2.out;
+  EXPECT_NE(avx2.out.find("q8_0 tiles:           5+ tokens on avx2: 2 groups of 8 rows x 3 tokens (the level's own)" +
+                          zmm_q8 + "\n"),
             std::string::npos)
-      << text.out;
-  EXPECT_NE(text.out.find("q6_k tiles:           5+ tokens on avx512vnni-zmm: 4 rows x 6 tokens in pairs "
-                          "(ECOSERVE_Q6K_LANES)\n"),
+      << avx2.out;
+  EXPECT_NE(avx2.out.find("q6_k tiles:           5+ tokens on avx2: 2 rows x 4 tokens (the level's own)" + zmm_q6k +
+                          "\n"),
             std::string::npos)
-      << text.out;
+      << avx2.out;
+  if (zmm_on_cpu) {
+    std::vector<std::string> env_zmm = env;
+    env_zmm.push_back("ECOSERVE_ISA=avx512vnni-zmm");
+    const CliRun zmm = run_cli(env_zmm, {"model", "info", kModel}, err);
+    ASSERT_EQ(zmm.exit_code, 0) << read_file(err);
+    EXPECT_NE(zmm.out.find("q4_k tiles:           5+ tokens on avx512vnni-zmm: " + q4k + "\n"), std::string::npos)
+        << zmm.out;
+    EXPECT_NE(zmm.out.find("q8_0 tiles:           5+ tokens on avx512vnni-zmm: " + q8 + "\n"), std::string::npos)
+        << zmm.out;
+    EXPECT_NE(zmm.out.find("q6_k tiles:           5+ tokens on avx512vnni-zmm: " + q6k + "\n"), std::string::npos)
+        << zmm.out;
+  }
   const CliRun profile = run_cli(env,
                                  {"profile", "engine", "-m", kModel, "-t", "1", "--batches", "1", "--prompt-len", "4",
                                   "--decode-steps", "1", "--repeats", "1", "--json"},
