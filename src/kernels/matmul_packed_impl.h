@@ -344,7 +344,10 @@ constexpr int kQ4kStreams[] = {2, 1, 1, 1};
 // vpmaddwd). Zen 3, one thread, 2048 x 768 x 512 tokens in L2, fastest of 5 per round: with
 // the chains, 1 x 2 14.1 / 16.5 ms, 1 x 4 12.8 / 16.2, 2 x 2 13.0 / 14.4; with the scales in
 // vpmaddwd, 2 x 2 12.6 / 13.7, 2 x 3 12.1 / 12.9 (66 G multiply-adds/s), 1 x 4 13.6 / 16.9,
-// 2 x 4 14.2 / 16.7.
+// 2 x 4 14.2 / 16.7. With the int16 sums of q4k_sub_blocks16 (one multiply per 32 products),
+// synth 1b Q4_K matrices, one thread, alternating runs: 512 tokens 10.8-12.2 -> 7.2-9.0 s,
+// 32 tokens 700-710 -> 418-595 ms; 2 x 3 still as fast as any (2 x 4 7.7-8.0 s, 3 x 3 7.7-8.2,
+// 1 x 6 7.5-9.2).
 constexpr int kQ4kGroups = 2;
 constexpr int kQ4kTokens = 3;
 constexpr int kQ4kStreams[] = {2, 1, 1, 1};
@@ -356,11 +359,8 @@ constexpr std::int64_t kQ4kGroupSuperBytes = 1152;
 // AND): the low nibbles' sub-block scales are then taken 16 times too, and the
 // super-block's isum, a multiple of 16, is shifted back (exact: |isum| * 16 <=
 // 8 sub-blocks * 63 * 32 * 15 * 127 * 16 < 2^31). vpmaddubsw's int16 pair sums
-// would saturate at 240 * 127 * 2, so AVX2 shifts the nibbles down.
-#if ECO_QUANT_ISA == 0
-constexpr int kQ4kHiShift = 0;
-inline __m256i q4k_hi(__m256i w) { return _mm256_and_si256(_mm256_srli_epi16(w, 4), _mm256_set1_epi8(0x0F)); }
-#else
+// would saturate at 240 * 127 * 2, so AVX2 (q4k_sub_blocks16) shifts the nibbles down.
+#if ECO_QUANT_ISA != 0
 constexpr int kQ4kHiShift = 4;
 inline __m256i q4k_hi(__m256i w) { return _mm256_and_si256(w, _mm256_set1_epi8(static_cast<char>(0xF0))); }
 #endif
@@ -381,6 +381,48 @@ inline void q4k_scales(const std::uint8_t* sup, std::uint8_t* sc, std::uint8_t* 
                       _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(n, 4), m4),
                                       _mm256_and_si256(_mm256_srli_epi16(b, 2), m30)));
 }
+
+#if ECO_QUANT_ISA == 0
+// AVX2's sub-blocks 2j (low nibbles) and 2j + 1 (high) of a super-block, one after the other,
+// for q4k_tile (sup, sc: its super-blocks and q4k_scales' scales; col: the super-block's
+// first column plus 64 j). Per output the 8 chunks' vpmaddubsw pair sums are added as int16,
+// exact (|sum| <= 8 * 2 * 15 * 128 = 30720 < 2^15), then one vpmaddwd by the row's scale
+// (int16 pairs) adds them to isum: one multiply per 32 products instead of vpmaddubsw's and
+// vpmaddwd's two (the same exact integers). kAhead: q4k_tile's.
+template <int G, int T, bool kAhead>
+inline void q4k_sub_blocks16(const std::uint8_t* const* sup, const std::uint8_t (*sc)[64], const QuantizedActs& a,
+                             std::int64_t t0, std::int64_t col, int j, __m256i (&isum)[G][T]) {
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    __m256i s16[G][T];
+#pragma GCC unroll 8
+    for (int r = 0; r < G; ++r)
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) s16[r][t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) {
+#pragma GCC unroll 8
+      for (int r = 0; r < G; ++r) {
+        if (kAhead && h == 0 && c % 2 == 0) prefetch_ahead(sup[r] + 128 + 256 * j + 32 * c, a.gemv_prefetch);
+        const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sup[r] + 128 + 256 * j + 32 * c));
+        const __m256i q = _mm256_and_si256(h == 0 ? w : _mm256_srli_epi16(w, 4), _mm256_set1_epi8(0x0F));
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          const std::int8_t* x = a.q + (t0 + t) * a.q_stride + col + 32 * h + 4 * c;
+          s16[r][t] = chain_add_epi16(s16[r][t], _mm256_maddubs_epi16(q, broadcast4(x)));
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < G; ++r) {
+      const __m256i s32 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc[r] + 16 * j + 8 * h)));
+      const __m256i scale = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) isum[r][t] = madd16_acc(isum[r][t], s16[r][t], scale);
+    }
+  }
+}
+#endif
 
 // kAhead: as packed_tile's.
 template <int G, int T, bool kAhead = false>
@@ -441,69 +483,55 @@ void q4k_tile(const std::uint8_t* const* grp, const QuantizedActs& a, std::int64
     for (int r = 0; r < G; ++r)
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) isum[r][t] = _mm256_setzero_si256();
-    // AVX2 (kScalesInMadd): each vpmaddwd multiplies by the row's scale (int16 pairs) instead of
-    // by 1, so the scaled sums go straight into isum: no per-sub-block sums to multiply and add,
-    // and G * T registers of sums instead of 3 G * T (the same exact integers). VNNI: per
-    // sub-block sums (lo_acc, hi_acc) from vpdpbusd, then times the scales into isum.
-    constexpr bool kScalesInMadd = ECO_QUANT_ISA == 0;
 #pragma GCC unroll 1
     for (int j = 0; j < 4; ++j) {
-      __m256i lo_acc[G][T], hi_acc[G][T], scale_lo[G], scale_hi[G];
+#if ECO_QUANT_ISA == 0
+      q4k_sub_blocks16<G, T, kAhead>(sup, sc, a, t0, 256 * s + 64 * j, j, isum);
+#else
+      {
+        // VNNI: per sub-block sums (lo_acc, hi_acc) from vpdpbusd, then times the scales into isum.
+        __m256i lo_acc[G][T], hi_acc[G][T];
 #pragma GCC unroll 8
-      for (int r = 0; r < G; ++r) {
-        if constexpr (kScalesInMadd) {
-          const __m256i lo32 =
-              _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc[r] + 16 * j)));
-          const __m256i hi32 =
-              _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc[r] + 16 * j + 8)));
-          scale_lo[r] = _mm256_or_si256(lo32, _mm256_slli_epi32(lo32, 16));
-          scale_hi[r] = _mm256_or_si256(hi32, _mm256_slli_epi32(hi32, 16));
-        } else {
+        for (int r = 0; r < G; ++r)
 #pragma GCC unroll 8
           for (int t = 0; t < T; ++t) lo_acc[r][t] = hi_acc[r][t] = _mm256_setzero_si256();
-        }
-      }
 #pragma GCC unroll 8
-      for (int c = 0; c < 8; ++c) {
+        for (int c = 0; c < 8; ++c) {
 #pragma GCC unroll 8
-        for (int r = 0; r < G; ++r) {
-          if (kAhead && c % 2 == 0) prefetch_ahead(sup[r] + 128 + 256 * j + 32 * c, a.gemv_prefetch);
-          const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sup[r] + 128 + 256 * j + 32 * c));
-          const __m256i lo = _mm256_and_si256(w, _mm256_set1_epi8(0x0F));
-          const __m256i hi = q4k_hi(w);
+          for (int r = 0; r < G; ++r) {
+            if (kAhead && c % 2 == 0) prefetch_ahead(sup[r] + 128 + 256 * j + 32 * c, a.gemv_prefetch);
+            const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sup[r] + 128 + 256 * j + 32 * c));
+            const __m256i lo = _mm256_and_si256(w, _mm256_set1_epi8(0x0F));
+            const __m256i hi = q4k_hi(w);
 #pragma GCC unroll 8
-          for (int t = 0; t < T; ++t) {
-            const std::int8_t* x = a.q + (t0 + t) * a.q_stride + 256 * s + 64 * j + 4 * c;
-            if constexpr (kScalesInMadd) {
-              isum[r][t] = madd16_acc(isum[r][t], _mm256_maddubs_epi16(lo, broadcast4(x)), scale_lo[r]);
-              isum[r][t] = madd16_acc(isum[r][t], _mm256_maddubs_epi16(hi, broadcast4(x + 32)), scale_hi[r]);
-            } else {
+            for (int t = 0; t < T; ++t) {
+              const std::int8_t* x = a.q + (t0 + t) * a.q_stride + 256 * s + 64 * j + 4 * c;
               lo_acc[r][t] = dot_acc(lo_acc[r][t], lo, broadcast4(x));
               hi_acc[r][t] = dot_acc(hi_acc[r][t], hi, broadcast4(x + 32));
             }
           }
         }
-      }
-      if constexpr (kScalesInMadd) continue;
 #pragma GCC unroll 8
-      for (int r = 0; r < G; ++r) {
-        const __m256i m_lo = _mm256_slli_epi32(
-            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc[r] + 16 * j))), kQ4kHiShift);
-        const __m256i m_hi =
-            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc[r] + 16 * j + 8)));
+        for (int r = 0; r < G; ++r) {
+          const __m256i m_lo = _mm256_slli_epi32(
+              _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc[r] + 16 * j))), kQ4kHiShift);
+          const __m256i m_hi =
+              _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc[r] + 16 * j + 8)));
 #pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) {
-          isum[r][t] = _mm256_add_epi32(isum[r][t], _mm256_add_epi32(_mm256_mullo_epi32(lo_acc[r][t], m_lo),
-                                                                      _mm256_mullo_epi32(hi_acc[r][t], m_hi)));
+          for (int t = 0; t < T; ++t) {
+            isum[r][t] = _mm256_add_epi32(isum[r][t], _mm256_add_epi32(_mm256_mullo_epi32(lo_acc[r][t], m_lo),
+                                                                        _mm256_mullo_epi32(hi_acc[r][t], m_hi)));
+          }
         }
       }
+#endif
     }
-    if constexpr (kQ4kHiShift != 0) {
+#if ECO_QUANT_ISA != 0
 #pragma GCC unroll 8
-      for (int r = 0; r < G; ++r)
+    for (int r = 0; r < G; ++r)
 #pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) isum[r][t] = _mm256_srai_epi32(isum[r][t], kQ4kHiShift);
-    }
+      for (int t = 0; t < T; ++t) isum[r][t] = _mm256_srai_epi32(isum[r][t], kQ4kHiShift);
+#endif
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const __m256 dx = _mm256_set1_ps(a.d[(t0 + t) * nsb + s]);

@@ -298,6 +298,12 @@ inline __m256i chain_add_epi32(__m256i lanes, __m256i v) {
   __asm__("" : "+x"(s));
   return s;
 }
+// The same for int16 lanes (q4k_sub_blocks16's sums of vpmaddubsw pairs).
+inline __m256i chain_add_epi16(__m256i lanes, __m256i v) {
+  __m256i s = _mm256_add_epi16(lanes, v);
+  __asm__("" : "+x"(s));
+  return s;
+}
 
 // lanes += the int16 pair dots of a and b (exact int32).
 inline __m256i madd16_acc(__m256i lanes, __m256i a, __m256i b) {

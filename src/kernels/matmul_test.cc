@@ -364,6 +364,59 @@ TEST(MatmulTest, KnownSmallProductIsExact) {
   }
 }
 
+// Q4_K at its largest integer sums: every nibble 15 and every 6-bit scale 63 (min 0), times
+// activations that quantize to +-127. AVX2 adds a sub-block's 8 vpmaddubsw pair sums as int16
+// (q4k_sub_blocks16: 8 * 2 * 15 * 127 = 30480, under 2^15), so a wider sum or a saturated
+// pair would show here; every level, the GEMV and the batched tiles, kRows8 and GGUF rows.
+TEST(MatmulTest, Q4kLargestSumsAreExactOnEveryLevel) {
+  const std::int64_t rows = 16, cols = 512;
+  const std::size_t rb = row_bytes(*type_traits(GgmlType::kQ4_K), cols);
+  std::vector<std::uint8_t> gguf(rb * rows);
+  for (std::int64_t sb = 0; sb < rows * cols / 256; ++sb) {
+    BlockQ4_K blk{};
+    blk.d = 0x3C00;  // 1.0
+    blk.dmin = 0;
+    for (int i = 0; i < 4; ++i) {
+      blk.scales[i] = 0xFF;      // scales 0-3: 63; bits 4-5 of scales 4-7
+      blk.scales[i + 4] = 0x00;  // mins 0-3: 0
+      blk.scales[i + 8] = 0x0F;  // scales 4-7: 15 | 48 = 63, mins 4-7: 0
+    }
+    std::memset(blk.qs, 0xFF, sizeof(blk.qs));
+    std::memcpy(gguf.data() + sb * sizeof(BlockQ4_K), &blk, sizeof(blk));
+  }
+  std::vector<std::uint8_t> packed(gguf.size());
+  pack_rows8(GgmlType::kQ4_K, gguf.data(), rows, cols, packed.data());
+  // Token t: +1 everywhere (t % 3 == 0), -1 (t % 3 == 1), or +1 / -1 by super-block.
+  const std::int64_t n = 7;
+  std::vector<float> x(n * cols);
+  std::vector<double> want(n);
+  for (std::int64_t t = 0; t < n; ++t) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      x[t * cols + c] = t % 3 == 0 ? 1.0f : t % 3 == 1 ? -1.0f : (c / 256 % 2 == 0 ? 1.0f : -1.0f);
+      want[t] += 945.0 * x[t * cols + c];  // 1.0 * 63 * 15 per weight
+    }
+  }
+  ThreadPool pool(1);
+  for (Isa isa : supported_isas(detect_cpu_features())) {
+    KernelContext ctx(&pool, isa);
+    for (WeightLayout layout : {WeightLayout::kRows8, WeightLayout::kGguf}) {
+      const WeightView w{GgmlType::kQ4_K, layout == WeightLayout::kRows8 ? packed.data() : gguf.data(), rows, cols, rb,
+                         layout};
+      for (std::int64_t tokens : {std::int64_t{1}, n}) {
+        std::vector<float> y(tokens * rows, NAN);
+        matmul(w, x.data(), tokens, y.data(), ctx);
+        for (std::int64_t t = 0; t < tokens; ++t) {
+          for (std::int64_t r = 0; r < rows; ++r) {
+            EXPECT_NEAR(y[t * rows + r], want[t], 1e-5 * 945.0 * cols)
+                << isa_name(isa) << (layout == WeightLayout::kRows8 ? " rows8" : " gguf") << " tokens=" << tokens
+                << " t=" << t << " r=" << r;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(MatmulDeathTest, BadInputNamesTheProblem) {
   ThreadPool pool(1);
   KernelContext ctx(&pool);
