@@ -42,8 +42,12 @@ inline std::int64_t imax(std::int64_t a, std::int64_t b) { return a > b ? a : b;
 // or, with AVX-512VL's 32, 31 (4 x 6: 10 loads per 24 multiply-adds, not 7 per 12).
 constexpr int kRows = 4;
 constexpr int kTokens = ECO_FLOAT_WIDE ? 6 : 3;
-// Tokens whose activations are kept hot (L2) while the weight rows stream past.
-constexpr std::int64_t kActChunkBytes = 160 * 1024;
+// Tokens whose activations are kept hot (L2) while the weight rows stream past. AVX2: 320 KiB.
+// Zen 3 (512 KiB L2), synth 1b F16 matrices, 512 tokens, one thread, alternating runs: 160 KiB
+// (20 tokens of a 2048-column row, 7 of a 5632-column one, so 3 + 3 + 1 token tiles) 17.7-23.1 s,
+// median 21.4; 320 KiB 15.6-21.8, median 17.8 (the down projection's rows 20-40% faster); 448
+// KiB 18.0-21.1. The 512-bit build keeps the 160 KiB measured with it.
+constexpr std::int64_t kActChunkBytes = (ECO_FLOAT_WIDE ? 160 : 320) * 1024;
 // Weight-row streams gemv reads at once for 1, 2, 3, 4 tokens (4 streams of a
 // single-token F32 matmul read at ~24 GB/s vs ~16 GB/s for one; with more
 // tokens fewer streams keep the accumulators in registers).
