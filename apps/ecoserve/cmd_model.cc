@@ -273,8 +273,7 @@ int run_info(const InfoArgs& a) {
     // The tile and attention settings below are the avx512vnni-zmm level's: below it, the level's
     // own (compiled) shapes, and the settings as what that level would run where the CPU has it.
     const bool zmm = isa >= kernels::Isa::kAvx512VnniZmm;
-    bool zmm_on_cpu = false;
-    for (kernels::Isa i : kernels::supported_isas(cpu)) zmm_on_cpu = zmm_on_cpu || i == kernels::Isa::kAvx512VnniZmm;
+    const bool zmm_on_cpu = kernels::isa_supported(kernels::Isa::kAvx512VnniZmm, cpu);
     auto zmm_line = [&](const char* label, const std::string& here, const std::string& on_zmm) {
       if (zmm) return line(label, on_zmm);
       line(label, zmm_on_cpu ? fmt::format("{}; on avx512vnni-zmm: {}", here, on_zmm) : here);

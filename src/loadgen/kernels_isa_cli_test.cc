@@ -180,10 +180,7 @@ TEST(KernelsIsaCli, MatmulBf16FromTheEnvironmentIsReported) {
 TEST(KernelsIsaCli, AttentionF32WidthFromTheEnvironmentIsReported) {
   if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "shared data missing: " << kModel;
   const std::string err = std::filesystem::temp_directory_path() / "ecoserve_attn_info.err";
-  bool zmm_on_cpu = false;
-  for (kernels::Isa isa : kernels::supported_isas(kernels::detect_cpu_features())) {
-    if (isa == kernels::Isa::kAvx512VnniZmm) zmm_on_cpu = true;
-  }
+  const bool zmm_on_cpu = kernels::isa_supported(kernels::Isa::kAvx512VnniZmm, kernels::detect_cpu_features());
   for (auto [value, bits] : {std::pair{"0", "256"}, {"1", "512"}}) {
     const std::vector<std::string> env = {std::string("ECOSERVE_ATTENTION_F32_WIDE=") + value};
     const CliRun json = run_cli(env, {"model", "info", "--json", kModel}, err);
@@ -283,10 +280,7 @@ TEST(KernelsIsaCli, GemvSettingsFromTheEnvironmentRunAndAreReported) {
                           ", tokens in lanes from 32 tokens (ECOSERVE_Q4K_TILE_PAIRS, ECOSERVE_Q4K_LANES)";
   const std::string q8 = "2 pairs of 8-row groups x 7 tokens (ECOSERVE_Q8_LANES)";
   const std::string q6k = "4 rows x 6 tokens in pairs (ECOSERVE_Q6K_LANES)";
-  bool zmm_on_cpu = false;
-  for (kernels::Isa isa : kernels::supported_isas(kernels::detect_cpu_features())) {
-    if (isa == kernels::Isa::kAvx512VnniZmm) zmm_on_cpu = true;
-  }
+  const bool zmm_on_cpu = kernels::isa_supported(kernels::Isa::kAvx512VnniZmm, kernels::detect_cpu_features());
   std::vector<std::string> env_avx2 = env;
   env_avx2.push_back("ECOSERVE_ISA=avx2");
   const CliRun avx2 = run_cli(env_avx2, {"model", "info", kModel}, err);
